@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package hpod needs to build and test. Idempotent: when all
+# packages are present it does nothing (no apt-get update, no network).
+# Only Debian's archive is used; nothing is downloaded from anywhere else.
+set -euo pipefail
+
+# Build-time libraries.
+BUILD_PKGS=(
+  build-essential cmake pkg-config git
+  libboost1.74-dev          # Beast/Asio: the daemon's HTTP server
+  libcurl4-openssl-dev      # HTTP client (CLI, agent, S3)
+  libssl-dev                # SHA-256/HMAC for SigV4
+  nlohmann-json3-dev        # JSON
+  libcli11-dev              # command-line parsing
+  libspdlog-dev libfmt-dev  # logging, formatting (g++ 12 has no <format>)
+  libsqlite3-dev            # the state store
+  libpcre2-dev              # botocore model patterns use \p{L} classes that std::regex lacks
+  libgtest-dev libgmock-dev # unit tests
+)
+# Test-time tools.
+TEST_PKGS=(
+  clang libclang-rt-14-dev  # libFuzzer targets
+  curl                      # raw HTTP probes in e2e tests
+  python3                   # Debian's python for helpers that must not need pyenv
+)
+
+missing=()
+for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,137 @@
+#include "hpod/base/crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/random.h>
+
+#include <array>
+#include <cstring>
+
+namespace hpod {
+
+std::string Sha256(std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+std::string HexEncode(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+static int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+StatusOr<std::string> HexDecode(std::string_view hex) {
+  if (hex.size() % 2 != 0) return InvalidArgumentError("odd-length hex string");
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = HexValue(hex[i]), lo = HexValue(hex[i + 1]);
+    if (hi < 0 || lo < 0) return InvalidArgumentError("invalid hex digit");
+    out.push_back(static_cast<char>(hi << 4 | lo));
+  }
+  return out;
+}
+
+static constexpr char kB64Url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+std::string Base64UrlEncode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  auto b = [&](size_t k) { return static_cast<unsigned char>(bytes[k]); };
+  for (; i + 2 < bytes.size(); i += 3) {
+    uint32_t v = b(i) << 16 | b(i + 1) << 8 | b(i + 2);
+    for (int s = 18; s >= 0; s -= 6) out.push_back(kB64Url[(v >> s) & 63]);
+  }
+  size_t rest = bytes.size() - i;
+  if (rest == 1) {
+    uint32_t v = b(i) << 16;
+    out.push_back(kB64Url[(v >> 18) & 63]);
+    out.push_back(kB64Url[(v >> 12) & 63]);
+  } else if (rest == 2) {
+    uint32_t v = b(i) << 16 | b(i + 1) << 8;
+    out.push_back(kB64Url[(v >> 18) & 63]);
+    out.push_back(kB64Url[(v >> 12) & 63]);
+    out.push_back(kB64Url[(v >> 6) & 63]);
+  }
+  return out;
+}
+
+StatusOr<std::string> Base64UrlDecode(std::string_view text) {
+  std::array<int, 256> rev;
+  rev.fill(-1);
+  for (int k = 0; k < 64; ++k) rev[static_cast<unsigned char>(kB64Url[k])] = k;
+  if (text.size() % 4 == 1) return InvalidArgumentError("invalid base64 length");
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : text) {
+    int v = rev[c];
+    if (v < 0) return InvalidArgumentError("invalid base64 character");
+    acc = acc << 6 | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string RandomBytes(size_t n) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(out.data() + got, n - got, 0);
+    if (r > 0) got += static_cast<size_t>(r);
+  }
+  return out;
+}
+
+std::string RandomString(size_t n, std::string_view alphabet) {
+  std::string out;
+  out.reserve(n);
+  // Largest multiple of alphabet.size() that fits a byte: rejecting above it
+  // keeps every character equally likely.
+  const unsigned limit = 256 - 256 % alphabet.size();
+  while (out.size() < n) {
+    for (unsigned char c : RandomBytes(n * 2)) {
+      if (c >= limit) continue;
+      out.push_back(alphabet[c % alphabet.size()]);
+      if (out.size() == n) break;
+    }
+  }
+  return out;
+}
+
+}  // namespace hpod

@@ -1,0 +1,32 @@
+#pragma once
+
+// Hashing, MACs, encodings and randomness used across hpod (SigV4, tokens, ids).
+// Backed by OpenSSL 3. All functions are pure or use the OS CSPRNG; thread-safe.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hpod/base/status.h"
+
+namespace hpod {
+
+// Raw 32-byte SHA-256 digest of `data`.
+std::string Sha256(std::string_view data);
+// Raw 32-byte HMAC-SHA256 of `data` under `key`.
+std::string HmacSha256(std::string_view key, std::string_view data);
+
+std::string HexEncode(std::string_view bytes);  // lowercase
+StatusOr<std::string> HexDecode(std::string_view hex);
+std::string Base64UrlEncode(std::string_view bytes);  // no padding
+StatusOr<std::string> Base64UrlDecode(std::string_view text);
+
+// Constant-time equality (for signatures and secrets).
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// `n` bytes from the OS CSPRNG.
+std::string RandomBytes(size_t n);
+// `n` characters drawn uniformly from `alphabet` (rejection sampling, no modulo bias).
+std::string RandomString(size_t n, std::string_view alphabet);
+
+}  // namespace hpod

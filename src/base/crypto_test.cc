@@ -1,0 +1,60 @@
+#include "hpod/base/crypto.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+namespace hpod {
+namespace {
+
+TEST(CryptoTest, Sha256KnownVectors) {
+  EXPECT_EQ(HexEncode(Sha256("")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(HexEncode(Sha256("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(CryptoTest, HmacRfc4231Case2) {
+  EXPECT_EQ(HexEncode(HmacSha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST(CryptoTest, HexRoundTripAndErrors) {
+  EXPECT_EQ(*HexDecode("00ff10"), std::string("\x00\xff\x10", 3));
+  EXPECT_FALSE(HexDecode("abc").ok());
+  EXPECT_FALSE(HexDecode("zz").ok());
+}
+
+TEST(CryptoTest, Base64UrlRoundTrip) {
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\xff\xfe\x00\x01", 4)}) {
+    std::string enc = Base64UrlEncode(s);
+    EXPECT_EQ(enc.find('='), std::string::npos);
+    EXPECT_EQ(*Base64UrlDecode(enc), s) << enc;
+  }
+  EXPECT_EQ(Base64UrlEncode("hello"), "aGVsbG8");
+  EXPECT_FALSE(Base64UrlDecode("a").ok());
+  EXPECT_FALSE(Base64UrlDecode("ab$d").ok());
+}
+
+TEST(CryptoTest, ConstantTimeEquals) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "ab"));
+}
+
+TEST(CryptoTest, RandomStringUsesAlphabetOnly) {
+  std::set<char> seen;
+  for (int i = 0; i < 50; ++i) {
+    std::string s = RandomString(12, "abc");
+    ASSERT_EQ(s.size(), 12u);
+    for (char c : s) {
+      ASSERT_TRUE(c == 'a' || c == 'b' || c == 'c');
+      seen.insert(c);
+    }
+  }
+  EXPECT_EQ(seen.size(), 3u);
+}
+
+}  // namespace
+}  // namespace hpod

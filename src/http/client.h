@@ -1,0 +1,55 @@
+#pragma once
+
+// The one HTTP client of hpod (libcurl), used by the CLI, the agent and tests.
+// A Client keeps its connection alive between calls (one curl easy handle).
+//
+// Thread contract: a Client is not thread-safe; use one per thread.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpod/base/status.h"
+#include "hpod/http/message.h"
+
+namespace hpod::http {
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{5000};
+  // Whole-request limit.
+  std::chrono::milliseconds timeout{60000};
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends `request` to `url` (scheme://host:port + request.target is NOT used:
+  // the full URL is `url`). The request's headers are sent as given (callers add
+  // Host-dependent signing themselves). Any HTTP status is a successful Send; a
+  // transport failure returns kUnavailable with a message like the AWS CLI's:
+  // `Could not connect to the endpoint URL: "http://127.0.0.1:1/"`, and a timeout
+  // returns kDeadlineExceeded.
+  StatusOr<Response> Send(const std::string& url, const Request& request);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Splits "http://host:port/path?q" into its parts; fails on anything but http/https.
+struct Url {
+  std::string scheme;  // "http" | "https"
+  std::string host;    // "127.0.0.1", "[::1]", "example.com"
+  int port = 0;        // explicit or the scheme's default
+  std::string target;  // "/path?q" ("/" when empty)
+  // "host" or "host:port" as the Host header must carry it (default port omitted).
+  std::string HostHeader() const;
+};
+StatusOr<Url> ParseUrl(std::string_view url);
+
+}  // namespace hpod::http

@@ -1,0 +1,44 @@
+#pragma once
+
+// HTTP messages as plain values, shared by the server, the client and their users.
+// Nothing here includes Boost or libcurl, so the rest of the tree compiles fast.
+//
+// Thread contract: plain values; not synchronized.
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hpod::http {
+
+struct Header {
+  std::string name;  // as sent or received (case preserved)
+  std::string value;
+};
+
+// Case-insensitive lookup of the first header named `name`; empty when absent.
+std::string_view FindHeader(const std::vector<Header>& headers, std::string_view name);
+
+struct Request {
+  std::string method;  // "POST"
+  std::string target;  // raw request-target as received: "/path?query"
+  std::vector<Header> headers;
+  std::string body;
+  std::string remote_address;  // "127.0.0.1:53412"; empty for client-side requests
+
+  std::string_view HeaderValue(std::string_view name) const { return FindHeader(headers, name); }
+  // The part of `target` before '?', and the part after it ("" when none).
+  std::string_view Path() const;
+  std::string_view Query() const;
+};
+
+struct Response {
+  int status = 200;
+  std::vector<Header> headers;
+  std::string body;
+
+  std::string_view HeaderValue(std::string_view name) const { return FindHeader(headers, name); }
+};
+
+}  // namespace hpod::http

@@ -1,0 +1,68 @@
+#pragma once
+
+// An HTTP/1.1 server for hpodd (Boost.Beast/Asio behind a pimpl, so only server.cc
+// includes Boost). It holds thousands of keep-alive connections on a few threads,
+// enforces header/body size limits and per-request time limits, and shuts down
+// gracefully: Shutdown() stops accepting, lets in-flight requests finish (up to a
+// grace period), then closes every connection.
+//
+// Thread contract: Start/port/Shutdown may be called from any thread; the handler
+// is invoked concurrently from the server's I/O threads and must be thread-safe.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "hpod/base/status.h"
+#include "hpod/http/message.h"
+
+namespace hpod::http {
+
+using Handler = std::function<Response(const Request&)>;
+
+struct ServerOptions {
+  // Address to listen on. hpodd defaults to loopback: exposing the API is a choice.
+  std::string address = "127.0.0.1";
+  // 0 picks a free port (see Server::port()).
+  uint16_t port = 0;
+  // I/O threads; the handler runs on them.
+  int threads = 2;
+  // Requests with a larger body get 413; larger headers get 431.
+  size_t body_limit_bytes = 8 * 1024 * 1024;
+  size_t header_limit_bytes = 64 * 1024;
+  // A request must arrive completely within this time once its first byte is read.
+  std::chrono::milliseconds request_timeout{30000};
+  // An idle keep-alive connection is closed after this long.
+  std::chrono::milliseconds idle_timeout{300000};
+  // Connections beyond this are accepted and closed immediately.
+  size_t max_connections = 20000;
+};
+
+class Server {
+ public:
+  // Binds, listens and starts the I/O threads. Fails with kUnavailable when the
+  // address cannot be bound (message names the address and the OS error).
+  static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options, Handler handler);
+
+  ~Server();  // Shutdown(0) if not done yet.
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The bound port (useful with port 0).
+  uint16_t port() const;
+  // Number of open connections (for metrics and tests).
+  size_t open_connections() const;
+
+  // Stops accepting, waits up to `grace` for in-flight requests, closes all
+  // connections and joins the I/O threads. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace);
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hpod::http
