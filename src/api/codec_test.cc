@@ -1,0 +1,53 @@
+#include "hpod/api/codec.h"
+
+#include <gtest/gtest.h>
+
+namespace hpod::api {
+namespace {
+
+constexpr char kJson[] = "application/x-amz-json-1.1";
+
+TEST(CodecTest, DecodesAValidRequest) {
+  auto r = DecodeRequest(ServiceModel::Get(), "SageMaker.DescribeCluster", kJson,
+                         R"({"ClusterName": "demo"})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->operation->name, "DescribeCluster");
+  EXPECT_EQ(r->input["ClusterName"], "demo");
+}
+
+TEST(CodecTest, EmptyBodyIsAnEmptyObject) {
+  auto r = DecodeRequest(ServiceModel::Get(), "SageMaker.ListClusters", kJson, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->input.is_object());
+}
+
+TEST(CodecTest, Errors) {
+  const ServiceModel& m = ServiceModel::Get();
+  EXPECT_EQ(DecodeRequest(m, "", kJson, "{}").status().aws_type(), "UnknownOperationException");
+  EXPECT_EQ(DecodeRequest(m, "Other.ListClusters", kJson, "{}").status().aws_type(),
+            "UnknownOperationException");
+  EXPECT_EQ(DecodeRequest(m, "SageMaker.CreateTrainingJob", kJson, "{}").status().aws_type(),
+            "UnknownOperationException");
+  EXPECT_EQ(DecodeRequest(m, "SageMaker.ListClusters", "text/plain", "{}").status().aws_type(),
+            "SerializationException");
+  EXPECT_EQ(DecodeRequest(m, "SageMaker.ListClusters", kJson, "{").status().aws_type(),
+            "SerializationException");
+  EXPECT_EQ(DecodeRequest(m, "SageMaker.ListClusters", kJson, "[]").status().aws_type(),
+            "SerializationException");
+  EXPECT_EQ(DecodeRequest(m, "SageMaker.ListClusters", kJson, "\xff").status().aws_type(),
+            "SerializationException");
+  EXPECT_TRUE(
+      DecodeRequest(m, "SageMaker.ListClusters", "application/x-amz-json-1.1; charset=utf-8", "{}")
+          .ok());
+}
+
+TEST(CodecTest, DeepNestingIsAnErrorNotACrash) {
+  std::string deep(200000, '[');
+  deep += std::string(200000, ']');
+  auto r = DecodeRequest(ServiceModel::Get(), "SageMaker.ListClusters", kJson,
+                         "{\"ClusterName\": " + deep + "}");
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace hpod::api
