@@ -1,0 +1,103 @@
+#include "hpod/controlplane/api_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include "hpod/api/codec.h"
+#include "hpod/api/errors.h"
+#include "hpod/controlplane/ids.h"
+
+namespace hpod::controlplane {
+namespace {
+
+http::Response JsonResponse(int status, std::string body, const std::string& request_id) {
+  http::Response r;
+  r.status = status;
+  r.headers.push_back({"Content-Type", "application/x-amz-json-1.1"});
+  r.headers.push_back({"x-amzn-RequestId", request_id});
+  r.body = std::move(body);
+  return r;
+}
+
+http::Response ErrorResponse(const Status& s, const std::string& request_id,
+                             const std::string& op) {
+  api::ApiError e = api::ToApiError(s);
+  if (e.http_status >= 500) {
+    spdlog::error("request {} {} failed: {}", request_id, op, s.ToString());
+  } else {
+    spdlog::info("request {} {} -> {}: {}", request_id, op, e.type, e.message);
+  }
+  http::Response r = JsonResponse(e.http_status, api::ErrorBody(e), request_id);
+  // botocore reads the error code from this header when the body lacks one.
+  r.headers.push_back({"x-amzn-ErrorType", e.type});
+  return r;
+}
+
+}  // namespace
+
+StatusOr<std::string> ApiServer::StoreSecrets::SecretFor(std::string_view access_key_id) const {
+  std::string secret;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto key, tx.GetAccessKey(std::string(access_key_id)));
+    secret = key.secret_access_key;
+    return OkStatus();
+  }));
+  return secret;
+}
+
+ApiServer::ApiServer(store::Store& store, ClusterApi& api, const Clock& clock,
+                     ApiServerOptions options)
+    : store_(store), api_(api), clock_(clock), options_(std::move(options)), secrets_(store) {}
+
+StatusOr<store::Role> ApiServer::Authenticate(const http::Request& request) {
+  if (options_.insecure_no_auth) return store::Role::kAdmin;
+  auth::SignableRequest sr;
+  sr.method = request.method;
+  sr.target = request.target;
+  for (const auto& h : request.headers) sr.headers.emplace_back(h.name, h.value);
+  sr.body = request.body;
+  auth::VerifyOptions vo;
+  vo.service = "sagemaker";
+  vo.region = options_.region;
+  vo.max_skew = options_.max_clock_skew;
+  HPOD_ASSIGN_OR_RETURN(auth::VerifiedCaller caller,
+                        auth::VerifyRequest(sr, secrets_, vo, clock_.Now()));
+  store::Role role = store::Role::kUser;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto key, tx.GetAccessKey(caller.access_key_id));
+    role = key.role;
+    return OkStatus();
+  }));
+  return role;
+}
+
+http::Response ApiServer::Handle(const http::Request& request) {
+  const std::string request_id = NewEventId();
+  std::string target(request.HeaderValue("X-Amz-Target"));
+  if (request.method != "POST" || request.Path() != "/") {
+    return ErrorResponse(
+        InvalidArgumentError("hpod serves the SageMaker API as POST / (got " + request.method +
+                             " " + std::string(request.Path()) + ")")
+            .WithAwsType("UnknownOperationException"),
+        request_id, target);
+  }
+  auto role = Authenticate(request);
+  if (!role.ok()) return ErrorResponse(role.status(), request_id, target);
+
+  auto decoded = api::DecodeRequest(api::ServiceModel::Get(), target,
+                                    request.HeaderValue("Content-Type"), request.body);
+  if (!decoded.ok()) return ErrorResponse(decoded.status(), request_id, target);
+  const std::string& op = decoded->operation->name;
+  if (*role != store::Role::kAdmin && !ClusterApi::IsReadOnly(op)) {
+    return ErrorResponse(
+        PermissionDeniedError("The access key is not authorized to perform: sagemaker:" + op +
+                              " (its role is 'user', which may only read; use an admin key)")
+            .WithAwsType("AccessDeniedException"),
+        request_id, op);
+  }
+  auto result = api_.Call(*decoded->operation, decoded->input);
+  if (!result.ok()) return ErrorResponse(result.status(), request_id, op);
+  spdlog::debug("request {} {} ok", request_id, op);
+  return JsonResponse(200, result->dump(), request_id);
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,56 @@
+#pragma once
+
+// The HTTP face of the cluster API: authenticates (SigV4 against the store's
+// access keys), authorizes by role, decodes and validates the request against
+// the model, calls ClusterApi, and writes the AWS JSON 1.1 response or error.
+// Nothing a client sends can crash it or leave a partial write: decoding happens
+// before any store access and each operation is one transaction.
+//
+// Thread contract: Handle() is safe for concurrent calls.
+
+#include <atomic>
+#include <string>
+
+#include "hpod/auth/sigv4.h"
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/cluster_api.h"
+#include "hpod/http/message.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+struct ApiServerOptions {
+  // Skip SigV4 and treat every caller as admin. For development only.
+  bool insecure_no_auth = false;
+  // Scope requests must be signed for; empty region accepts any region.
+  std::string region;
+  std::chrono::seconds max_clock_skew{900};
+};
+
+class ApiServer {
+ public:
+  ApiServer(store::Store& store, ClusterApi& api, const Clock& clock, ApiServerOptions options);
+
+  http::Response Handle(const http::Request& request);
+
+ private:
+  class StoreSecrets : public auth::SecretLookup {
+   public:
+    explicit StoreSecrets(store::Store& store) : store_(store) {}
+    StatusOr<std::string> SecretFor(std::string_view access_key_id) const override;
+
+   private:
+    store::Store& store_;
+  };
+
+  // Returns the caller's role, or an auth error.
+  StatusOr<store::Role> Authenticate(const http::Request& request);
+
+  store::Store& store_;
+  ClusterApi& api_;
+  const Clock& clock_;
+  const ApiServerOptions options_;
+  StoreSecrets secrets_;
+};
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,417 @@
+// ClusterApi: dispatch and the operations that change clusters.
+
+#include "hpod/controlplane/cluster_api.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "hpod/controlplane/events.h"
+#include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/render.h"
+
+namespace hpod::controlplane {
+
+using nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+namespace {
+
+// Cluster-level members kept verbatim in ClusterRecord::spec.
+const char* const kClusterSpecMembers[] = {"VpcConfig", "Tags", "NodeRecovery", "Orchestrator",
+                                           "ClusterRole"};
+
+struct Unsupported {
+  const char* member;
+  const char* why;
+};
+
+const Unsupported kUnsupportedClusterMembers[] = {
+    {"RestrictedInstanceGroups", "restricted instance groups (SageMaker-managed training "
+                                 "plans) have no self-hosted equivalent"},
+    {"TieredStorageConfig", "tiered checkpoint storage is not available yet"},
+    {"AutoScaling", "cluster autoscaling (Karpenter) applies to EKS clusters; hpod runs Slurm"},
+    {"NodeProvisioningMode", "continuous provisioning is not available yet; hpod provisions "
+                             "all-or-nothing, as HyperPod does by default"},
+};
+
+const Unsupported kUnsupportedGroupMembers[] = {
+    {"InstanceRequirements", "flexible instance types are not available; set InstanceType"},
+    {"TrainingPlanArn", "training plans reserve AWS capacity and have no self-hosted equivalent"},
+    {"ScheduledUpdateConfig", "scheduled software updates are not available yet"},
+    {"KubernetesConfig", "EKS orchestration is not available; hpod runs Slurm"},
+    {"CapacityRequirements", "spot/on-demand capacity choices do not apply to hpod providers"},
+    {"OnStartDeepHealthChecks", "deep health checks are not available yet"},
+    {"MinInstanceCount", "MinInstanceCount applies to continuous provisioning, which is not "
+                         "available yet"},
+    {"NetworkInterface", "EFA interface selection is not available"},
+};
+
+Status Refuse(const std::string& field, const std::string& why) {
+  return InvalidArgumentError(field + " is not supported by hpod: " + why);
+}
+
+std::string NotFoundMessage(const std::string& name) {
+  return "Cluster with name or ARN '" + name + "' not found.";
+}
+
+}  // namespace
+
+Status CheckSupportedClusterFields(const json& req) {
+  for (const auto& u : kUnsupportedClusterMembers) {
+    if (req.contains(u.member)) return Refuse(u.member, u.why);
+  }
+  if (req.contains("Orchestrator") && req["Orchestrator"].contains("Eks")) {
+    return Refuse("Orchestrator.Eks", "EKS orchestration is not available; hpod runs Slurm");
+  }
+  if (req.contains("Orchestrator") && req["Orchestrator"].size() != 1) {
+    return InvalidArgumentError("Orchestrator must set exactly one of Eks or Slurm");
+  }
+  return OkStatus();
+}
+
+Status CheckSupportedGroupFields(const json& group, const std::string& path) {
+  for (const auto& u : kUnsupportedGroupMembers) {
+    if (group.contains(u.member)) return Refuse(path + "." + u.member, u.why);
+  }
+  if (group.contains("ImageId") && group["ImageId"] != "default") {
+    return Refuse(path + ".ImageId", "custom AMIs do not apply; use \"default\" or omit it");
+  }
+  if (!group.contains("InstanceType")) {
+    return InvalidArgumentError(path + ".InstanceType is required: name an ml.* instance type");
+  }
+  return OkStatus();
+}
+
+ClusterApi::ClusterApi(store::Store& store, const Clock& clock, const ControlPlaneOptions& options,
+                       PageTokenCodec tokens, std::function<void(const std::string&)> wake)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      tokens_(std::move(tokens)),
+      wake_(std::move(wake)) {}
+
+bool ClusterApi::IsReadOnly(const std::string& op) {
+  static const std::set<std::string> kReadOnly = {
+      "DescribeCluster",   "ListClusters",      "ListClusterNodes",
+      "DescribeClusterNode", "ListClusterEvents", "DescribeClusterEvent"};
+  return kReadOnly.count(op) > 0;
+}
+
+StatusOr<ordered_json> ClusterApi::Call(const api::Operation& op, const json& req) {
+  const std::string& n = op.name;
+  if (n == "CreateCluster") return CreateCluster(req);
+  if (n == "UpdateCluster") return UpdateCluster(req);
+  if (n == "DeleteCluster") return DeleteCluster(req);
+  if (n == "DescribeCluster") return DescribeCluster(req);
+  if (n == "ListClusters") return ListClusters(req);
+  if (n == "ListClusterNodes") return ListClusterNodes(req);
+  if (n == "DescribeClusterNode") return DescribeClusterNode(req);
+  if (n == "BatchDeleteClusterNodes") return BatchDeleteClusterNodes(req);
+  if (n == "ListClusterEvents") return ListClusterEvents(req);
+  if (n == "DescribeClusterEvent") return DescribeClusterEvent(req);
+  return UnimplementedError("operation " + n + " is not implemented")
+      .WithAwsType("UnknownOperationException");
+}
+
+StatusOr<store::ClusterRecord> ClusterApi::FindCluster(store::ReadTx& tx,
+                                                       const std::string& name_or_arn) {
+  StatusOr<store::ClusterRecord> c = NotFoundError("");
+  if (auto id = ClusterIdFromArn(name_or_arn)) {
+    c = tx.GetCluster(*id);
+    // An ARN from another region or account names another cluster.
+    if (c.ok() && c->arn != name_or_arn) c = NotFoundError("");
+  } else {
+    c = tx.GetClusterByName(name_or_arn);
+  }
+  if (!c.ok() && c.status().code() == StatusCode::kNotFound) {
+    return NotFoundError(NotFoundMessage(name_or_arn));
+  }
+  return c;
+}
+
+StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
+  HPOD_RETURN_IF_ERROR(CheckSupportedClusterFields(req));
+  if (!req.contains("InstanceGroups") || req["InstanceGroups"].empty()) {
+    return InvalidArgumentError("InstanceGroups is required: define at least one instance group");
+  }
+  std::set<std::string> names;
+  int total = 0;
+  for (size_t i = 0; i < req["InstanceGroups"].size(); ++i) {
+    const json& g = req["InstanceGroups"][i];
+    std::string path = "InstanceGroups[" + std::to_string(i) + "]";
+    HPOD_RETURN_IF_ERROR(CheckSupportedGroupFields(g, path));
+    if (!names.insert(g["InstanceGroupName"].get<std::string>()).second) {
+      return InvalidArgumentError("Instance group name '" + g["InstanceGroupName"].get<std::string>() +
+                                  "' is used more than once; group names must be unique");
+    }
+    total += g["InstanceCount"].get<int>();
+  }
+  if (total > options_.max_nodes_per_cluster) {
+    return ResourceExhaustedError("The cluster would have " + std::to_string(total) +
+                                  " instances; the limit is " +
+                                  std::to_string(options_.max_nodes_per_cluster) + " per cluster");
+  }
+
+  store::ClusterRecord c;
+  c.id = NewClusterId();
+  c.name = req["ClusterName"];
+  c.arn = ClusterArn(options_.region, options_.account_id, c.id);
+  c.status = "Creating";
+  c.creation_time = clock_.NowEpochSeconds();
+  c.generation = 1;
+  for (const char* m : kClusterSpecMembers) {
+    if (req.contains(m)) c.spec[m] = req[m];
+  }
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    auto existing = tx.GetClusterByName(c.name);
+    if (existing.ok()) {
+      return AlreadyExistsError("Cluster with name '" + c.name + "' already exists (" +
+                                existing->arn + ", " + existing->status + ")");
+    }
+    if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+    HPOD_ASSIGN_OR_RETURN(auto ids, tx.ListClusterIds());
+    if (static_cast<int>(ids.size()) >= options_.max_clusters) {
+      return ResourceExhaustedError("The account already has " + std::to_string(ids.size()) +
+                                    " clusters, the maximum; delete one first");
+    }
+    HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
+    int position = 0;
+    for (const json& g : req["InstanceGroups"]) {
+      store::GroupRecord gr;
+      gr.cluster_id = c.id;
+      gr.name = g["InstanceGroupName"];
+      gr.position = position++;
+      gr.spec = g;
+      gr.target_count = g["InstanceCount"];
+      gr.previous_target_count = -1;
+      gr.status = "Creating";
+      HPOD_RETURN_IF_ERROR(tx.PutGroup(gr));
+    }
+    return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
+                       "Cluster creation started with " + std::to_string(total) + " instances in " +
+                           std::to_string(position) + " instance groups");
+  }));
+  wake_(c.id);
+  return ordered_json{{"ClusterArn", c.arn}};
+}
+
+StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
+  HPOD_RETURN_IF_ERROR(CheckSupportedClusterFields(req));
+  std::set<std::string> to_delete;
+  if (req.contains("InstanceGroupsToDelete")) {
+    for (const auto& n : req["InstanceGroupsToDelete"]) to_delete.insert(n.get<std::string>());
+  }
+  std::set<std::string> named;
+  if (req.contains("InstanceGroups")) {
+    for (size_t i = 0; i < req["InstanceGroups"].size(); ++i) {
+      const json& g = req["InstanceGroups"][i];
+      std::string path = "InstanceGroups[" + std::to_string(i) + "]";
+      HPOD_RETURN_IF_ERROR(CheckSupportedGroupFields(g, path));
+      std::string name = g["InstanceGroupName"];
+      if (!named.insert(name).second) {
+        return InvalidArgumentError("Instance group name '" + name + "' is used more than once");
+      }
+      if (to_delete.count(name)) {
+        return InvalidArgumentError("Instance group '" + name +
+                                    "' is both updated and listed in InstanceGroupsToDelete");
+      }
+    }
+  }
+  std::string cluster_id, arn;
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    if (c.status != "InService") {
+      return FailedPreconditionError("Cluster " + c.name + " is " + c.status +
+                                     "; it can be updated only when InService");
+    }
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
+    std::map<std::string, store::GroupRecord> by_name;
+    int next_position = 0;
+    for (auto& g : groups) {
+      next_position = std::max(next_position, g.position + 1);
+      by_name[g.name] = g;
+    }
+    for (const auto& name : to_delete) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        return InvalidArgumentError("InstanceGroupsToDelete names '" + name +
+                                    "', which is not an instance group of cluster " + c.name);
+      }
+      if (it->second.spec.contains("SlurmConfig") &&
+          it->second.spec["SlurmConfig"].value("NodeType", "") == "Controller") {
+        return InvalidArgumentError("Instance group '" + name +
+                                    "' is the Slurm controller group and cannot be deleted");
+      }
+    }
+    int total = 0;
+    for (auto& [name, g] : by_name) {
+      if (!to_delete.count(name) && !named.count(name)) total += g.target_count;
+    }
+    c.generation += 1;
+    if (req.contains("InstanceGroups")) {
+      for (const json& g : req["InstanceGroups"]) {
+        std::string name = g["InstanceGroupName"];
+        total += g["InstanceCount"].get<int>();
+        auto it = by_name.find(name);
+        store::GroupRecord gr;
+        if (it != by_name.end()) {
+          gr = it->second;
+          if (gr.deleting) {
+            return FailedPreconditionError("Instance group '" + name + "' is being deleted");
+          }
+          if (g["InstanceType"] != gr.spec["InstanceType"]) {
+            return InvalidArgumentError("InstanceType of instance group '" + name +
+                                        "' cannot change (" +
+                                        gr.spec["InstanceType"].get<std::string>() + " → " +
+                                        g["InstanceType"].get<std::string>() +
+                                        "); add a new group instead");
+          }
+          gr.previous_target_count = gr.target_count;
+          gr.status = "Updating";
+        } else {
+          gr.cluster_id = c.id;
+          gr.name = name;
+          gr.position = next_position++;
+          gr.previous_target_count = -1;
+          gr.status = "Creating";
+        }
+        gr.spec = g;
+        gr.target_count = g["InstanceCount"];
+        HPOD_RETURN_IF_ERROR(tx.PutGroup(gr));
+        HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, GroupSubject(name), EventLevel::kInfo,
+                                         "Instance group target set to " +
+                                             std::to_string(gr.target_count) + " instances"));
+      }
+    }
+    if (total > options_.max_nodes_per_cluster) {
+      return ResourceExhaustedError("The cluster would have " + std::to_string(total) +
+                                    " instances; the limit is " +
+                                    std::to_string(options_.max_nodes_per_cluster));
+    }
+    for (const auto& name : to_delete) {
+      store::GroupRecord gr = by_name[name];
+      gr.deleting = true;
+      gr.status = "Deleting";
+      gr.previous_target_count = gr.target_count;
+      HPOD_RETURN_IF_ERROR(tx.PutGroup(gr));
+      HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, GroupSubject(name), EventLevel::kInfo,
+                                       "Instance group deletion started"));
+    }
+    if (req.contains("NodeRecovery")) c.spec["NodeRecovery"] = req["NodeRecovery"];
+    if (req.contains("Orchestrator")) c.spec["Orchestrator"] = req["Orchestrator"];
+    c.status = "Updating";
+    c.failure_message.clear();
+    HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
+    HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
+                                     "Cluster update started"));
+    cluster_id = c.id;
+    arn = c.arn;
+    return OkStatus();
+  }));
+  wake_(cluster_id);
+  return ordered_json{{"ClusterArn", arn}};
+}
+
+StatusOr<ordered_json> ClusterApi::DeleteCluster(const json& req) {
+  std::string cluster_id, arn;
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    cluster_id = c.id;
+    arn = c.arn;
+    // Deleting twice is accepted: the second call asks for what is under way.
+    if (c.status == "Deleting") return OkStatus();
+    c.status = "Deleting";
+    HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
+    return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
+                       "Cluster deletion started");
+  }));
+  wake_(cluster_id);
+  return ordered_json{{"ClusterArn", arn}};
+}
+
+StatusOr<ordered_json> ClusterApi::BatchDeleteClusterNodes(const json& req) {
+  if (!req.contains("NodeIds") && !req.contains("NodeLogicalIds")) {
+    return InvalidArgumentError("Specify NodeIds or NodeLogicalIds");
+  }
+  ordered_json out = ordered_json::object();
+  ordered_json failed = ordered_json::array(), ok = ordered_json::array();
+  ordered_json failed_logical = ordered_json::array(), ok_logical = ordered_json::array();
+  std::string cluster_id;
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    cluster_id = c.id;
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
+    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
+    std::map<std::string, store::GroupRecord> gmap;
+    for (auto& g : groups) gmap[g.name] = g;
+    // Returns "" on success, else the error code; fills `message`.
+    auto remove = [&](store::NodeRecord* n, std::string* message) -> std::string {
+      if (c.status == "Deleting") {
+        *message = "Cluster " + c.name + " is being deleted";
+        return "InvalidNodeStatus";
+      }
+      auto& g = gmap[n->group_name];
+      if (g.spec.contains("SlurmConfig") &&
+          g.spec["SlurmConfig"].value("NodeType", "") == "Controller") {
+        *message = "Node " + n->instance_id + " is in the controller group and cannot be deleted";
+        return "NodeIdInUse";
+      }
+      if (n->remove || n->status == "ShuttingDown") return "";  // already going: idempotent
+      n->remove = true;
+      if (Status s = tx.PutNode(*n); !s.ok()) {
+        *message = s.message();
+        return "InvalidNodeStatus";
+      }
+      if (g.target_count > 0) g.target_count -= 1;
+      if (Status s = tx.PutGroup(g); !s.ok()) {
+        *message = s.message();
+        return "InvalidNodeStatus";
+      }
+      (void)RecordEvent(tx, clock_, c, NodeSubject(n->group_name, n->instance_id),
+                        EventLevel::kInfo, "Node deletion requested by BatchDeleteClusterNodes");
+      return "";
+    };
+    auto find = [&](const std::string& key, bool logical) -> store::NodeRecord* {
+      for (auto& n : nodes) {
+        if ((logical ? n.logical_id : n.instance_id) == key) return &n;
+      }
+      return nullptr;
+    };
+    for (const char* member : {"NodeIds", "NodeLogicalIds"}) {
+      bool logical = std::string(member) == "NodeLogicalIds";
+      if (!req.contains(member)) continue;
+      for (const auto& idv : req[member]) {
+        std::string id = idv;
+        std::string message, code;
+        store::NodeRecord* n = find(id, logical);
+        if (n == nullptr) {
+          code = "NodeIdNotFound";  // the model has no separate code for logical ids
+          message = "Node " + id + " not found in cluster " + c.name;
+        } else {
+          code = remove(n, &message);
+        }
+        if (code.empty()) {
+          (logical ? ok_logical : ok).push_back(id);
+        } else if (logical) {
+          failed_logical.push_back({{"Code", code}, {"Message", message}, {"NodeLogicalId", id}});
+        } else {
+          failed.push_back({{"Code", code}, {"Message", message}, {"NodeId", id}});
+        }
+      }
+    }
+    return OkStatus();
+  }));
+  wake_(cluster_id);
+  if (req.contains("NodeIds")) {
+    out["Failed"] = failed;
+    out["Successful"] = ok;
+  }
+  if (req.contains("NodeLogicalIds")) {
+    out["FailedNodeLogicalIds"] = failed_logical;
+    out["SuccessfulNodeLogicalIds"] = ok_logical;
+  }
+  return out;
+}
+
+}  // namespace hpod::controlplane

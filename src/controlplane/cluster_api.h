@@ -1,0 +1,66 @@
+#pragma once
+
+// The SageMaker cluster operations. A handler validates semantics the model
+// cannot express (unique group names, supported features, state preconditions),
+// writes the user's desired state in one store transaction, and wakes the
+// cluster's reconciler; it never calls a provider. Requests arrive already
+// decoded and validated against the model (api/codec.h).
+//
+// Thread contract: safe for concurrent calls (all state lives in the Store).
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+
+#include "hpod/api/model.h"
+#include "hpod/base/clock.h"
+#include "hpod/base/status.h"
+#include "hpod/controlplane/options.h"
+#include "hpod/controlplane/pagination.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+class ClusterApi {
+ public:
+  // `wake` is called with a cluster id after a handler changed that cluster.
+  ClusterApi(store::Store& store, const Clock& clock, const ControlPlaneOptions& options,
+             PageTokenCodec tokens, std::function<void(const std::string&)> wake);
+
+  // Runs `operation` on a validated request; the result is the response body.
+  StatusOr<nlohmann::ordered_json> Call(const api::Operation& operation,
+                                        const nlohmann::json& request);
+
+  // Operations that change nothing (allowed to `user` keys).
+  static bool IsReadOnly(const std::string& operation);
+
+ private:
+  using Result = StatusOr<nlohmann::ordered_json>;
+  Result CreateCluster(const nlohmann::json& req);
+  Result UpdateCluster(const nlohmann::json& req);
+  Result DeleteCluster(const nlohmann::json& req);
+  Result DescribeCluster(const nlohmann::json& req);
+  Result ListClusters(const nlohmann::json& req);
+  Result ListClusterNodes(const nlohmann::json& req);
+  Result DescribeClusterNode(const nlohmann::json& req);
+  Result BatchDeleteClusterNodes(const nlohmann::json& req);
+  Result ListClusterEvents(const nlohmann::json& req);
+  Result DescribeClusterEvent(const nlohmann::json& req);
+
+  // Resolves a ClusterNameOrArn member; kNotFound in SageMaker's words.
+  StatusOr<store::ClusterRecord> FindCluster(store::ReadTx& tx, const std::string& name_or_arn);
+
+  store::Store& store_;
+  const Clock& clock_;
+  const ControlPlaneOptions options_;
+  const PageTokenCodec tokens_;
+  const std::function<void(const std::string&)> wake_;
+};
+
+// Refuses request members hpod stores but cannot honour yet, naming the field
+// and why (a field is never silently ignored). `path` prefixes member names.
+Status CheckSupportedClusterFields(const nlohmann::json& req);
+Status CheckSupportedGroupFields(const nlohmann::json& group, const std::string& path);
+
+}  // namespace hpod::controlplane

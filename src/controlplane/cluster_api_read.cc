@@ -1,0 +1,211 @@
+// ClusterApi: the read-only operations (describe and list, with pagination).
+
+#include <cstdio>
+#include <map>
+
+#include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/render.h"
+
+namespace hpod::controlplane {
+
+using nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int kDefaultPageSize = 100;
+
+int PageSize(const json& req) { return req.value("MaxResults", kDefaultPageSize); }
+
+std::string TimeKey(double t) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", t);
+  return buf;
+}
+
+std::optional<double> OptTime(const json& req, const char* member) {
+  if (!req.contains(member)) return std::nullopt;
+  return req[member].get<double>();
+}
+
+// Reads a keyset position {"v": sort value, "id": id} from a decoded token.
+StatusOr<store::PageAfter> AfterFrom(const json& pos) {
+  if (!pos.is_object() || !pos.contains("v") || !pos.contains("id") || !pos["v"].is_string() ||
+      !pos["id"].is_string()) {
+    return InvalidArgumentError("The NextToken is invalid");
+  }
+  return store::PageAfter{pos["v"], pos["id"]};
+}
+
+}  // namespace
+
+StatusOr<ordered_json> ClusterApi::DescribeCluster(const json& req) {
+  ordered_json out;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
+    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
+    out = RenderCluster(c, groups, nodes);
+    return OkStatus();
+  }));
+  return out;
+}
+
+StatusOr<ordered_json> ClusterApi::ListClusters(const json& req) {
+  store::ClusterQuery q;
+  q.created_after = OptTime(req, "CreationTimeAfter");
+  q.created_before = OptTime(req, "CreationTimeBefore");
+  q.name_contains = req.value("NameContains", "");
+  q.sort_by_name = req.value("SortBy", "CREATION_TIME") == "NAME";
+  q.ascending = req.value("SortOrder", "Ascending") == "Ascending";
+  q.limit = PageSize(req) + 1;  // one extra tells whether another page exists
+  const std::string scope = PageTokenCodec::ScopeOf("ListClusters", req);
+  if (req.contains("NextToken") && !req["NextToken"].get<std::string>().empty()) {
+    HPOD_ASSIGN_OR_RETURN(json pos, tokens_.Decode(scope, req["NextToken"]));
+    HPOD_ASSIGN_OR_RETURN(q.after, AfterFrom(pos));
+  }
+  std::vector<store::ClusterRecord> rows;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(rows, tx.ListClusters(q));
+    return OkStatus();
+  }));
+  ordered_json out = ordered_json::object();
+  ordered_json list = ordered_json::array();
+  // Clusters tied to a training plan cannot exist in hpod, so that filter matches none.
+  bool plan_filter = req.contains("TrainingPlanArn");
+  for (size_t i = 0; i < rows.size() && static_cast<int>(i) < PageSize(req); ++i) {
+    if (plan_filter) break;
+    const auto& c = rows[i];
+    list.push_back(ordered_json{{"ClusterArn", c.arn},
+                                {"ClusterName", c.name},
+                                {"CreationTime", c.creation_time},
+                                {"ClusterStatus", c.status}});
+  }
+  if (static_cast<int>(rows.size()) > PageSize(req) && !plan_filter) {
+    const auto& last = rows[PageSize(req) - 1];
+    out["NextToken"] = tokens_.Encode(
+        scope, {{"v", q.sort_by_name ? last.name : TimeKey(last.creation_time)}, {"id", last.id}});
+  }
+  out["ClusterSummaries"] = std::move(list);
+  return out;
+}
+
+StatusOr<ordered_json> ClusterApi::ListClusterNodes(const json& req) {
+  store::NodeQuery q;
+  q.launched_after = OptTime(req, "CreationTimeAfter");
+  q.launched_before = OptTime(req, "CreationTimeBefore");
+  q.group_contains = req.value("InstanceGroupNameContains", "");
+  q.sort_by_name = req.value("SortBy", "CREATION_TIME") == "NAME";
+  q.ascending = req.value("SortOrder", "Ascending") == "Ascending";
+  q.limit = PageSize(req) + 1;
+  bool logical = req.value("IncludeNodeLogicalIds", false);
+  const std::string scope = PageTokenCodec::ScopeOf("ListClusterNodes", req);
+  if (req.contains("NextToken") && !req["NextToken"].get<std::string>().empty()) {
+    HPOD_ASSIGN_OR_RETURN(json pos, tokens_.Decode(scope, req["NextToken"]));
+    HPOD_ASSIGN_OR_RETURN(q.after, AfterFrom(pos));
+  }
+  ordered_json out = ordered_json::object();
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    q.cluster_id = c.id;
+    HPOD_ASSIGN_OR_RETURN(auto rows, tx.QueryNodes(q));
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
+    std::map<std::string, const store::GroupRecord*> gmap;
+    for (const auto& g : groups) gmap[g.name] = &g;
+    ordered_json list = ordered_json::array();
+    int page = PageSize(req);
+    for (int i = 0; i < static_cast<int>(rows.size()) && i < page; ++i) {
+      const auto& n = rows[i];
+      auto it = gmap.find(n.group_name);
+      list.push_back(RenderNodeSummary(n, it == gmap.end() ? nullptr : it->second, logical,
+                                       options_.region));
+    }
+    if (static_cast<int>(rows.size()) > page) {
+      const auto& last = rows[page - 1];
+      out["NextToken"] = tokens_.Encode(
+          scope, {{"v", q.sort_by_name ? last.group_name : TimeKey(last.launch_time)},
+                  {"id", last.instance_id}});
+    }
+    out["ClusterNodeSummaries"] = std::move(list);
+    return OkStatus();
+  }));
+  return out;
+}
+
+StatusOr<ordered_json> ClusterApi::DescribeClusterNode(const json& req) {
+  bool by_id = req.contains("NodeId"), by_logical = req.contains("NodeLogicalId");
+  if (by_id == by_logical) {
+    return InvalidArgumentError("Specify exactly one of NodeId or NodeLogicalId");
+  }
+  ordered_json out;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
+    std::string key = by_id ? req["NodeId"] : req["NodeLogicalId"];
+    for (const auto& n : nodes) {
+      if ((by_id ? n.instance_id : n.logical_id) != key) continue;
+      const store::GroupRecord* g = nullptr;
+      for (const auto& gr : groups) {
+        if (gr.name == n.group_name) g = &gr;
+      }
+      out = ordered_json{{"NodeDetails", RenderNodeDetails(n, g, options_.region)}};
+      return OkStatus();
+    }
+    return NotFoundError("Node '" + key + "' not found in cluster " + c.name + ".");
+  }));
+  return out;
+}
+
+StatusOr<ordered_json> ClusterApi::ListClusterEvents(const json& req) {
+  store::EventQuery q;
+  q.group_name = req.value("InstanceGroupName", "");
+  q.instance_id = req.value("NodeId", "");
+  q.resource_type = req.value("ResourceType", "");
+  q.after_time = OptTime(req, "EventTimeAfter");
+  q.before_time = OptTime(req, "EventTimeBefore");
+  q.ascending = req.value("SortOrder", "Descending") == "Ascending";
+  q.limit = PageSize(req) + 1;
+  const std::string scope = PageTokenCodec::ScopeOf("ListClusterEvents", req);
+  if (req.contains("NextToken") && !req["NextToken"].get<std::string>().empty()) {
+    HPOD_ASSIGN_OR_RETURN(json pos, tokens_.Decode(scope, req["NextToken"]));
+    if (!pos.is_number_integer()) return InvalidArgumentError("The NextToken is invalid");
+    q.after_seq = pos.get<int64_t>();
+  }
+  ordered_json out = ordered_json::object();
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    q.cluster_id = c.id;
+    HPOD_ASSIGN_OR_RETURN(auto rows, tx.QueryEvents(q));
+    int page = PageSize(req);
+    ordered_json list = ordered_json::array();
+    for (int i = 0; i < static_cast<int>(rows.size()) && i < page; ++i) {
+      list.push_back(RenderEvent(rows[i], false));
+    }
+    if (static_cast<int>(rows.size()) > page) {
+      out["NextToken"] = tokens_.Encode(scope, rows[page - 1].seq);
+    }
+    out["Events"] = std::move(list);
+    return OkStatus();
+  }));
+  return out;
+}
+
+StatusOr<ordered_json> ClusterApi::DescribeClusterEvent(const json& req) {
+  ordered_json out;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    auto e = tx.GetEvent(c.id, req["EventId"]);
+    if (!e.ok() && e.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("Event '" + req["EventId"].get<std::string>() +
+                           "' not found in cluster " + c.name + ".");
+    }
+    HPOD_RETURN_IF_ERROR(e.status());
+    out = ordered_json{{"EventDetails", RenderEvent(*e, true)}};
+    return OkStatus();
+  }));
+  return out;
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,54 @@
+#pragma once
+
+// The cluster reconciler: level-triggered and idempotent. Each call takes one
+// cluster, re-reads desired state (store) and observed state (provider), moves
+// one step towards the desired state, and writes status and events. It writes
+// every intent before acting on it (a node row exists before Launch is called; a
+// node is ShuttingDown before Terminate is called) and every provider call is
+// idempotent, so `kill -9` at any point followed by a restart converges with no
+// lost, duplicated or orphaned node.
+//
+// Provisioning is all-or-nothing, as HyperPod's default: during CreateCluster one
+// failed node fails the cluster (FailureMessage in HyperPod's words) and every node
+// is cleaned up; during UpdateCluster it rolls the update back (RollingBack →
+// InService, with the FailureMessage kept).
+//
+// Thread contract: Reconcile may run concurrently for different clusters; the
+// WorkQueue guarantees one call per cluster at a time. No lock is held across a
+// provider call.
+
+#include <string>
+
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/options.h"
+#include "hpod/controlplane/work_queue.h"
+#include "hpod/provider/provider.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+class ClusterReconciler {
+ public:
+  // `provider` may be null: then every launch fails with a message saying so.
+  ClusterReconciler(store::Store& store, provider::Provider* provider, const Clock& clock,
+                    const ControlPlaneOptions& options);
+
+  WorkQueue::Result Reconcile(const std::string& cluster_id);
+
+ private:
+  struct Observation;
+  Status PlanNodes(const std::string& cluster_id);
+  StatusOr<std::vector<Observation>> ActOnNodes(const std::string& cluster_id);
+  StatusOr<bool> RecordAndRollUp(const std::string& cluster_id,
+                                 const std::vector<Observation>& observations);
+
+  store::Store& store_;
+  provider::Provider* const provider_;
+  const Clock& clock_;
+  const ControlPlaneOptions options_;
+};
+
+// HyperPod's FailureMessage for a node that failed to provision.
+std::string ProvisioningFailureMessage(const std::string& instance_id, const std::string& why);
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,75 @@
+#pragma once
+
+// hpodd's composition root: owns the store, the provider, the work queue, the
+// reconcilers, the API and the HTTP server, in dependency order. After a restart
+// it enqueues every cluster, so whatever was in flight when the previous process
+// died is picked up again (level-triggered recovery).
+//
+// Thread contract: Start/port/Shutdown from one thread; internals are threaded.
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "hpod/base/clock.h"
+#include "hpod/base/status.h"
+#include "hpod/controlplane/api_server.h"
+#include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/cluster_reconciler.h"
+#include "hpod/controlplane/options.h"
+#include "hpod/controlplane/work_queue.h"
+#include "hpod/http/server.h"
+#include "hpod/provider/provider.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+struct DaemonOptions {
+  // Holds state.db (the store). Created by `hpodd init`.
+  std::string data_dir;
+  http::ServerOptions http;
+  ControlPlaneOptions control_plane;
+  bool insecure_no_auth = false;
+  int reconcile_workers = 2;
+};
+
+class Daemon {
+ public:
+  // `provider` may be null (no provider configured: launches fail with a clear message).
+  static StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options,
+                                                 std::unique_ptr<provider::Provider> provider,
+                                                 const Clock& clock);
+  ~Daemon();
+
+  uint16_t port() const { return server_->port(); }
+  // Stops serving (in-flight requests finish within `grace`), then stops reconciling.
+  void Shutdown(std::chrono::milliseconds grace);
+
+ private:
+  Daemon() = default;
+  void ResyncLoop();
+
+  DaemonOptions options_;
+  const Clock* clock_ = nullptr;
+  // Members in dependency order: each may use the ones above it.
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<provider::Provider> provider_;
+  std::unique_ptr<ClusterReconciler> reconciler_;
+  std::unique_ptr<WorkQueue> queue_;
+  std::unique_ptr<ClusterApi> api_;
+  std::unique_ptr<ApiServer> api_server_;
+  std::unique_ptr<http::Server> server_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread resync_;
+};
+
+// Path of the store inside a data dir.
+std::string StorePath(const std::string& data_dir);
+
+}  // namespace hpod::controlplane

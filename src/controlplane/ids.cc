@@ -1,0 +1,57 @@
+#include "hpod/controlplane/ids.h"
+
+#include "hpod/api/validate.h"
+#include "hpod/base/crypto.h"
+
+namespace hpod::controlplane {
+
+std::string NewClusterId() { return RandomString(12, "abcdefghijklmnopqrstuvwxyz0123456789"); }
+
+std::string NewInstanceId() { return "i-" + RandomString(17, "0123456789abcdef"); }
+
+std::string NewEventId() {
+  std::string b = RandomBytes(16);
+  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  std::string h = HexEncode(b);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20);
+}
+
+std::string NewNodeLogicalId(std::string_view instance_name) {
+  return std::string(instance_name) + "-" + RandomString(8, "0123456789abcdef");
+}
+
+std::string ClusterArn(std::string_view region, std::string_view account, std::string_view id) {
+  return "arn:aws:sagemaker:" + std::string(region) + ":" + std::string(account) + ":cluster/" +
+         std::string(id);
+}
+
+std::optional<std::string> ClusterIdFromArn(std::string_view text) {
+  static constexpr char kPattern[] =
+      "arn:aws[a-z\\-]*:sagemaker:[a-z0-9\\-]*:[0-9]{12}:cluster/[a-z0-9]{12}";
+  if (!api::MatchesPattern(kPattern, text)) return std::nullopt;
+  return std::string(text.substr(text.size() - 12));
+}
+
+std::string SessionTarget(std::string_view cluster_id, std::string_view group,
+                          std::string_view instance_id) {
+  return "sagemaker-cluster:" + std::string(cluster_id) + "_" + std::string(group) + "-" +
+         std::string(instance_id);
+}
+
+std::string HostnameFromIp(std::string_view ip) {
+  if (ip.empty()) return "";
+  std::string out = "ip-";
+  for (char c : ip) out.push_back(c == '.' ? '-' : c);
+  return out;
+}
+
+std::string PrivateDnsName(std::string_view ip, std::string_view region) {
+  if (ip.empty()) return "";
+  std::string domain =
+      region == "us-east-1" ? "ec2.internal" : std::string(region) + ".compute.internal";
+  return HostnameFromIp(ip) + "." + domain;
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,26 @@
+#pragma once
+
+// Settings shared by the control plane's handlers and reconcilers.
+//
+// Thread contract: a plain value, read-only once the control plane starts.
+
+#include <chrono>
+#include <string>
+
+namespace hpod::controlplane {
+
+struct ControlPlaneOptions {
+  // Used in ARNs and DNS names; scripts split the ARN to find the region.
+  std::string region = "us-west-2";
+  std::string account_id = "123456789012";
+  // Quotas answered with ResourceLimitExceeded.
+  int max_clusters = 100;
+  int max_nodes_per_cluster = 20000;
+  // How often a reconciler looks again at a cluster that is still converging.
+  std::chrono::milliseconds poll_interval{500};
+  // How often every cluster is reconciled even without a change (level-triggered
+  // safety net for anything missed, e.g. a node that died silently).
+  std::chrono::milliseconds resync_interval{30000};
+};
+
+}  // namespace hpod::controlplane

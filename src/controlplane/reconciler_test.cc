@@ -1,0 +1,165 @@
+// The reconciler's state machine: all-or-nothing creation, update rollback,
+// transient provider errors, and convergence without orphans.
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "hpod/controlplane/test_harness.h"
+
+namespace hpod::controlplane {
+namespace {
+
+using nlohmann::json;
+using testing::Harness;
+
+json Req(const std::string& name, json groups) {
+  return {{"ClusterName", name}, {"InstanceGroups", groups}};
+}
+
+std::set<std::string> StoreNodeIds(Harness& h, const std::string& cluster_id) {
+  std::set<std::string> ids;
+  EXPECT_TRUE(h.store_->Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(cluster_id));
+    for (auto& n : nodes) ids.insert(n.instance_id);
+    return OkStatus();
+  }).ok());
+  return ids;
+}
+
+std::string IdOf(const json& describe) {
+  std::string arn = describe["ClusterArn"];
+  return arn.substr(arn.size() - 12);
+}
+
+TEST(ReconcilerTest, NodesGoPendingThenRunning) {
+  provider::FakeProviderOptions po;
+  po.pending_for = std::chrono::seconds(5);
+  Harness h(po);
+  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 2)})).ok());
+  h.queue_->RunUntilIdle();
+  auto nodes = h.Call("ListClusterNodes", {{"ClusterName", "demo"}});
+  ASSERT_EQ((*nodes)["ClusterNodeSummaries"].size(), 2u);
+  EXPECT_EQ((*nodes)["ClusterNodeSummaries"][0]["InstanceStatus"]["Status"], "Pending");
+  h.Converge(5);  // 2.5 s of fake time
+  EXPECT_EQ(h.Describe("demo")["ClusterStatus"], "Creating");
+  h.Converge(10);
+  EXPECT_EQ(h.Describe("demo")["ClusterStatus"], "InService");
+}
+
+TEST(ReconcilerTest, OneFailedNodeFailsTheCreateAndCleansUp) {
+  provider::FakeProviderOptions po;
+  po.fail_groups = {"bad"};
+  Harness h(po);
+  ASSERT_TRUE(h.Call("CreateCluster",
+                     Req("demo", {Harness::Group("ctl", 1), Harness::Group("bad", 2)}))
+                  .ok());
+  h.Converge();
+  json d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "Failed");
+  std::string msg = d["FailureMessage"];
+  EXPECT_EQ(msg.rfind("Instance i-", 0), 0u) << msg;
+  EXPECT_NE(msg.find("failed to provision with the following error: \"Lifecycle scripts did not "
+                     "run successfully."),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("Note that multiple instances may be impacted."), std::string::npos);
+  EXPECT_EQ(d["InstanceGroups"][1]["Status"], "Failed");
+  // All nodes of the failed operation are gone, at the provider and in the store.
+  EXPECT_EQ(h.provider_->node_count(), 0u);
+  EXPECT_TRUE(StoreNodeIds(h, IdOf(d)).empty());
+  auto ev = h.Call("ListClusterEvents", {{"ClusterName", "demo"}, {"ResourceType", "Cluster"}});
+  EXPECT_EQ((*ev)["Events"][0]["EventLevel"], "Error");
+  // A failed cluster can be deleted.
+  ASSERT_TRUE(h.Call("DeleteCluster", {{"ClusterName", "demo"}}).ok());
+  h.Converge();
+  EXPECT_EQ(h.Call("DescribeCluster", {{"ClusterName", "demo"}}).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST(ReconcilerTest, NoCapacityUsesHyperPodWording) {
+  provider::FakeProviderOptions po;
+  po.capacity = 1;
+  Harness h(po);
+  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 2)})).ok());
+  h.Converge();
+  json d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "Failed");
+  EXPECT_NE(d["FailureMessage"].get<std::string>().find(
+                "We currently do not have sufficient capacity"),
+            std::string::npos);
+}
+
+TEST(ReconcilerTest, FailedUpdateRollsBack) {
+  provider::FakeProviderOptions po;
+  po.fail_groups = {"bad"};
+  Harness h(po);
+  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 2)})).ok());
+  h.Converge();
+  ASSERT_TRUE(h.Call("UpdateCluster", {{"ClusterName", "demo"},
+                                       {"InstanceGroups",
+                                        {Harness::Group("w", 3), Harness::Group("bad", 1)}}})
+                  .ok());
+  h.Converge();
+  json d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "InService");
+  EXPECT_NE(d["FailureMessage"].get<std::string>().find("failed to provision"), std::string::npos);
+  ASSERT_EQ(d["InstanceGroups"].size(), 1u);  // the added group is rolled back
+  EXPECT_EQ(d["InstanceGroups"][0]["TargetCount"], 2);
+  EXPECT_EQ(d["InstanceGroups"][0]["CurrentCount"], 2);
+  EXPECT_EQ(h.provider_->node_count(), 2u);
+}
+
+TEST(ReconcilerTest, TransientProviderErrorsAreRetried) {
+  Harness h;
+  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 3)})).ok());
+  h.provider_->FailNextCalls(5);
+  h.Converge(100);
+  EXPECT_EQ(h.Describe("demo")["ClusterStatus"], "InService");
+  EXPECT_EQ(h.provider_->node_count(), 3u);
+}
+
+TEST(ReconcilerTest, RestartMidwayConvergesWithoutOrphans) {
+  // A "crash" is a fresh reconciler over the same store and provider at an
+  // arbitrary point; repeated after every single step.
+  Harness h;
+  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("ctl", 1),
+                                                   Harness::Group("w", 4)}))
+                  .ok());
+  std::string id = IdOf(h.Describe("demo"));
+  for (int step = 0; step < 30; ++step) {
+    h.reconciler_ = std::make_unique<ClusterReconciler>(*h.store_, h.provider_.get(), h.clock_,
+                                                        h.options_);
+    if (step % 3 == 0) h.provider_->FailNextCalls(1);
+    (void)h.reconciler_->Reconcile(id);
+    h.clock_.AdvanceTime(std::chrono::milliseconds(200));
+    if (step == 10) {
+      ASSERT_TRUE(h.Call("UpdateCluster",
+                         {{"ClusterName", "demo"}, {"InstanceGroups", {Harness::Group("w", 2)}}})
+                      .ok() ||
+                  true);
+    }
+  }
+  h.queue_->Add(id);
+  h.Converge();
+  json d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "InService");
+  auto provider_ids = h.provider_->List(id);
+  std::set<std::string> at_provider(provider_ids->begin(), provider_ids->end());
+  EXPECT_EQ(at_provider, StoreNodeIds(h, id));
+  int expected = 1 + d["InstanceGroups"][1]["TargetCount"].get<int>();
+  EXPECT_EQ(static_cast<int>(at_provider.size()), expected);
+}
+
+TEST(ReconcilerTest, NoProviderFailsWithAClearMessage) {
+  Harness h;
+  h.reconciler_ = std::make_unique<ClusterReconciler>(*h.store_, nullptr, h.clock_, h.options_);
+  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 1)})).ok());
+  h.Converge();
+  json d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "Failed");
+  EXPECT_NE(d["FailureMessage"].get<std::string>().find("no node provider"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hpod::controlplane

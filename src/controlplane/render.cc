@@ -1,0 +1,120 @@
+#include "hpod/controlplane/render.h"
+
+#include "hpod/controlplane/ids.h"
+
+namespace hpod::controlplane {
+namespace {
+
+const api::Shape& ShapeNamed(const char* name) {
+  // The names below are in the compiled-in model (checked by model tests), so a
+  // miss is a build defect.
+  const api::Shape* s = api::ServiceModel::Get().FindShape(name);
+  if (s == nullptr) std::abort();
+  return *s;
+}
+
+}  // namespace
+
+ordered_json InModelOrder(const api::Shape& shape, const nlohmann::json& value) {
+  switch (shape.type) {
+    case api::ShapeType::kStructure: {
+      ordered_json out = ordered_json::object();
+      if (!value.is_object()) return out;
+      for (const api::Member& m : shape.members) {
+        auto it = value.find(m.name);
+        if (it == value.end() || it->is_null()) continue;
+        out[m.name] = InModelOrder(*m.shape, *it);
+      }
+      return out;
+    }
+    case api::ShapeType::kList: {
+      ordered_json out = ordered_json::array();
+      if (!value.is_array()) return out;
+      for (const auto& v : value) out.push_back(InModelOrder(*shape.member, v));
+      return out;
+    }
+    case api::ShapeType::kMap: {
+      ordered_json out = ordered_json::object();
+      if (!value.is_object()) return out;
+      for (const auto& [k, v] : value.items()) out[k] = InModelOrder(*shape.value, v);
+      return out;
+    }
+    default:
+      return ordered_json::parse(value.dump());
+  }
+}
+
+bool IsLiveNode(const store::NodeRecord& node) {
+  return !node.remove && node.status != "Failure" && node.status != "ShuttingDown";
+}
+
+ordered_json RenderCluster(const store::ClusterRecord& cluster,
+                           const std::vector<store::GroupRecord>& groups,
+                           const std::vector<store::NodeRecord>& nodes) {
+  nlohmann::json r = cluster.spec;  // VpcConfig, Tags, NodeRecovery, Orchestrator, ...
+  r["ClusterArn"] = cluster.arn;
+  r["ClusterName"] = cluster.name;
+  r["ClusterStatus"] = cluster.status;
+  r["CreationTime"] = cluster.creation_time;
+  if (!cluster.failure_message.empty()) r["FailureMessage"] = cluster.failure_message;
+  if (!r.contains("NodeRecovery")) r["NodeRecovery"] = "Automatic";
+  nlohmann::json gs = nlohmann::json::array();
+  for (const auto& g : groups) {
+    nlohmann::json d = g.spec;
+    int current = 0;
+    for (const auto& n : nodes) {
+      if (n.group_name == g.name && n.status == "Running" && !n.remove) ++current;
+    }
+    d["CurrentCount"] = current;
+    d["TargetCount"] = g.target_count;
+    d["Status"] = g.status;
+    d.erase("InstanceCount");
+    gs.push_back(std::move(d));
+  }
+  r["InstanceGroups"] = std::move(gs);
+  return InModelOrder(ShapeNamed("DescribeClusterResponse"), r);
+}
+
+ordered_json RenderNodeSummary(const store::NodeRecord& node, const store::GroupRecord* group,
+                               bool include_logical_id, const std::string& region) {
+  nlohmann::json r;
+  r["InstanceGroupName"] = node.group_name;
+  r["InstanceId"] = node.instance_id;
+  if (include_logical_id) r["NodeLogicalId"] = node.logical_id;
+  r["InstanceType"] = group ? group->spec.value("InstanceType", "") : "";
+  r["LaunchTime"] = node.launch_time;
+  r["InstanceStatus"] = {{"Status", node.status}, {"Message", node.message}};
+  if (!node.private_ip.empty()) r["PrivateDnsHostname"] = PrivateDnsName(node.private_ip, region);
+  return InModelOrder(ShapeNamed("ClusterNodeSummary"), r);
+}
+
+ordered_json RenderNodeDetails(const store::NodeRecord& node, const store::GroupRecord* group,
+                               const std::string& region) {
+  nlohmann::json r = group ? group->spec : nlohmann::json::object();
+  r["InstanceGroupName"] = node.group_name;
+  r["InstanceId"] = node.instance_id;
+  r["NodeLogicalId"] = node.logical_id;
+  r["InstanceStatus"] = {{"Status", node.status}, {"Message", node.message}};
+  r["LaunchTime"] = node.launch_time;
+  if (!node.private_ip.empty()) {
+    r["PrivatePrimaryIp"] = node.private_ip;
+    r["PrivateDnsHostname"] = PrivateDnsName(node.private_ip, region);
+  }
+  return InModelOrder(ShapeNamed("ClusterNodeDetails"), r);
+}
+
+ordered_json RenderEvent(const store::EventRecord& e, bool detail) {
+  nlohmann::json r;
+  r["EventId"] = e.event_id;
+  r["ClusterArn"] = e.cluster_arn;
+  r["ClusterName"] = e.cluster_name;
+  if (!e.group_name.empty()) r["InstanceGroupName"] = e.group_name;
+  if (!e.instance_id.empty()) r["InstanceId"] = e.instance_id;
+  r["ResourceType"] = e.resource_type;
+  r["EventTime"] = e.time;
+  r["Description"] = e.description;
+  r["EventLevel"] = e.level;
+  return InModelOrder(ShapeNamed(detail ? "ClusterEventDetail" : "ClusterEventSummary"), r);
+}
+
+}  // namespace hpod::controlplane

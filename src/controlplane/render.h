@@ -1,0 +1,39 @@
+#pragma once
+
+// Records → response JSON in the shapes of botocore's model, members in model
+// order (the CLI's json output keeps response order, as AWS's does).
+//
+// Thread contract: stateless functions.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "hpod/api/model.h"
+#include "hpod/store/records.h"
+
+namespace hpod::controlplane {
+
+using ordered_json = nlohmann::ordered_json;
+
+// Copies the members of `value` that `shape` knows, recursively, in model order.
+ordered_json InModelOrder(const api::Shape& shape, const nlohmann::json& value);
+
+// DescribeClusterResponse.
+ordered_json RenderCluster(const store::ClusterRecord& cluster,
+                           const std::vector<store::GroupRecord>& groups,
+                           const std::vector<store::NodeRecord>& nodes);
+// ClusterNodeSummary / ClusterNodeDetails. `group` may be null for a group that
+// was deleted while its nodes shut down.
+ordered_json RenderNodeSummary(const store::NodeRecord& node, const store::GroupRecord* group,
+                               bool include_logical_id, const std::string& region);
+ordered_json RenderNodeDetails(const store::NodeRecord& node, const store::GroupRecord* group,
+                               const std::string& region);
+// ClusterEventSummary / ClusterEventDetail.
+ordered_json RenderEvent(const store::EventRecord& event, bool detail);
+
+// True for node statuses that count as a live member of its group.
+bool IsLiveNode(const store::NodeRecord& node);
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,139 @@
+#include "hpod/controlplane/work_queue.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace hpod::controlplane {
+
+WorkQueue::WorkQueue(const Clock& clock, WorkQueueOptions options, Processor processor)
+    : clock_(clock), options_(options), processor_(std::move(processor)) {}
+
+WorkQueue::~WorkQueue() { Stop(); }
+
+void WorkQueue::Start() {
+  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+void WorkQueue::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void WorkQueue::Add(const std::string& key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_.count(key)) {
+      dirty_.insert(key);
+      return;
+    }
+    if (queued_.insert(key).second) order_.push_back(key);
+  }
+  cv_.notify_one();
+}
+
+void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay) {
+  if (delay.count() <= 0) return Add(key);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    delayed_.emplace(clock_.SteadyNow() + delay, key);
+  }
+  cv_.notify_one();
+}
+
+size_t WorkQueue::Pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_.size() + delayed_.size();
+}
+
+bool WorkQueue::PopDue(std::unique_lock<std::mutex>& lock, std::string* key) {
+  // Move due delayed keys into the queue.
+  auto now = clock_.SteadyNow();
+  while (!delayed_.empty() && delayed_.begin()->first <= now) {
+    std::string k = delayed_.begin()->second;
+    delayed_.erase(delayed_.begin());
+    if (active_.count(k)) {
+      dirty_.insert(k);
+    } else if (queued_.insert(k).second) {
+      order_.push_back(k);
+    }
+  }
+  // First queued key that no worker holds.
+  for (auto it = order_.begin(); it != order_.end(); ++it) {
+    if (active_.count(*it)) continue;
+    *key = *it;
+    queued_.erase(*it);
+    order_.erase(it);
+    active_.insert(*key);
+    return true;
+  }
+  return false;
+}
+
+void WorkQueue::Process(const std::string& key) {
+  Result r;
+  try {
+    r = processor_(key);
+  } catch (const std::exception& e) {
+    // A reconciler must not take the daemon down; treat it as a failure to retry.
+    r.status = InternalError(std::string("reconciler threw: ") + e.what());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  active_.erase(key);
+  if (!r.status.ok()) {
+    int n = ++failures_[key];
+    auto backoff = options_.base_backoff * (1LL << std::min(n - 1, 20));
+    backoff = std::min<std::chrono::milliseconds>(backoff, options_.max_backoff);
+    spdlog::warn("reconcile {} failed (attempt {}), retrying in {} ms: {}", key, n,
+                 backoff.count(), r.status.ToString());
+    delayed_.emplace(clock_.SteadyNow() + backoff, key);
+  } else {
+    failures_.erase(key);
+    if (r.requeue_after.count() > 0) delayed_.emplace(clock_.SteadyNow() + r.requeue_after, key);
+  }
+  if (dirty_.erase(key) && queued_.insert(key).second) order_.push_back(key);
+}
+
+void WorkQueue::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    std::string key;
+    if (PopDue(lock, &key)) {
+      lock.unlock();
+      Process(key);
+      lock.lock();
+      cv_.notify_all();
+      continue;
+    }
+    if (!delayed_.empty()) {
+      // Waits until the earliest delayed key is due, re-checking at least every
+      // second so a clock that jumps is noticed.
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+          delayed_.begin()->first - clock_.SteadyNow());
+      wait = std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
+      cv_.wait_for(lock, wait);
+    } else {
+      cv_.wait(lock);
+    }
+  }
+}
+
+int WorkQueue::RunUntilIdle() {
+  int processed = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  std::string key;
+  while (PopDue(lock, &key)) {
+    lock.unlock();
+    Process(key);
+    ++processed;
+    lock.lock();
+  }
+  return processed;
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,79 @@
+#pragma once
+
+// A keyed work queue in the style of client-go's: a key is queued at most once,
+// is processed by at most one worker at a time, and a key added while it is being
+// processed is processed again afterwards. Failed keys come back after an
+// exponential backoff; keys can also be scheduled for later (AddAfter), which is
+// how reconcilers poll what they wait on.
+//
+// Thread contract: safe for concurrent use.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hpod/base/clock.h"
+#include "hpod/base/status.h"
+
+namespace hpod::controlplane {
+
+struct WorkQueueOptions {
+  int workers = 2;
+  std::chrono::milliseconds base_backoff{100};
+  std::chrono::milliseconds max_backoff{30000};
+};
+
+class WorkQueue {
+ public:
+  // What a worker does with a key. OK: done. Error: retried with backoff.
+  // Returning a delay > 0 with OK asks to look again after that long.
+  struct Result {
+    Status status;
+    std::chrono::milliseconds requeue_after{0};
+  };
+  using Processor = std::function<Result(const std::string& key)>;
+
+  WorkQueue(const Clock& clock, WorkQueueOptions options, Processor processor);
+  ~WorkQueue();  // Stop()
+
+  void Start();
+  // Finishes the keys being processed, drops the rest, joins the workers.
+  void Stop();
+
+  void Add(const std::string& key);
+  void AddAfter(const std::string& key, std::chrono::milliseconds delay);
+
+  // For tests: processes due keys on the calling thread until none is due.
+  // Must not be used together with Start().
+  int RunUntilIdle();
+  // Keys queued or delayed (for tests and metrics).
+  size_t Pending() const;
+
+ private:
+  bool PopDue(std::unique_lock<std::mutex>& lock, std::string* key);
+  void Process(const std::string& key);
+  void WorkerLoop();
+
+  const Clock& clock_;
+  const WorkQueueOptions options_;
+  const Processor processor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> queued_;      // GUARDED_BY(mu_)
+  std::vector<std::string> order_;    // GUARDED_BY(mu_): FIFO of queued_
+  std::set<std::string> active_;      // GUARDED_BY(mu_)
+  std::set<std::string> dirty_;       // GUARDED_BY(mu_): re-added while active
+  std::multimap<std::chrono::steady_clock::time_point, std::string> delayed_;  // GUARDED_BY(mu_)
+  std::map<std::string, int> failures_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hpod::controlplane

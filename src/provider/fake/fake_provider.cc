@@ -1,0 +1,176 @@
+#include "hpod/provider/fake/fake_provider.h"
+
+#include <filesystem>
+#include <fstream>
+
+namespace hpod::provider {
+
+namespace fs = std::filesystem;
+
+FakeProvider::FakeProvider(const Clock& clock, FakeProviderOptions options)
+    : clock_(clock), options_(std::move(options)) {
+  if (!options_.state_dir.empty()) {
+    fs::create_directories(options_.state_dir);
+    Load();
+  }
+}
+
+Status FakeProvider::TransientFailure() {
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return UnavailableError("fake provider: injected transient failure");
+  }
+  return OkStatus();
+}
+
+Status FakeProvider::Launch(const LaunchSpec& spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  HPOD_RETURN_IF_ERROR(TransientFailure());
+  actions_.push_back({"Launch", spec.instance_id});
+  if (nodes_.count(spec.instance_id)) return OkStatus();  // idempotent
+  if (static_cast<int>(nodes_.size()) >= options_.capacity) {
+    return ResourceExhaustedError("fake provider: no capacity");
+  }
+  Node n;
+  n.instance_id = spec.instance_id;
+  n.cluster_id = spec.cluster_id;
+  n.group = spec.group_name;
+  n.instance_type = spec.instance_type;
+  n.launched_at = clock_.NowEpochSeconds();
+  // Addresses from 198.18.0.0/15 (reserved for benchmarks): never routed, and the
+  // fake provider sends nothing to them anyway.
+  uint32_t k = ++next_ip_ + static_cast<uint32_t>(nodes_.size());
+  n.ip = "198." + std::to_string(18 + ((k >> 16) & 1)) + "." + std::to_string((k >> 8) & 255) +
+         "." + std::to_string(k & 255);
+  n.broken = options_.fail_groups.count(spec.group_name) ||
+             options_.fail_instance_types.count(spec.instance_type);
+  if (n.broken) n.message = options_.failure_message;
+  nodes_[n.instance_id] = n;
+  Save(n);
+  return OkStatus();
+}
+
+Status FakeProvider::Terminate(const std::string& instance_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  HPOD_RETURN_IF_ERROR(TransientFailure());
+  actions_.push_back({"Terminate", instance_id});
+  auto it = nodes_.find(instance_id);
+  if (it == nodes_.end()) return OkStatus();
+  if (it->second.terminated_at < 0) {
+    it->second.terminated_at = clock_.NowEpochSeconds();
+    Save(it->second);
+  }
+  return OkStatus();
+}
+
+NodeObservation FakeProvider::Observe(const Node& n) const {
+  NodeObservation o;
+  o.private_ip = n.ip;
+  double now = clock_.NowEpochSeconds();
+  if (n.terminated_at >= 0) {
+    o.state = (now - n.terminated_at) * 1000 >= options_.terminating_for.count()
+                  ? NodeState::kTerminated
+                  : NodeState::kTerminating;
+    return o;
+  }
+  if ((now - n.launched_at) * 1000 < options_.pending_for.count()) {
+    o.state = NodeState::kPending;
+    return o;
+  }
+  o.state = n.broken ? NodeState::kFailed : NodeState::kRunning;
+  o.message = n.message;
+  return o;
+}
+
+StatusOr<NodeObservation> FakeProvider::Describe(const std::string& instance_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  HPOD_RETURN_IF_ERROR(TransientFailure());
+  auto it = nodes_.find(instance_id);
+  if (it == nodes_.end()) return NotFoundError("fake provider: no node " + instance_id);
+  NodeObservation o = Observe(it->second);
+  if (o.state == NodeState::kTerminated) {
+    // Forget terminated nodes, as clouds do after a while.
+    Erase(instance_id);
+    nodes_.erase(it);
+  }
+  return o;
+}
+
+StatusOr<std::vector<std::string>> FakeProvider::List(const std::string& cluster_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, n] : nodes_) {
+    if (n.cluster_id == cluster_id) out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<FakeProvider::Action> FakeProvider::actions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return actions_;
+}
+
+size_t FakeProvider::node_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return nodes_.size();
+}
+
+void FakeProvider::FailNextCalls(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_next_ = n;
+}
+
+void FakeProvider::BreakNode(const std::string& instance_id, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(instance_id);
+  if (it == nodes_.end()) return;
+  it->second.broken = true;
+  it->second.message = message;
+  Save(it->second);
+}
+
+void FakeProvider::Save(const Node& n) {
+  if (options_.state_dir.empty()) return;
+  nlohmann::json j = {{"instance_id", n.instance_id}, {"cluster_id", n.cluster_id},
+                      {"group", n.group},             {"instance_type", n.instance_type},
+                      {"ip", n.ip},                   {"launched_at", n.launched_at},
+                      {"terminated_at", n.terminated_at}, {"broken", n.broken},
+                      {"message", n.message}};
+  fs::path path = fs::path(options_.state_dir) / (n.instance_id + ".json");
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << j.dump();
+  }
+  fs::rename(tmp, path);
+}
+
+void FakeProvider::Erase(const std::string& instance_id) {
+  if (options_.state_dir.empty()) return;
+  std::error_code ec;
+  fs::remove(fs::path(options_.state_dir) / (instance_id + ".json"), ec);
+}
+
+void FakeProvider::Load() {
+  for (const auto& entry : fs::directory_iterator(options_.state_dir)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream f(entry.path());
+    auto j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_discarded()) continue;
+    Node n;
+    n.instance_id = j.value("instance_id", "");
+    n.cluster_id = j.value("cluster_id", "");
+    n.group = j.value("group", "");
+    n.instance_type = j.value("instance_type", "");
+    n.ip = j.value("ip", "");
+    n.launched_at = j.value("launched_at", 0.0);
+    n.terminated_at = j.value("terminated_at", -1.0);
+    n.broken = j.value("broken", false);
+    n.message = j.value("message", "");
+    nodes_[n.instance_id] = n;
+  }
+  next_ip_ = static_cast<uint32_t>(nodes_.size()) * 7;
+}
+
+}  // namespace hpod::provider

@@ -1,0 +1,84 @@
+#pragma once
+
+// A scripted Provider for tests (and the test-only daemon `hpodd-fake`); hpodd
+// never offers it to users. Nodes become Running after `pending_for`, fail when
+// their group or instance type is listed in `fail_groups`/`fail_instance_types`,
+// and launches beyond `capacity` fail for lack of capacity. Every call is recorded
+// so tests can assert the actions the control plane asked for.
+//
+// With a `state_dir`, each node is a small JSON file there, written atomically, so
+// nodes outlive a `kill -9` of the daemon exactly as real machines would.
+//
+// Thread contract: safe for concurrent use.
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hpod/base/clock.h"
+#include "hpod/provider/provider.h"
+
+namespace hpod::provider {
+
+struct FakeProviderOptions {
+  std::string state_dir;  // empty: in memory
+  std::chrono::milliseconds pending_for{0};
+  std::set<std::string> fail_groups;
+  std::set<std::string> fail_instance_types;
+  std::string failure_message =
+      "Lifecycle scripts did not run successfully. Ensure the scripts exist in provided S3 path, "
+      "are accessible, and run without errors. Please see CloudWatch logs for lifecycle script "
+      "execution details.";
+  int capacity = 1 << 30;
+  // Terminate takes effect after this long (the node is Terminating meanwhile).
+  std::chrono::milliseconds terminating_for{0};
+};
+
+class FakeProvider final : public Provider {
+ public:
+  FakeProvider(const Clock& clock, FakeProviderOptions options);
+
+  Status Launch(const LaunchSpec& spec) override;
+  Status Terminate(const std::string& instance_id) override;
+  StatusOr<NodeObservation> Describe(const std::string& instance_id) override;
+  StatusOr<std::vector<std::string>> List(const std::string& cluster_id) override;
+
+  // Test hooks.
+  struct Action {
+    std::string verb;  // Launch | Terminate
+    std::string instance_id;
+  };
+  std::vector<Action> actions() const;
+  size_t node_count() const;
+  // Makes the next `n` calls fail with kUnavailable (transient provider errors).
+  void FailNextCalls(int n);
+  // Marks a node failed now (as a dying machine would).
+  void BreakNode(const std::string& instance_id, const std::string& message);
+
+ private:
+  struct Node {
+    std::string instance_id, cluster_id, group, instance_type, ip;
+    double launched_at = 0;
+    double terminated_at = -1;  // -1: not terminating
+    bool broken = false;
+    std::string message;
+  };
+  Status TransientFailure();
+  void Load();
+  void Save(const Node& n);
+  void Erase(const std::string& instance_id);
+  NodeObservation Observe(const Node& n) const;
+
+  const Clock& clock_;
+  const FakeProviderOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Node> nodes_;  // GUARDED_BY(mu_)
+  std::vector<Action> actions_;        // GUARDED_BY(mu_)
+  int fail_next_ = 0;                  // GUARDED_BY(mu_)
+  uint32_t next_ip_ = 0;               // GUARDED_BY(mu_)
+};
+
+}  // namespace hpod::provider

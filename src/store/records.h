@@ -1,0 +1,87 @@
+#pragma once
+
+// What hpod keeps durable. Spec fields (what the user asked for) are stored as the
+// JSON the user sent, so fields hpod does not act on yet round-trip exactly;
+// status fields are written only by reconcilers (Spec is the user's, Status is the
+// controller's).
+//
+// Thread contract: plain values; not synchronized.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace hpod::store {
+
+struct ClusterRecord {
+  std::string id;    // 12 chars [a-z0-9]
+  std::string name;  // unique among live clusters
+  std::string arn;
+  std::string status;  // ClusterStatus enum value
+  std::string failure_message;
+  double creation_time = 0;  // epoch seconds
+  // Cluster-level request members kept verbatim (VpcConfig, Tags, NodeRecovery,
+  // Orchestrator, ClusterRole, ...). Never InstanceGroups: those are GroupRecords.
+  nlohmann::json spec = nlohmann::json::object();
+  // Bumped by every CreateCluster/UpdateCluster; nodes remember the generation
+  // that created them so a failed update can roll back exactly its own nodes.
+  int64_t generation = 1;
+};
+
+struct GroupRecord {
+  std::string cluster_id;
+  std::string name;
+  int position = 0;  // order of the group in the cluster's definition
+  // The ClusterInstanceGroupSpecification as last given; InstanceCount is the target.
+  nlohmann::json spec = nlohmann::json::object();
+  int target_count = 0;
+  // Target before the update in flight (restored on rollback); -1 when the group
+  // was added by that update.
+  int previous_target_count = -1;
+  std::string status;  // InstanceGroupStatus enum value
+  bool deleting = false;  // named in InstanceGroupsToDelete
+};
+
+struct NodeRecord {
+  std::string instance_id;  // i- + 17 hex
+  std::string cluster_id;
+  std::string group_name;
+  int ordinal = 0;  // InstanceName is <group>-<ordinal>
+  std::string status;  // ClusterInstanceStatus enum value
+  std::string message;
+  double launch_time = 0;
+  std::string private_ip;
+  std::string hostname;
+  std::string logical_id;
+  bool launched = false;  // the provider acknowledged Launch
+  bool remove = false;    // desired absent: scale-down, BatchDelete, group deletion
+  int64_t created_generation = 0;
+};
+
+struct EventRecord {
+  std::string event_id;  // UUID
+  int64_t seq = 0;       // assigned by the store; total order of events
+  std::string cluster_id;
+  std::string cluster_name;
+  std::string cluster_arn;
+  std::string group_name;   // empty for cluster events
+  std::string instance_id;  // empty unless resource_type == "Instance"
+  std::string resource_type;  // Cluster | InstanceGroup | Instance
+  double time = 0;
+  std::string level;  // Info | Warn | Error
+  std::string description;
+};
+
+enum class Role { kAdmin, kUser };
+
+struct AccessKeyRecord {
+  std::string access_key_id;
+  std::string secret_access_key;
+  Role role = Role::kUser;
+  double created = 0;
+  std::string description;
+};
+
+}  // namespace hpod::store

@@ -1,0 +1,91 @@
+#include "hpod/store/sqlite.h"
+
+#include <memory>
+
+namespace hpod::store {
+
+Status SqliteError(sqlite3* db, int rc, std::string_view what) {
+  std::string msg = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return UnavailableError(msg);
+    case SQLITE_CONSTRAINT: return AlreadyExistsError(msg);
+    default: return InternalError(msg);
+  }
+}
+
+Statement& Statement::Bind(int i, std::string_view v) {
+  sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::Bind(int i, int64_t v) {
+  sqlite3_bind_int64(stmt_, i, v);
+  return *this;
+}
+Statement& Statement::Bind(int i, double v) {
+  sqlite3_bind_double(stmt_, i, v);
+  return *this;
+}
+Statement& Statement::BindNull(int i) {
+  sqlite3_bind_null(stmt_, i);
+  return *this;
+}
+
+StatusOr<bool> Statement::Step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteError(db_, rc, "sqlite step");
+}
+
+Status Statement::Run() {
+  while (true) {
+    HPOD_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return OkStatus();
+  }
+}
+
+std::string Statement::Text(int col) const {
+  const unsigned char* t = sqlite3_column_text(stmt_, col);
+  if (t == nullptr) return "";
+  return std::string(reinterpret_cast<const char*>(t),
+                     static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+}
+
+StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
+                                                   int busy_timeout_ms) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqliteError(db, rc, "opening " + path);
+    sqlite3_close(db);
+    return s;
+  }
+  sqlite3_busy_timeout(db, busy_timeout_ms);
+  sqlite3_extended_result_codes(db, 1);
+  return std::unique_ptr<Database>(new Database(db));
+}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+Status Database::Exec(std::string_view sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    return SqliteError(nullptr, rc, "sqlite exec: " + msg);
+  }
+  return OkStatus();
+}
+
+StatusOr<Statement> Database::Prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "sqlite prepare");
+  return Statement(db_, stmt);
+}
+
+}  // namespace hpod::store

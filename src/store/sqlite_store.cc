@@ -1,0 +1,518 @@
+// SQLite implementation of the Store: WAL mode, STRICT tables, schema migrations
+// keyed by PRAGMA user_version, one connection serialized by a mutex.
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "hpod/store/sqlite.h"
+#include "hpod/store/store.h"
+
+namespace hpod::store {
+namespace {
+
+// Migration i moves the schema from version i to i+1. Never edit a released
+// migration: append a new one.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE clusters(
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  arn TEXT NOT NULL,
+  status TEXT NOT NULL,
+  failure_message TEXT NOT NULL,
+  creation_time REAL NOT NULL,
+  spec TEXT NOT NULL,
+  generation INTEGER NOT NULL) STRICT;
+CREATE INDEX clusters_by_time ON clusters(creation_time, id);
+CREATE TABLE instance_groups(
+  cluster_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  spec TEXT NOT NULL,
+  target_count INTEGER NOT NULL,
+  previous_target_count INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  deleting INTEGER NOT NULL,
+  PRIMARY KEY(cluster_id, name)) STRICT;
+CREATE TABLE nodes(
+  instance_id TEXT PRIMARY KEY,
+  cluster_id TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  ordinal INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  message TEXT NOT NULL,
+  launch_time REAL NOT NULL,
+  private_ip TEXT NOT NULL,
+  hostname TEXT NOT NULL,
+  logical_id TEXT NOT NULL,
+  launched INTEGER NOT NULL,
+  remove INTEGER NOT NULL,
+  created_generation INTEGER NOT NULL) STRICT;
+CREATE INDEX nodes_by_time ON nodes(cluster_id, launch_time, instance_id);
+CREATE INDEX nodes_by_group ON nodes(cluster_id, group_name, instance_id);
+CREATE TABLE events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id TEXT NOT NULL UNIQUE,
+  cluster_id TEXT NOT NULL,
+  cluster_name TEXT NOT NULL,
+  cluster_arn TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  resource_type TEXT NOT NULL,
+  time REAL NOT NULL,
+  level TEXT NOT NULL,
+  description TEXT NOT NULL) STRICT;
+CREATE INDEX events_by_cluster ON events(cluster_id, seq);
+CREATE TABLE access_keys(
+  access_key_id TEXT PRIMARY KEY,
+  secret TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created REAL NOT NULL,
+  description TEXT NOT NULL) STRICT;
+CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+)sql",
+};
+constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
+
+nlohmann::json ParseSpec(const std::string& text) {
+  // Specs are written by us from validated JSON; a parse failure means the file
+  // was edited by hand. Surface it as an empty spec rather than crash.
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+constexpr char kClusterCols[] =
+    "id, name, arn, status, failure_message, creation_time, spec, generation";
+constexpr char kGroupCols[] =
+    "cluster_id, name, position, spec, target_count, previous_target_count, status, deleting";
+constexpr char kNodeCols[] =
+    "instance_id, cluster_id, group_name, ordinal, status, message, launch_time, private_ip, "
+    "hostname, logical_id, launched, remove, created_generation";
+constexpr char kEventCols[] =
+    "seq, event_id, cluster_id, cluster_name, cluster_arn, group_name, instance_id, "
+    "resource_type, time, level, description";
+
+ClusterRecord ReadCluster(const Statement& s) {
+  ClusterRecord c;
+  c.id = s.Text(0);
+  c.name = s.Text(1);
+  c.arn = s.Text(2);
+  c.status = s.Text(3);
+  c.failure_message = s.Text(4);
+  c.creation_time = s.Real(5);
+  c.spec = ParseSpec(s.Text(6));
+  c.generation = s.Int(7);
+  return c;
+}
+
+GroupRecord ReadGroup(const Statement& s) {
+  GroupRecord g;
+  g.cluster_id = s.Text(0);
+  g.name = s.Text(1);
+  g.position = static_cast<int>(s.Int(2));
+  g.spec = ParseSpec(s.Text(3));
+  g.target_count = static_cast<int>(s.Int(4));
+  g.previous_target_count = static_cast<int>(s.Int(5));
+  g.status = s.Text(6);
+  g.deleting = s.Int(7) != 0;
+  return g;
+}
+
+NodeRecord ReadNode(const Statement& s) {
+  NodeRecord n;
+  n.instance_id = s.Text(0);
+  n.cluster_id = s.Text(1);
+  n.group_name = s.Text(2);
+  n.ordinal = static_cast<int>(s.Int(3));
+  n.status = s.Text(4);
+  n.message = s.Text(5);
+  n.launch_time = s.Real(6);
+  n.private_ip = s.Text(7);
+  n.hostname = s.Text(8);
+  n.logical_id = s.Text(9);
+  n.launched = s.Int(10) != 0;
+  n.remove = s.Int(11) != 0;
+  n.created_generation = s.Int(12);
+  return n;
+}
+
+EventRecord ReadEvent(const Statement& s) {
+  EventRecord e;
+  e.seq = s.Int(0);
+  e.event_id = s.Text(1);
+  e.cluster_id = s.Text(2);
+  e.cluster_name = s.Text(3);
+  e.cluster_arn = s.Text(4);
+  e.group_name = s.Text(5);
+  e.instance_id = s.Text(6);
+  e.resource_type = s.Text(7);
+  e.time = s.Real(8);
+  e.level = s.Text(9);
+  e.description = s.Text(10);
+  return e;
+}
+
+std::string RoleName(Role r) { return r == Role::kAdmin ? "admin" : "user"; }
+
+template <typename T, typename Reader>
+StatusOr<std::vector<T>> All(Statement& s, Reader read) {
+  std::vector<T> out;
+  while (true) {
+    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.push_back(read(s));
+  }
+}
+
+template <typename T, typename Reader>
+StatusOr<T> One(Statement& s, Reader read, const std::string& what) {
+  HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFoundError(what);
+  return read(s);
+}
+
+// Escapes LIKE wildcards so NameContains matches literally.
+std::string LikeContains(const std::string& s) {
+  std::string out = "%";
+  for (char c : s) {
+    if (c == '%' || c == '_' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "%";
+}
+
+class SqliteTx final : public WriteTx {
+ public:
+  explicit SqliteTx(Database& db) : db_(db) {}
+
+  StatusOr<ClusterRecord> GetCluster(const std::string& id) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("SELECT ", kClusterCols, " FROM clusters WHERE id=?"));
+    s.Bind(1, id);
+    return One<ClusterRecord>(s, ReadCluster, "cluster " + id);
+  }
+
+  StatusOr<ClusterRecord> GetClusterByName(const std::string& name) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          Prepare("SELECT ", kClusterCols, " FROM clusters WHERE name=?"));
+    s.Bind(1, name);
+    return One<ClusterRecord>(s, ReadCluster, "cluster " + name);
+  }
+
+  StatusOr<std::vector<ClusterRecord>> ListClusters(const ClusterQuery& q) override {
+    const char* key = q.sort_by_name ? "name" : "creation_time";
+    const char* cmp = q.ascending ? ">" : "<";
+    const char* dir = q.ascending ? "ASC" : "DESC";
+    std::string sql = std::string("SELECT ") + kClusterCols +
+                      " FROM clusters WHERE (?1 IS NULL OR creation_time > ?1)"
+                      " AND (?2 IS NULL OR creation_time < ?2)"
+                      " AND (?3 = '' OR name LIKE ?4 ESCAPE '\\')";
+    if (q.after) sql += std::string(" AND (") + key + ", id) " + cmp + " (?5, ?6)";
+    sql += std::string(" ORDER BY ") + key + " " + dir + ", id " + dir + " LIMIT ?7";
+    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
+    s.Bind(1, q.created_after).Bind(2, q.created_before).Bind(3, q.name_contains);
+    s.Bind(4, LikeContains(q.name_contains));
+    if (q.after) {
+      if (q.sort_by_name) {
+        s.Bind(5, q.after->sort_value);
+      } else {
+        s.Bind(5, std::strtod(q.after->sort_value.c_str(), nullptr));
+      }
+      s.Bind(6, q.after->id);
+    }
+    s.Bind(7, q.limit);
+    return All<ClusterRecord>(s, ReadCluster);
+  }
+
+  StatusOr<std::vector<std::string>> ListClusterIds() override {
+    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("SELECT id FROM clusters ORDER BY id"));
+    return All<std::string>(s, [](const Statement& st) { return st.Text(0); });
+  }
+
+  StatusOr<std::vector<GroupRecord>> ListGroups(const std::string& cluster_id) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s,
+        Prepare("SELECT ", kGroupCols, " FROM instance_groups WHERE cluster_id=? ORDER BY position"));
+    s.Bind(1, cluster_id);
+    return All<GroupRecord>(s, ReadGroup);
+  }
+
+  StatusOr<std::vector<NodeRecord>> ListNodes(const std::string& cluster_id) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s,
+        db_.Prepare(std::string("SELECT ") + kNodeCols +
+                    " FROM nodes n WHERE cluster_id=? ORDER BY (SELECT position FROM "
+                    "instance_groups g WHERE g.cluster_id=n.cluster_id AND g.name=n.group_name),"
+                    " ordinal"));
+    s.Bind(1, cluster_id);
+    return All<NodeRecord>(s, ReadNode);
+  }
+
+  StatusOr<std::vector<NodeRecord>> QueryNodes(const NodeQuery& q) override {
+    const char* key = q.sort_by_name ? "group_name" : "launch_time";
+    const char* cmp = q.ascending ? ">" : "<";
+    const char* dir = q.ascending ? "ASC" : "DESC";
+    std::string sql = std::string("SELECT ") + kNodeCols +
+                      " FROM nodes WHERE cluster_id=?1"
+                      " AND (?2 IS NULL OR launch_time > ?2)"
+                      " AND (?3 IS NULL OR launch_time < ?3)"
+                      " AND (?4 = '' OR group_name LIKE ?5 ESCAPE '\\')";
+    if (q.after) sql += std::string(" AND (") + key + ", instance_id) " + cmp + " (?6, ?7)";
+    sql += std::string(" ORDER BY ") + key + " " + dir + ", instance_id " + dir + " LIMIT ?8";
+    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
+    s.Bind(1, q.cluster_id).Bind(2, q.launched_after).Bind(3, q.launched_before);
+    s.Bind(4, q.group_contains).Bind(5, LikeContains(q.group_contains));
+    if (q.after) {
+      if (q.sort_by_name) {
+        s.Bind(6, q.after->sort_value);
+      } else {
+        s.Bind(6, std::strtod(q.after->sort_value.c_str(), nullptr));
+      }
+      s.Bind(7, q.after->id);
+    }
+    s.Bind(8, q.limit);
+    return All<NodeRecord>(s, ReadNode);
+  }
+
+  StatusOr<NodeRecord> GetNode(const std::string& cluster_id,
+                               const std::string& instance_id) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s,
+        Prepare("SELECT ", kNodeCols, " FROM nodes WHERE cluster_id=? AND instance_id=?"));
+    s.Bind(1, cluster_id).Bind(2, instance_id);
+    return One<NodeRecord>(s, ReadNode, "node " + instance_id);
+  }
+
+  StatusOr<std::vector<EventRecord>> QueryEvents(const EventQuery& q) override {
+    std::string sql = std::string("SELECT ") + kEventCols +
+                      " FROM events WHERE cluster_id=?1"
+                      " AND (?2 = '' OR group_name = ?2)"
+                      " AND (?3 = '' OR instance_id = ?3)"
+                      " AND (?4 = '' OR resource_type = ?4)"
+                      " AND (?5 IS NULL OR time > ?5)"
+                      " AND (?6 IS NULL OR time < ?6)";
+    if (q.after_seq) sql += q.ascending ? " AND seq > ?7" : " AND seq < ?7";
+    sql += q.ascending ? " ORDER BY seq ASC" : " ORDER BY seq DESC";
+    sql += " LIMIT ?8";
+    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
+    s.Bind(1, q.cluster_id).Bind(2, q.group_name).Bind(3, q.instance_id).Bind(4, q.resource_type);
+    s.Bind(5, q.after_time).Bind(6, q.before_time);
+    if (q.after_seq) s.Bind(7, *q.after_seq);
+    s.Bind(8, q.limit);
+    return All<EventRecord>(s, ReadEvent);
+  }
+
+  StatusOr<EventRecord> GetEvent(const std::string& cluster_id,
+                                 const std::string& event_id) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s, Prepare("SELECT ", kEventCols, " FROM events WHERE cluster_id=? AND event_id=?"));
+    s.Bind(1, cluster_id).Bind(2, event_id);
+    return One<EventRecord>(s, ReadEvent, "event " + event_id);
+  }
+
+  StatusOr<AccessKeyRecord> GetAccessKey(const std::string& access_key_id) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s,
+        db_.Prepare("SELECT access_key_id, secret, role, created, description FROM access_keys "
+                    "WHERE access_key_id=?"));
+    s.Bind(1, access_key_id);
+    return One<AccessKeyRecord>(s, ReadKey, "access key");
+  }
+
+  StatusOr<std::vector<AccessKeyRecord>> ListAccessKeys() override {
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          db_.Prepare("SELECT access_key_id, secret, role, created, description "
+                                      "FROM access_keys ORDER BY created"));
+    return All<AccessKeyRecord>(s, ReadKey);
+  }
+
+  StatusOr<std::string> GetSetting(const std::string& key) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("SELECT value FROM settings WHERE key=?"));
+    s.Bind(1, key);
+    return One<std::string>(s, [](const Statement& st) { return st.Text(0); }, "setting " + key);
+  }
+
+  Status PutCluster(const ClusterRecord& c) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s,
+        // Not INSERT OR REPLACE: that would resolve a clash on the UNIQUE name by
+        // deleting the other cluster. A clash must fail instead.
+        Prepare("INSERT INTO clusters(", kClusterCols,
+                ") VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
+                "arn=excluded.arn, status=excluded.status, failure_message=excluded.failure_message, "
+                "creation_time=excluded.creation_time, spec=excluded.spec, "
+                "generation=excluded.generation"));
+    s.Bind(1, c.id).Bind(2, c.name).Bind(3, c.arn).Bind(4, c.status).Bind(5, c.failure_message);
+    s.Bind(6, c.creation_time).Bind(7, c.spec.dump()).Bind(8, c.generation);
+    return s.Run();
+  }
+
+  Status DeleteCluster(const std::string& id) override {
+    for (const char* sql : {"DELETE FROM nodes WHERE cluster_id=?",
+                            "DELETE FROM instance_groups WHERE cluster_id=?",
+                            "DELETE FROM events WHERE cluster_id=?",
+                            "DELETE FROM clusters WHERE id=?"}) {
+      HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
+      s.Bind(1, id);
+      HPOD_RETURN_IF_ERROR(s.Run());
+    }
+    return OkStatus();
+  }
+
+  Status PutGroup(const GroupRecord& g) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("INSERT OR REPLACE INTO instance_groups(",
+                                               kGroupCols, ") VALUES(?,?,?,?,?,?,?,?)"));
+    s.Bind(1, g.cluster_id).Bind(2, g.name).Bind(3, g.position).Bind(4, g.spec.dump());
+    s.Bind(5, g.target_count).Bind(6, g.previous_target_count).Bind(7, g.status);
+    s.Bind(8, static_cast<int64_t>(g.deleting));
+    return s.Run();
+  }
+
+  Status DeleteGroup(const std::string& cluster_id, const std::string& name) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          db_.Prepare("DELETE FROM instance_groups WHERE cluster_id=? AND name=?"));
+    s.Bind(1, cluster_id).Bind(2, name);
+    return s.Run();
+  }
+
+  Status PutNode(const NodeRecord& n) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("INSERT OR REPLACE INTO nodes(", kNodeCols,
+                                               ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+    s.Bind(1, n.instance_id).Bind(2, n.cluster_id).Bind(3, n.group_name).Bind(4, n.ordinal);
+    s.Bind(5, n.status).Bind(6, n.message).Bind(7, n.launch_time).Bind(8, n.private_ip);
+    s.Bind(9, n.hostname).Bind(10, n.logical_id).Bind(11, static_cast<int64_t>(n.launched));
+    s.Bind(12, static_cast<int64_t>(n.remove)).Bind(13, n.created_generation);
+    return s.Run();
+  }
+
+  Status DeleteNode(const std::string& instance_id) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM nodes WHERE instance_id=?"));
+    s.Bind(1, instance_id);
+    return s.Run();
+  }
+
+  StatusOr<int64_t> AddEvent(const EventRecord& e) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s,
+        db_.Prepare("INSERT INTO events(event_id, cluster_id, cluster_name, cluster_arn, "
+                    "group_name, instance_id, resource_type, time, level, description) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?)"));
+    s.Bind(1, e.event_id).Bind(2, e.cluster_id).Bind(3, e.cluster_name).Bind(4, e.cluster_arn);
+    s.Bind(5, e.group_name).Bind(6, e.instance_id).Bind(7, e.resource_type).Bind(8, e.time);
+    s.Bind(9, e.level).Bind(10, e.description);
+    HPOD_RETURN_IF_ERROR(s.Run());
+    return static_cast<int64_t>(sqlite3_last_insert_rowid(db_.raw()));
+  }
+
+  Status PutAccessKey(const AccessKeyRecord& k) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s,
+        db_.Prepare("INSERT OR REPLACE INTO access_keys(access_key_id, secret, role, created, "
+                    "description) VALUES(?,?,?,?,?)"));
+    s.Bind(1, k.access_key_id).Bind(2, k.secret_access_key).Bind(3, RoleName(k.role));
+    s.Bind(4, k.created).Bind(5, k.description);
+    return s.Run();
+  }
+
+  Status PutSetting(const std::string& key, const std::string& value) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          db_.Prepare("INSERT OR REPLACE INTO settings(key, value) VALUES(?,?)"));
+    s.Bind(1, key).Bind(2, value);
+    return s.Run();
+  }
+
+ private:
+  static AccessKeyRecord ReadKey(const Statement& s) {
+    AccessKeyRecord k;
+    k.access_key_id = s.Text(0);
+    k.secret_access_key = s.Text(1);
+    k.role = s.Text(2) == "admin" ? Role::kAdmin : Role::kUser;
+    k.created = s.Real(3);
+    k.description = s.Text(4);
+    return k;
+  }
+
+  StatusOr<Statement> Prepare(const char* a, const char* b, const char* c) {
+    return db_.Prepare(std::string(a) + b + c);
+  }
+
+  Database& db_;
+};
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+
+  Status Migrate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    HPOD_RETURN_IF_ERROR(db_->Exec("PRAGMA journal_mode=WAL"));
+    // FULL: a commit acknowledged to a client survives power loss, not just a crash.
+    HPOD_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous=FULL"));
+    HPOD_RETURN_IF_ERROR(db_->Exec("PRAGMA foreign_keys=ON"));
+    HPOD_ASSIGN_OR_RETURN(int version, ReadVersion());
+    if (version > kSchemaVersion) {
+      return FailedPreconditionError("store schema version " + std::to_string(version) +
+                                     " is newer than this hpodd understands (" +
+                                     std::to_string(kSchemaVersion) + "); upgrade hpodd");
+    }
+    for (int v = version; v < kSchemaVersion; ++v) {
+      HPOD_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+      Status s = db_->Exec(kMigrations[v]);
+      if (s.ok()) s = db_->Exec("PRAGMA user_version=" + std::to_string(v + 1));
+      if (!s.ok()) {
+        (void)db_->Exec("ROLLBACK");
+        return s.Annotate("migrating store to schema " + std::to_string(v + 1));
+      }
+      HPOD_RETURN_IF_ERROR(db_->Exec("COMMIT"));
+    }
+    return OkStatus();
+  }
+
+  Status Write(const std::function<Status(WriteTx&)>& fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunTx("BEGIN IMMEDIATE", [&](SqliteTx& tx) { return fn(tx); });
+  }
+
+  Status Read(const std::function<Status(ReadTx&)>& fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunTx("BEGIN DEFERRED", [&](SqliteTx& tx) { return fn(tx); });
+  }
+
+  int SchemaVersion() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto v = ReadVersion();
+    return v.ok() ? *v : -1;
+  }
+
+ private:
+  StatusOr<int> ReadVersion() {
+    HPOD_ASSIGN_OR_RETURN(Statement s, db_->Prepare("PRAGMA user_version"));
+    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return InternalError("PRAGMA user_version returned nothing");
+    return static_cast<int>(s.Int(0));
+  }
+
+  template <typename Fn>
+  Status RunTx(const char* begin, Fn fn) {
+    HPOD_RETURN_IF_ERROR(db_->Exec(begin));
+    SqliteTx tx(*db_);
+    Status s = fn(tx);
+    if (s.ok()) s = db_->Exec("COMMIT");
+    if (!s.ok()) (void)db_->Exec("ROLLBACK");
+    return s;
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<Database> db_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options) {
+  HPOD_ASSIGN_OR_RETURN(auto db, Database::Open(options.path, options.busy_timeout_ms));
+  auto store = std::make_unique<SqliteStore>(std::move(db));
+  HPOD_RETURN_IF_ERROR(store->Migrate());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace hpod::store

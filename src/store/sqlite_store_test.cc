@@ -1,0 +1,235 @@
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "hpod/store/store.h"
+
+namespace hpod::store {
+namespace {
+
+std::unique_ptr<Store> Memory() {
+  auto s = OpenSqliteStore({});
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+ClusterRecord Cluster(const std::string& id, const std::string& name, double t) {
+  ClusterRecord c;
+  c.id = id;
+  c.name = name;
+  c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/" + id;
+  c.status = "Creating";
+  c.creation_time = t;
+  c.spec = {{"Tags", {{{"Key", "team"}, {"Value", "llm"}}}}};
+  return c;
+}
+
+TEST(SqliteStoreTest, ClusterRoundTrip) {
+  auto store = Memory();
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); }).ok());
+  ClusterRecord got;
+  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
+    HPOD_ASSIGN_OR_RETURN(got, tx.GetClusterByName("demo"));
+    return OkStatus();
+  }).ok());
+  EXPECT_EQ(got.id, "a1");
+  EXPECT_EQ(got.spec["Tags"][0]["Value"], "llm");
+  Status missing = store->Read([](ReadTx& tx) { return tx.GetCluster("zz").status(); });
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+}
+
+TEST(SqliteStoreTest, FailedTransactionLeavesNothing) {
+  auto store = Memory();
+  Status s = store->Write([](WriteTx& tx) {
+    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a1", "demo", 10)));
+    return AbortedError("changed my mind");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  Status r = store->Read([](ReadTx& tx) { return tx.GetCluster("a1").status(); });
+  EXPECT_EQ(r.code(), StatusCode::kNotFound);
+}
+
+TEST(SqliteStoreTest, NamesAreUnique) {
+  auto store = Memory();
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); }).ok());
+  Status s = store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("b2", "demo", 11)); });
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+}
+
+TEST(SqliteStoreTest, ClusterKeysetPagination) {
+  auto store = Memory();
+  ASSERT_TRUE(store->Write([](WriteTx& tx) {
+    for (int i = 0; i < 7; ++i) {
+      HPOD_RETURN_IF_ERROR(tx.PutCluster(
+          Cluster("id" + std::to_string(i), "c" + std::to_string(6 - i), 100 + i)));
+    }
+    return OkStatus();
+  }).ok());
+  for (bool by_name : {false, true}) {
+    for (bool asc : {true, false}) {
+      std::vector<std::string> seen;
+      ClusterQuery q;
+      q.sort_by_name = by_name;
+      q.ascending = asc;
+      q.limit = 3;
+      while (true) {
+        std::vector<ClusterRecord> page;
+        ASSERT_TRUE(store->Read([&](ReadTx& tx) {
+          HPOD_ASSIGN_OR_RETURN(page, tx.ListClusters(q));
+          return OkStatus();
+        }).ok());
+        for (auto& c : page) seen.push_back(c.name);
+        if (static_cast<int>(page.size()) < q.limit) break;
+        const auto& last = page.back();
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.6f", last.creation_time);
+        q.after = PageAfter{by_name ? last.name : std::string(buf), last.id};
+      }
+      ASSERT_EQ(seen.size(), 7u);
+      // Time order is the reverse of name order by construction.
+      std::string first = (by_name == asc) ? "c0" : "c6";
+      EXPECT_EQ(seen.front(), first) << by_name << asc;
+    }
+  }
+}
+
+TEST(SqliteStoreTest, NameContainsIsLiteral) {
+  auto store = Memory();
+  ASSERT_TRUE(store->Write([](WriteTx& tx) {
+    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a", "prod-one", 1)));
+    return tx.PutCluster(Cluster("b", "dev-two", 2));
+  }).ok());
+  std::vector<ClusterRecord> got;
+  ClusterQuery q;
+  q.name_contains = "_";
+  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
+    HPOD_ASSIGN_OR_RETURN(got, tx.ListClusters(q));
+    return OkStatus();
+  }).ok());
+  EXPECT_TRUE(got.empty());
+  q.name_contains = "od-";
+  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
+    HPOD_ASSIGN_OR_RETURN(got, tx.ListClusters(q));
+    return OkStatus();
+  }).ok());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].name, "prod-one");
+}
+
+TEST(SqliteStoreTest, DeleteClusterCascades) {
+  auto store = Memory();
+  ASSERT_TRUE(store->Write([](WriteTx& tx) {
+    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a", "demo", 1)));
+    GroupRecord g;
+    g.cluster_id = "a";
+    g.name = "workers";
+    g.target_count = 2;
+    g.status = "Creating";
+    HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
+    NodeRecord n;
+    n.instance_id = "i-0123456789abcdef0";
+    n.cluster_id = "a";
+    n.group_name = "workers";
+    n.status = "Pending";
+    HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+    EventRecord e;
+    e.event_id = "e1";
+    e.cluster_id = "a";
+    e.resource_type = "Cluster";
+    HPOD_RETURN_IF_ERROR(tx.AddEvent(e).status());
+    return tx.DeleteCluster("a");
+  }).ok());
+  ASSERT_TRUE(store->Read([](ReadTx& tx) {
+    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes("a"));
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups("a"));
+    EventQuery q;
+    q.cluster_id = "a";
+    HPOD_ASSIGN_OR_RETURN(auto events, tx.QueryEvents(q));
+    EXPECT_TRUE(nodes.empty());
+    EXPECT_TRUE(groups.empty());
+    EXPECT_TRUE(events.empty());
+    return OkStatus();
+  }).ok());
+}
+
+TEST(SqliteStoreTest, EventsNewestFirstWithSeqPagination) {
+  auto store = Memory();
+  ASSERT_TRUE(store->Write([](WriteTx& tx) {
+    for (int i = 0; i < 5; ++i) {
+      EventRecord e;
+      e.event_id = "e" + std::to_string(i);
+      e.cluster_id = "a";
+      e.resource_type = i % 2 ? "Instance" : "Cluster";
+      e.time = i;
+      HPOD_RETURN_IF_ERROR(tx.AddEvent(e).status());
+    }
+    return OkStatus();
+  }).ok());
+  EventQuery q;
+  q.cluster_id = "a";
+  q.limit = 2;
+  std::vector<EventRecord> page;
+  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
+    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
+    return OkStatus();
+  }).ok());
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].event_id, "e4");
+  q.after_seq = page.back().seq;
+  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
+    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
+    return OkStatus();
+  }).ok());
+  EXPECT_EQ(page[0].event_id, "e2");
+  q = EventQuery{};
+  q.cluster_id = "a";
+  q.resource_type = "Instance";
+  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
+    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
+    return OkStatus();
+  }).ok());
+  EXPECT_EQ(page.size(), 2u);
+}
+
+TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
+  auto dir = std::filesystem::temp_directory_path() / ("hpod-store-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "state.db").string();
+  {
+    auto store = OpenSqliteStore({path});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_EQ((*store)->SchemaVersion(), 1);
+    ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
+  }
+  {
+    auto store = OpenSqliteStore({path});
+    ASSERT_TRUE(store.ok());
+    std::string v;
+    ASSERT_TRUE((*store)->Read([&](ReadTx& tx) {
+      HPOD_ASSIGN_OR_RETURN(v, tx.GetSetting("k"));
+      return OkStatus();
+    }).ok());
+    EXPECT_EQ(v, "v");
+  }
+  // The journal mode is persistent in the file.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, nullptr);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "wal");
+  sqlite3_finalize(st);
+  // A schema from the future is refused rather than misread.
+  sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto newer = OpenSqliteStore({path});
+  EXPECT_EQ(newer.status().code(), StatusCode::kFailedPrecondition);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hpod::store

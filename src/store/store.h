@@ -1,0 +1,123 @@
+#pragma once
+
+// The store: hpod's single source of truth. Every mutation happens inside one
+// transaction (Store::Write), so a crash leaves either all or none of it. Readers
+// see a consistent snapshot (Store::Read).
+//
+// Thread contract: a Store is safe for concurrent use; transactions are serialized
+// (one SQLite connection: each transaction takes microseconds, and one connection
+// keeps ":memory:" stores and file stores identical). A ReadTx or WriteTx is valid
+// only inside the callback that received it, on that thread; callbacks must not
+// call back into the Store, nor do network or provider calls.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpod/base/status.h"
+#include "hpod/store/records.h"
+
+namespace hpod::store {
+
+// Keyset pagination: results strictly after (sort value, id) in the query's order.
+struct PageAfter {
+  std::string sort_value;  // creation time as "%.6f" or a name
+  std::string id;
+};
+
+struct ClusterQuery {
+  std::optional<double> created_after;   // exclusive
+  std::optional<double> created_before;  // exclusive
+  std::string name_contains;
+  bool sort_by_name = false;  // else creation time
+  bool ascending = true;
+  std::optional<PageAfter> after;
+  int limit = 100;
+};
+
+struct NodeQuery {
+  std::string cluster_id;
+  std::optional<double> launched_after;
+  std::optional<double> launched_before;
+  std::string group_contains;
+  bool sort_by_name = false;  // by instance group name, then instance id; else launch time
+  bool ascending = true;
+  std::optional<PageAfter> after;
+  int limit = 100;
+};
+
+struct EventQuery {
+  std::string cluster_id;
+  std::string group_name;
+  std::string instance_id;
+  std::string resource_type;
+  std::optional<double> after_time;
+  std::optional<double> before_time;
+  bool ascending = false;  // ListClusterEvents defaults to newest first
+  std::optional<int64_t> after_seq;  // pagination: strictly beyond this seq in the order
+  int limit = 100;
+};
+
+class ReadTx {
+ public:
+  virtual ~ReadTx() = default;
+  // kNotFound when absent.
+  virtual StatusOr<ClusterRecord> GetCluster(const std::string& id) = 0;
+  virtual StatusOr<ClusterRecord> GetClusterByName(const std::string& name) = 0;
+  virtual StatusOr<std::vector<ClusterRecord>> ListClusters(const ClusterQuery& q) = 0;
+  virtual StatusOr<std::vector<std::string>> ListClusterIds() = 0;
+  virtual StatusOr<std::vector<GroupRecord>> ListGroups(const std::string& cluster_id) = 0;
+  // Every node of a cluster, ordered by group position and ordinal.
+  virtual StatusOr<std::vector<NodeRecord>> ListNodes(const std::string& cluster_id) = 0;
+  virtual StatusOr<std::vector<NodeRecord>> QueryNodes(const NodeQuery& q) = 0;
+  virtual StatusOr<NodeRecord> GetNode(const std::string& cluster_id,
+                                       const std::string& instance_id) = 0;
+  virtual StatusOr<std::vector<EventRecord>> QueryEvents(const EventQuery& q) = 0;
+  virtual StatusOr<EventRecord> GetEvent(const std::string& cluster_id,
+                                         const std::string& event_id) = 0;
+  virtual StatusOr<AccessKeyRecord> GetAccessKey(const std::string& access_key_id) = 0;
+  virtual StatusOr<std::vector<AccessKeyRecord>> ListAccessKeys() = 0;
+  // kNotFound when unset.
+  virtual StatusOr<std::string> GetSetting(const std::string& key) = 0;
+};
+
+class WriteTx : public ReadTx {
+ public:
+  // Insert or replace by primary key.
+  virtual Status PutCluster(const ClusterRecord& c) = 0;
+  // Removes the cluster with its groups, nodes and events.
+  virtual Status DeleteCluster(const std::string& id) = 0;
+  virtual Status PutGroup(const GroupRecord& g) = 0;
+  virtual Status DeleteGroup(const std::string& cluster_id, const std::string& name) = 0;
+  virtual Status PutNode(const NodeRecord& n) = 0;
+  virtual Status DeleteNode(const std::string& instance_id) = 0;
+  // Assigns and returns the event's seq.
+  virtual StatusOr<int64_t> AddEvent(const EventRecord& e) = 0;
+  virtual Status PutAccessKey(const AccessKeyRecord& k) = 0;
+  virtual Status PutSetting(const std::string& key, const std::string& value) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // Runs `fn` in one transaction; commits when it returns OK, rolls back otherwise
+  // (and returns its status).
+  virtual Status Write(const std::function<Status(WriteTx&)>& fn) = 0;
+  virtual Status Read(const std::function<Status(ReadTx&)>& fn) = 0;
+  // The schema version this store is at (for diagnostics).
+  virtual int SchemaVersion() = 0;
+};
+
+struct SqliteStoreOptions {
+  // File path, or ":memory:" for tests.
+  std::string path = ":memory:";
+  // How long a connection waits for a lock before kUnavailable.
+  int busy_timeout_ms = 5000;
+};
+
+// Opens (creating if needed) and migrates an SQLite store in WAL mode.
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options);
+
+}  // namespace hpod::store
