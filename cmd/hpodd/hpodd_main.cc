@@ -1,0 +1,201 @@
+#include "hpodd_main.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "hpod/base/logging.h"
+#include "hpod/base/sd_notify.h"
+#include "hpod/controlplane/daemon.h"
+#include "hpod/controlplane/init.h"
+#include "hpod/store/store.h"
+
+namespace hpod::cmd {
+namespace {
+
+std::string DefaultDataDir() {
+  const char* env = std::getenv("HPOD_DATA_DIR");
+  return env ? env : "/var/lib/hpod";
+}
+
+// "127.0.0.1:8450" → address, port. A bare port means loopback.
+bool ParseListen(const std::string& s, std::string* address, uint16_t* port) {
+  size_t colon = s.rfind(':');
+  std::string host = colon == std::string::npos ? "127.0.0.1" : s.substr(0, colon);
+  std::string p = colon == std::string::npos ? s : s.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  char* end = nullptr;
+  long v = std::strtol(p.c_str(), &end, 10);
+  if (p.empty() || *end != '\0' || v < 0 || v > 65535) return false;
+  *address = host;
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "hpodd: error: %s\n", msg.c_str());
+  return 1;
+}
+
+int RunServe(const controlplane::DaemonOptions& options, const ProviderFactory& make_provider,
+             const char* provider_description) {
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const Clock& clock = RealClock::Get();
+  auto daemon = controlplane::Daemon::Start(options, make_provider(clock), clock);
+  if (!daemon.ok()) return Fail(daemon.status().message());
+  spdlog::info("node provider: {}", provider_description);
+  // Scripts wait for this line (and systemd for READY=1) before calling the API.
+  std::printf("hpodd ready on http://%s:%u\n", options.http.address.c_str(),
+              static_cast<unsigned>((*daemon)->port()));
+  std::fflush(stdout);
+  (void)SdNotify("READY=1");
+  int sig = 0;
+  sigwait(&set, &sig);
+  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (void)SdNotify("STOPPING=1");
+  (*daemon)->Shutdown(std::chrono::seconds(10));
+  return 0;
+}
+
+}  // namespace
+
+int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
+              const char* provider_description) {
+  CLI::App app{"hpodd: the hpod control plane (SageMaker HyperPod cluster API)", "hpodd"};
+  app.require_subcommand(0, 1);
+  std::string data_dir = DefaultDataDir();
+  std::string log_level = "info";
+  app.add_option("--data-dir", data_dir, "State directory (env HPOD_DATA_DIR)")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+
+  // serve (default)
+  auto* serve = app.add_subcommand("serve", "Serve the API (the default)");
+  std::string listen = "127.0.0.1:8450";
+  std::string region = "us-west-2", account = "123456789012";
+  bool insecure = false;
+  int threads = 2;
+  size_t max_body = 8 * 1024 * 1024;
+  std::string log_file;
+  for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
+    a->add_option("--listen", listen, "ADDRESS:PORT to serve on (default loopback)")
+        ->capture_default_str();
+    a->add_option("--region", region, "Region in ARNs and DNS names")->capture_default_str();
+    a->add_option("--account-id", account, "12-digit account id in ARNs")->capture_default_str();
+    a->add_flag("--insecure-no-auth", insecure,
+                "DEVELOPMENT ONLY: accept unsigned requests and treat every caller as admin");
+    a->add_option("--http-threads", threads, "I/O threads")->capture_default_str();
+    a->add_option("--max-request-bytes", max_body, "Largest request body")->capture_default_str();
+    a->add_option("--log-file", log_file, "Also log here (default <data-dir>/hpodd.log)");
+  }
+
+  // init
+  auto* init = app.add_subcommand("init", "Create the data dir, the store and a first admin key");
+  std::string profile = "hpod", endpoint, aws_dir;
+  init->add_option("--region", region, "Region for the profile")->capture_default_str();
+  init->add_option("--profile", profile, "AWS profile to write (empty: none)")
+      ->capture_default_str();
+  init->add_option("--endpoint-url", endpoint,
+                   "Endpoint written into the profile (default http://<--listen>)");
+  init->add_option("--listen", listen, "Where hpodd will listen")->capture_default_str();
+  init->add_option("--aws-dir", aws_dir, "Directory of credentials/config (default ~/.aws)");
+
+  // create-key
+  auto* keys = app.add_subcommand("create-key", "Mint an access key and print it once");
+  std::string role = "user", description;
+  keys->add_option("--role", role, "admin (all operations) or user (read-only)")
+      ->check(CLI::IsMember({"admin", "user"}))
+      ->capture_default_str();
+  keys->add_option("--description", description, "Free text kept with the key");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  LoggingOptions lo;
+  lo.level = log_level;
+  lo.program = "hpodd";
+  std::error_code ec;
+  if (log_file.empty() && app.got_subcommand(serve) == false && app.get_subcommands().empty()) {
+    log_file = (std::filesystem::path(data_dir) / "hpodd.log").string();
+  } else if (log_file.empty() && app.got_subcommand(serve)) {
+    log_file = (std::filesystem::path(data_dir) / "hpodd.log").string();
+  }
+  if (!log_file.empty() && std::filesystem::exists(data_dir, ec)) lo.file = log_file;
+  InitLogging(lo);
+
+  std::string address;
+  uint16_t port = 0;
+  if (!ParseListen(listen, &address, &port)) {
+    return Fail("--listen " + listen + " is not ADDRESS:PORT (e.g. 127.0.0.1:8450)");
+  }
+
+  if (app.got_subcommand(init)) {
+    controlplane::InitOptions io;
+    io.data_dir = data_dir;
+    io.region = region;
+    io.profile = profile;
+    io.aws_dir = aws_dir;
+    io.endpoint_url = endpoint.empty() ? "http://" + listen : endpoint;
+    auto r = controlplane::InitDataDir(io, RealClock::Get());
+    if (!r.ok()) return Fail(r.status().message());
+    std::printf("%s %s\n", r->created ? "Initialized" : "Already initialized:", data_dir.c_str());
+    std::printf("Admin access key: %s\n", r->access_key_id.c_str());
+    if (!profile.empty()) {
+      std::printf("Profile '%s' written to %s and %s\n", profile.c_str(),
+                  r->credentials_file.c_str(), r->config_file.c_str());
+      std::printf("Next: hpodd --data-dir %s --listen %s\n", data_dir.c_str(), listen.c_str());
+      std::printf("Then: hpod --profile %s list-clusters\n", profile.c_str());
+    }
+    return 0;
+  }
+  if (app.got_subcommand(keys)) {
+    std::string path = controlplane::StorePath(data_dir);
+    if (!std::filesystem::exists(path)) return Fail("no store at " + path + "; run hpodd init");
+    auto store = store::OpenSqliteStore({path});
+    if (!store.ok()) return Fail(store.status().message());
+    auto k = controlplane::CreateAccessKey(
+        **store, role == "admin" ? store::Role::kAdmin : store::Role::kUser, description,
+        RealClock::Get());
+    if (!k.ok()) return Fail(k.status().message());
+    // The secret is shown once, here, and never logged.
+    std::printf("[%s]\naws_access_key_id = %s\naws_secret_access_key = %s\n", role.c_str(),
+                k->access_key_id.c_str(), k->secret_access_key.c_str());
+    return 0;
+  }
+
+  controlplane::DaemonOptions options;
+  options.data_dir = data_dir;
+  options.http.address = address;
+  options.http.port = port;
+  options.http.threads = threads;
+  options.http.body_limit_bytes = max_body;
+  options.control_plane.region = region;
+  options.control_plane.account_id = account;
+  options.insecure_no_auth = insecure;
+  if (account.size() != 12 || account.find_first_not_of("0123456789") != std::string::npos) {
+    return Fail("--account-id must be 12 digits");
+  }
+  if (insecure) {
+    spdlog::warn("--insecure-no-auth: every request is accepted as admin; never expose this");
+  }
+  return RunServe(options, make_provider, provider_description);
+}
+
+}  // namespace hpod::cmd

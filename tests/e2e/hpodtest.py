@@ -1,0 +1,181 @@
+"""Shared support for hpod's end-to-end tests.
+
+Starts a real hpodd (the test-only `hpodd-fake`, i.e. hpodd with the scripted
+fake provider) on a free loopback port with a private data dir, and gives the
+environment that makes the real `aws` CLI and boto3 talk to it. Nothing leaves
+loopback. Every daemon started is stopped by PID in stop()/kill().
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BIN_DIR = os.environ.get("HPOD_BIN_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+HPODD_FAKE = os.path.join(BIN_DIR, "tests", "hpodd-fake")
+HPOD_CLI = os.path.join(BIN_DIR, "cmd", "hpod", "hpod")
+REGION = "us-west-2"
+SKIP = 77  # ctest SKIP_RETURN_CODE
+
+
+def require_aws_clients():
+    """Exit with SKIP unless the image's awscli v1 with the HyperPod model and boto3 exist."""
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        print("SKIP: boto3 is not importable by", sys.executable)
+        sys.exit(SKIP)
+    aws = shutil.which("aws")
+    if not aws:
+        print("SKIP: no aws CLI on PATH")
+        sys.exit(SKIP)
+    out = subprocess.run([aws, "--version"], capture_output=True, text=True)
+    if not (out.stdout + out.stderr).startswith("aws-cli/1."):
+        print("SKIP: aws CLI is not v1 with the HyperPod model:", out.stdout + out.stderr)
+        sys.exit(SKIP)
+
+
+class Daemon:
+    """One hpodd-fake process with its own data dir, profile and fake-provider state."""
+
+    def __init__(self, pending_ms=100, fail_groups="", capacity=None, extra_args=(), root=None):
+        self.root = root or tempfile.mkdtemp(prefix="hpod-e2e-")
+        self.data_dir = os.path.join(self.root, "data")
+        self.aws_dir = os.path.join(self.root, "aws")
+        self.fake_dir = os.path.join(self.root, "fake")
+        self.env_extra = {
+            "HPOD_FAKE_STATE_DIR": self.fake_dir,
+            "HPOD_FAKE_PENDING_MS": str(pending_ms),
+            "HPOD_FAKE_FAIL_GROUPS": fail_groups,
+        }
+        if capacity is not None:
+            self.env_extra["HPOD_FAKE_CAPACITY"] = str(capacity)
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.port = None
+        if not os.path.exists(os.path.join(self.data_dir, "state.db")):
+            out = subprocess.run(
+                [HPODD_FAKE, "--data-dir", self.data_dir, "init", "--aws-dir", self.aws_dir,
+                 "--region", REGION, "--listen", "127.0.0.1:1"],
+                capture_output=True, text=True, check=True)
+            self.init_output = out.stdout
+
+    def start(self):
+        env = dict(os.environ, **self.env_extra)
+        self.log = open(os.path.join(self.root, "hpodd.out"), "a")
+        self.proc = subprocess.Popen(
+            [HPODD_FAKE, "--data-dir", self.data_dir, "--listen", "127.0.0.1:0",
+             "--region", REGION] + self.extra_args,
+            stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
+        line = self.proc.stdout.readline()
+        m = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            raise RuntimeError("hpodd-fake did not start: %r (see %s)" % (line, self.log.name))
+        self.port = int(m.group(1))
+        return self
+
+    @property
+    def endpoint(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def cleanup(self):
+        self.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # Clients -----------------------------------------------------------------
+    def env(self, **extra):
+        """Environment for the aws CLI / hpod CLI using the profile hpodd init wrote."""
+        e = dict(os.environ)
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                  "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
+            e.pop(k, None)
+        e.update({
+            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(self.aws_dir, "credentials"),
+            "AWS_CONFIG_FILE": os.path.join(self.aws_dir, "config"),
+            "AWS_PROFILE": "hpod",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_MAX_ATTEMPTS": "1",
+        })
+        e.update(extra)
+        return e
+
+    def aws(self, *args, check=True, **env):
+        """Runs `aws sagemaker <args>`; returns (rc, parsed stdout or text, stderr)."""
+        cmd = ["aws", "--endpoint-url", self.endpoint, "--region", REGION, "sagemaker"] + list(args)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env(**env), timeout=120)
+        if check and p.returncode != 0:
+            raise AssertionError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr))
+        try:
+            out = json.loads(p.stdout) if p.stdout.strip() else None
+        except ValueError:
+            out = p.stdout
+        return p.returncode, out, p.stderr
+
+    def boto3(self):
+        import boto3
+        import botocore.config
+        creds = read_profile(os.path.join(self.aws_dir, "credentials"), "hpod")
+        session = boto3.session.Session(
+            aws_access_key_id=creds["aws_access_key_id"],
+            aws_secret_access_key=creds["aws_secret_access_key"], region_name=REGION)
+        return session.client("sagemaker", endpoint_url=self.endpoint,
+                              config=botocore.config.Config(retries={"max_attempts": 1}))
+
+    def wait_status(self, name, want, timeout=60):
+        """Polls DescribeCluster until ClusterStatus is `want` (or gone, for want=None)."""
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            rc, out, err = self.aws("describe-cluster", "--cluster-name", name, check=False)
+            if want is None and rc != 0 and "ResourceNotFound" in err:
+                return None
+            if rc == 0:
+                last = out["ClusterStatus"]
+                if last == want:
+                    return out
+            time.sleep(0.2)
+        raise AssertionError("cluster %s never reached %s (last %s)" % (name, want, last))
+
+
+def read_profile(path, section):
+    values, current = {}, None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("["):
+                current = line.strip("[]")
+            elif "=" in line and current == section:
+                k, v = line.split("=", 1)
+                values[k.strip()] = v.strip()
+    return values
+
+
+def group(name, count, instance_type="ml.c5.xlarge", **extra):
+    g = {"InstanceGroupName": name, "InstanceType": instance_type, "InstanceCount": count,
+         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lcs/base-config/",
+                             "OnCreate": "on_create.sh"},
+         "ExecutionRole": "arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole"}
+    g.update(extra)
+    return g
+
+
+def main():
+    """unittest main that exits 0/1 and prints ctest-friendly summary lines."""
+    unittest.main(verbosity=2)
