@@ -3,14 +3,33 @@
 #include <string>
 
 namespace hpod::api {
+namespace {
+
+// The validator treats a null member as absent (as AWS does); removing them here
+// means no handler ever sees a null and mistakes it for a value.
+void StripNullMembers(nlohmann::json& v) {
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end();) {
+      if (it->is_null()) {
+        it = v.erase(it);
+      } else {
+        StripNullMembers(*it);
+        ++it;
+      }
+    }
+  } else if (v.is_array()) {
+    for (auto& e : v) StripNullMembers(e);
+  }
+}
+
+}  // namespace
 
 StatusOr<DecodedRequest> DecodeRequest(const ServiceModel& model, std::string_view target,
                                        std::string_view content_type, std::string_view body,
                                        const ValidateOptions& options) {
   const std::string prefix = model.target_prefix() + ".";
   if (target.empty()) {
-    return InvalidArgumentError("Missing X-Amz-Target header; expected " + prefix +
-                                "<Operation>")
+    return InvalidArgumentError("Missing X-Amz-Target header; expected " + prefix + "<Operation>")
         .WithAwsType("UnknownOperationException");
   }
   if (target.substr(0, prefix.size()) != prefix) {
@@ -48,6 +67,7 @@ StatusOr<DecodedRequest> DecodeRequest(const ServiceModel& model, std::string_vi
         .WithAwsType("SerializationException");
   }
   HPOD_RETURN_IF_ERROR(ValidateValue(*op->input, input, options));
+  StripNullMembers(input);
   return DecodedRequest{op, std::move(input)};
 }
 

@@ -8,7 +8,6 @@
 // Thread contract: stateless functions; safe from any thread.
 
 #include <nlohmann/json.hpp>
-
 #include <string_view>
 
 #include "hpod/api/model.h"

@@ -41,6 +41,25 @@ TEST(CodecTest, Errors) {
           .ok());
 }
 
+TEST(CodecTest, NullMembersAreAbsent) {
+  auto r = DecodeRequest(ServiceModel::Get(), "SageMaker.ListClusters", kJson,
+                         R"({"MaxResults": null, "SortBy": null, "NameContains": "a"})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->input.contains("MaxResults"));
+  EXPECT_FALSE(r->input.contains("SortBy"));
+  EXPECT_EQ(r->input["NameContains"], "a");
+  auto nested = DecodeRequest(
+      ServiceModel::Get(), "SageMaker.CreateCluster", kJson,
+      R"({"ClusterName": "c", "InstanceGroups": [{"InstanceGroupName": "g", "InstanceCount": 1,
+          "ExecutionRole": "arn:aws:iam::123456789012:role/r", "InstanceType": null}]})");
+  ASSERT_TRUE(nested.ok());
+  EXPECT_FALSE(nested->input["InstanceGroups"][0].contains("InstanceType"));
+  // A required member sent as null is still missing.
+  EXPECT_FALSE(DecodeRequest(ServiceModel::Get(), "SageMaker.DescribeCluster", kJson,
+                             R"({"ClusterName": null})")
+                   .ok());
+}
+
 TEST(CodecTest, DeepNestingIsAnErrorNotACrash) {
   std::string deep(200000, '[');
   deep += std::string(200000, ']');

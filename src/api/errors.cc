@@ -8,8 +8,8 @@ namespace {
 int StatusForType(const std::string& type) {
   if (type == "UnrecognizedClientException" || type == "InvalidSignatureException" ||
       type == "MissingAuthenticationTokenException" || type == "AccessDeniedException") {
-    // AccessDenied is 400 in the SageMaker model docs but 403 on the wire for
-    // JSON services; clients key on __type, so either works. Keep AWS's wire value.
+    // AWS JSON services answer AccessDeniedException with 400 and the
+    // authentication failures with 403.
     return type == "AccessDeniedException" ? 400 : 403;
   }
   if (type == "InternalFailure") return 500;
@@ -28,15 +28,31 @@ ApiError ToApiError(const Status& status) {
     return e;
   }
   switch (status.code()) {
-    case StatusCode::kInvalidArgument: e.type = "ValidationException"; break;
-    case StatusCode::kNotFound: e.type = "ResourceNotFound"; break;
-    case StatusCode::kAlreadyExists: e.type = "ResourceInUse"; break;
-    case StatusCode::kResourceExhausted: e.type = "ResourceLimitExceeded"; break;
+    case StatusCode::kInvalidArgument:
+      e.type = "ValidationException";
+      break;
+    case StatusCode::kNotFound:
+      e.type = "ResourceNotFound";
+      break;
+    case StatusCode::kAlreadyExists:
+      e.type = "ResourceInUse";
+      break;
+    case StatusCode::kResourceExhausted:
+      e.type = "ResourceLimitExceeded";
+      break;
     case StatusCode::kFailedPrecondition:
-    case StatusCode::kAborted: e.type = "ConflictException"; break;
-    case StatusCode::kPermissionDenied: e.type = "AccessDeniedException"; break;
-    case StatusCode::kUnauthenticated: e.type = "UnrecognizedClientException"; break;
-    case StatusCode::kUnavailable: e.type = "ServiceUnavailable"; break;
+    case StatusCode::kAborted:
+      e.type = "ConflictException";
+      break;
+    case StatusCode::kPermissionDenied:
+      e.type = "AccessDeniedException";
+      break;
+    case StatusCode::kUnauthenticated:
+      e.type = "UnrecognizedClientException";
+      break;
+    case StatusCode::kUnavailable:
+      e.type = "ServiceUnavailable";
+      break;
     default:
       e.type = "InternalFailure";
       // Internal details stay in the daemon's log.

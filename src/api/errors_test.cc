@@ -1,6 +1,7 @@
 #include "hpod/api/errors.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace hpod::api {

@@ -1,10 +1,9 @@
 #include "hpod/api/model.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 namespace hpod::api {
 
@@ -13,17 +12,28 @@ extern const char kSageMakerClusterModelJson[];
 
 std::string_view ShapeTypeName(ShapeType type) {
   switch (type) {
-    case ShapeType::kStructure: return "structure";
-    case ShapeType::kList: return "list";
-    case ShapeType::kMap: return "map";
-    case ShapeType::kString: return "string";
-    case ShapeType::kInteger: return "integer";
-    case ShapeType::kLong: return "long";
-    case ShapeType::kBoolean: return "boolean";
-    case ShapeType::kTimestamp: return "timestamp";
-    case ShapeType::kDouble: return "double";
-    case ShapeType::kFloat: return "float";
-    case ShapeType::kBlob: return "blob";
+    case ShapeType::kStructure:
+      return "structure";
+    case ShapeType::kList:
+      return "list";
+    case ShapeType::kMap:
+      return "map";
+    case ShapeType::kString:
+      return "string";
+    case ShapeType::kInteger:
+      return "integer";
+    case ShapeType::kLong:
+      return "long";
+    case ShapeType::kBoolean:
+      return "boolean";
+    case ShapeType::kTimestamp:
+      return "timestamp";
+    case ShapeType::kDouble:
+      return "double";
+    case ShapeType::kFloat:
+      return "float";
+    case ShapeType::kBlob:
+      return "blob";
   }
   return "?";
 }
@@ -58,13 +68,17 @@ struct ModelLoader {
   }
 
   static ShapeType ParseType(const std::string& t) {
-    static const std::pair<const char*, ShapeType> kTypes[] = {
-        {"structure", ShapeType::kStructure}, {"list", ShapeType::kList},
-        {"map", ShapeType::kMap},             {"string", ShapeType::kString},
-        {"integer", ShapeType::kInteger},     {"long", ShapeType::kLong},
-        {"boolean", ShapeType::kBoolean},     {"timestamp", ShapeType::kTimestamp},
-        {"double", ShapeType::kDouble},       {"float", ShapeType::kFloat},
-        {"blob", ShapeType::kBlob}};
+    static const std::pair<const char*, ShapeType> kTypes[] = {{"structure", ShapeType::kStructure},
+                                                               {"list", ShapeType::kList},
+                                                               {"map", ShapeType::kMap},
+                                                               {"string", ShapeType::kString},
+                                                               {"integer", ShapeType::kInteger},
+                                                               {"long", ShapeType::kLong},
+                                                               {"boolean", ShapeType::kBoolean},
+                                                               {"timestamp", ShapeType::kTimestamp},
+                                                               {"double", ShapeType::kDouble},
+                                                               {"float", ShapeType::kFloat},
+                                                               {"blob", ShapeType::kBlob}};
     for (const auto& [name, type] : kTypes) {
       if (t == name) return type;
     }

@@ -66,9 +66,9 @@ struct Shape {
 };
 
 struct Paginator {
-  std::string input_token;   // "NextToken"
-  std::string output_token;  // "NextToken"
-  std::string limit_key;     // "MaxResults"
+  std::string input_token;               // "NextToken"
+  std::string output_token;              // "NextToken"
+  std::string limit_key;                 // "MaxResults"
   std::vector<std::string> result_keys;  // "ClusterSummaries"
 };
 

@@ -80,12 +80,17 @@ class Validator {
              const std::string& parent_member) {
     if (!serialization_error_.empty()) return;
     switch (shape.type) {
-      case ShapeType::kStructure: return CheckStructure(shape, v, path);
-      case ShapeType::kList: return CheckList(shape, v, path);
-      case ShapeType::kMap: return CheckMap(shape, v, path);
-      case ShapeType::kString: return CheckString(shape, v, path, parent_member);
+      case ShapeType::kStructure:
+        return CheckStructure(shape, v, path);
+      case ShapeType::kList:
+        return CheckList(shape, v, path);
+      case ShapeType::kMap:
+        return CheckMap(shape, v, path);
+      case ShapeType::kString:
+        return CheckString(shape, v, path, parent_member);
       case ShapeType::kInteger:
-      case ShapeType::kLong: return CheckInteger(shape, v, path);
+      case ShapeType::kLong:
+        return CheckInteger(shape, v, path);
       case ShapeType::kBoolean:
         if (!v.is_boolean()) TypeError(path, "boolean", v);
         return;
@@ -165,7 +170,8 @@ class Validator {
     if (shape.is_union && set_members != 1) {
       errors_.push_back("Value at '" + (path.empty() ? "<body>" : path) +
                         "' failed to satisfy constraint: Member must have exactly one of its "
-                        "members set (" + shape.name + " is a union)");
+                        "members set (" +
+                        shape.name + " is a union)");
     }
   }
 

@@ -15,7 +15,6 @@
 // Thread contract: stateless functions; safe from any thread.
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <string_view>
 

@@ -19,12 +19,13 @@ json ValidGroup() {
 }
 
 TEST(ValidateTest, AcceptsTheContractExample) {
-  json req = {{"ClusterName", "ml-cluster"},
-              {"InstanceGroups", json::array({ValidGroup()})},
-              {"VpcConfig", {{"SecurityGroupIds", {"sg-0123456789abcdef0"}},
-                             {"Subnets", {"subnet-01a2bc3456d78ef90"}}}},
-              {"NodeRecovery", "Automatic"},
-              {"Tags", json::array({{{"Key", "team"}, {"Value", "llm é"}}})}};
+  json req = {
+      {"ClusterName", "ml-cluster"},
+      {"InstanceGroups", json::array({ValidGroup()})},
+      {"VpcConfig",
+       {{"SecurityGroupIds", {"sg-0123456789abcdef0"}}, {"Subnets", {"subnet-01a2bc3456d78ef90"}}}},
+      {"NodeRecovery", "Automatic"},
+      {"Tags", json::array({{{"Key", "team"}, {"Value", "llm é"}}})}};
   Status s = ValidateValue(Input("CreateCluster"), req);
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
@@ -54,11 +55,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"pattern", "DescribeCluster", R"({"ClusterName": "x_y"})", "ValidationException",
              "1 validation error detected: Value 'x_y' at 'clusterName' failed to satisfy "
              "constraint: Member must satisfy regular expression pattern"},
-        Case{"too long", "CreateCluster",
-             R"({"ClusterName": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
-             "ValidationException",
-             "at 'clusterName' failed to satisfy constraint: Member must have length less than "
-             "or equal to 63"},
+        Case{
+            "too long", "CreateCluster",
+            R"({"ClusterName": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
+            "ValidationException",
+            "at 'clusterName' failed to satisfy constraint: Member must have length less than "
+            "or equal to 63"},
         Case{"missing required", "DescribeCluster", R"({})", "ValidationException",
              "Value null at 'clusterName' failed to satisfy constraint: Member must not be null"},
         Case{"enum", "ListClusters", R"({"SortBy": "SIZE"})", "ValidationException",
@@ -85,8 +87,8 @@ INSTANTIATE_TEST_SUITE_P(
              "SerializationException", "Expected integer at 'maxResults'"},
         Case{"wrong type list", "CreateCluster", R"({"ClusterName": "c", "InstanceGroups": {}})",
              "SerializationException", "Expected list (JSON array) at 'instanceGroups'"},
-        Case{"fractional int", "ListClusters", R"({"MaxResults": 1.5})",
-             "SerializationException", "maxResults"},
+        Case{"fractional int", "ListClusters", R"({"MaxResults": 1.5})", "SerializationException",
+             "maxResults"},
         Case{"timestamp as string", "ListClusters", R"({"CreationTimeAfter": "yesterday"})",
              "SerializationException", "creationTimeAfter"},
         Case{"union with two members", "CreateCluster",

@@ -552,6 +552,7 @@ StatusOr<VerifiedCaller> VerifyRequest(const SignableRequest& request, const Sec
   const std::string signing_key =
       internal::SigningKey(*secret, claim.scope_date, claim.region, claim.service);
   bool match = false;
+  bool body_covered = false;
   for (const std::string& payload_hash : payload_hashes) {
     const std::string canonical =
         internal::CanonicalRequest(request.method, canonical_path, canonical_query, request.headers,
@@ -560,10 +561,12 @@ StatusOr<VerifiedCaller> VerifyRequest(const SignableRequest& request, const Sec
         HmacSha256(signing_key, internal::StringToSign(claim.amz_date, scope, canonical)));
     // Every candidate is computed and compared, so timing does not reveal which
     // (if any) matched.
-    match = ConstantTimeEquals(expected, claim.signature) || match;
+    const bool this_one = ConstantTimeEquals(expected, claim.signature);
+    match = this_one || match;
+    body_covered = body_covered || (this_one && payload_hash != internal::kUnsignedPayload);
   }
   if (!match) return AuthError(kInvalid, std::string(kMismatchMessage));
-  return VerifiedCaller{claim.access_key_id, claim.region, claim.session_token};
+  return VerifiedCaller{claim.access_key_id, claim.region, claim.session_token, body_covered};
 }
 
 }  // namespace hpod::auth

@@ -88,6 +88,9 @@ struct VerifiedCaller {
   // X-Amz-Security-Token as sent (covered by the signature), empty when none.
   // Validating it is the caller's business: SecretLookup only maps keys.
   std::string session_token;
+  // Whether the signature covers the body. False only for requests signed over
+  // UNSIGNED-PAYLOAD: their body is not the signer's and must not be acted on.
+  bool body_signed = true;
 };
 
 // Verifies a request signed in header or presigned form. Failures are

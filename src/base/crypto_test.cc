@@ -27,7 +27,8 @@ TEST(CryptoTest, HexRoundTripAndErrors) {
 }
 
 TEST(CryptoTest, Base64UrlRoundTrip) {
-  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\xff\xfe\x00\x01", 4)}) {
+  for (const std::string& s :
+       std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\xff\xfe\x00\x01", 4)}) {
     std::string enc = Base64UrlEncode(s);
     EXPECT_EQ(enc.find('='), std::string::npos);
     EXPECT_EQ(*Base64UrlDecode(enc), s) << enc;

@@ -102,7 +102,7 @@ class [[nodiscard]] StatusOr {
     if (std::get<Status>(v_).ok())
       v_ = Status(StatusCode::kInternal, "StatusOr constructed from OK status");
   }
-  StatusOr(const T& value) : v_(value) {}  // NOLINT
+  StatusOr(const T& value) : v_(value) {}        // NOLINT
   StatusOr(T&& value) : v_(std::move(value)) {}  // NOLINT
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -149,9 +149,9 @@ Status AsStatus(const StatusOr<T>& s) {
   lhs = std::move(tmp).value()
 
 // For broken invariants only: logs and aborts.
-#define HPOD_CHECK(cond)                                                      \
-  do {                                                                        \
-    if (!(cond)) ::hpod::internal::CheckFailed(__FILE__, __LINE__, #cond);    \
+#define HPOD_CHECK(cond)                                                   \
+  do {                                                                     \
+    if (!(cond)) ::hpod::internal::CheckFailed(__FILE__, __LINE__, #cond); \
   } while (0)
 
 namespace hpod::internal {

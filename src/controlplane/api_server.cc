@@ -32,6 +32,19 @@ http::Response ErrorResponse(const Status& s, const std::string& request_id,
   return r;
 }
 
+// The first query parameter that is not part of a presigned signature.
+std::string FirstOperationQueryParam(std::string_view query) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    std::string_view key = pair.substr(0, pair.find('='));
+    if (!key.empty() && key.rfind("X-Amz-", 0) != 0) return std::string(key);
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return "";
+}
+
 }  // namespace
 
 StatusOr<std::string> ApiServer::StoreSecrets::SecretFor(std::string_view access_key_id) const {
@@ -61,6 +74,15 @@ StatusOr<store::Role> ApiServer::Authenticate(const http::Request& request) {
   vo.max_skew = options_.max_clock_skew;
   HPOD_ASSIGN_OR_RETURN(auth::VerifiedCaller caller,
                         auth::VerifyRequest(sr, secrets_, vo, clock_.Now()));
+  // hpod reads an operation's input from the body only. A body outside the
+  // signature (presigned over UNSIGNED-PAYLOAD) could name any cluster, so it is
+  // refused rather than acted on.
+  if (!caller.body_signed && !request.body.empty() && request.body != "{}") {
+    return UnauthenticatedError(
+               "The request body is not covered by the signature (UNSIGNED-PAYLOAD); sign the "
+               "body or use header authentication")
+        .WithAwsType("InvalidSignatureException");
+  }
   store::Role role = store::Role::kUser;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(auto key, tx.GetAccessKey(caller.access_key_id));
@@ -83,6 +105,15 @@ http::Response ApiServer::Handle(const http::Request& request) {
   auto role = Authenticate(request);
   if (!role.ok()) return ErrorResponse(role.status(), request_id, target);
 
+  // Parameters in the query string (as botocore's presigner puts them) would be
+  // silently ignored: refuse them instead, naming the first one.
+  if (auto bad = FirstOperationQueryParam(request.Query()); !bad.empty()) {
+    return ErrorResponse(
+        InvalidArgumentError("hpod reads operation parameters from the JSON body only; found "
+                             "query parameter '" +
+                             bad + "'"),
+        request_id, target);
+  }
   auto decoded = api::DecodeRequest(api::ServiceModel::Get(), target,
                                     request.HeaderValue("Content-Type"), request.body);
   if (!decoded.ok()) return ErrorResponse(decoded.status(), request_id, target);
@@ -94,7 +125,13 @@ http::Response ApiServer::Handle(const http::Request& request) {
             .WithAwsType("AccessDeniedException"),
         request_id, op);
   }
-  auto result = api_.Call(*decoded->operation, decoded->input);
+  StatusOr<nlohmann::ordered_json> result = InternalError("not run");
+  try {
+    result = api_.Call(*decoded->operation, decoded->input);
+  } catch (const std::exception& e) {
+    // A handler defect must cost one request, not the daemon.
+    result = InternalError(std::string("handler threw: ") + e.what());
+  }
   if (!result.ok()) return ErrorResponse(result.status(), request_id, op);
   spdlog::debug("request {} {} ok", request_id, op);
   return JsonResponse(200, result->dump(), request_id);

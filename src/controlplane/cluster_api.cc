@@ -27,12 +27,14 @@ struct Unsupported {
 };
 
 const Unsupported kUnsupportedClusterMembers[] = {
-    {"RestrictedInstanceGroups", "restricted instance groups (SageMaker-managed training "
-                                 "plans) have no self-hosted equivalent"},
+    {"RestrictedInstanceGroups",
+     "restricted instance groups (SageMaker-managed training "
+     "plans) have no self-hosted equivalent"},
     {"TieredStorageConfig", "tiered checkpoint storage is not available yet"},
     {"AutoScaling", "cluster autoscaling (Karpenter) applies to EKS clusters; hpod runs Slurm"},
-    {"NodeProvisioningMode", "continuous provisioning is not available yet; hpod provisions "
-                             "all-or-nothing, as HyperPod does by default"},
+    {"NodeProvisioningMode",
+     "continuous provisioning is not available yet; hpod provisions "
+     "all-or-nothing, as HyperPod does by default"},
 };
 
 const Unsupported kUnsupportedGroupMembers[] = {
@@ -42,8 +44,9 @@ const Unsupported kUnsupportedGroupMembers[] = {
     {"KubernetesConfig", "EKS orchestration is not available; hpod runs Slurm"},
     {"CapacityRequirements", "spot/on-demand capacity choices do not apply to hpod providers"},
     {"OnStartDeepHealthChecks", "deep health checks are not available yet"},
-    {"MinInstanceCount", "MinInstanceCount applies to continuous provisioning, which is not "
-                         "available yet"},
+    {"MinInstanceCount",
+     "MinInstanceCount applies to continuous provisioning, which is not "
+     "available yet"},
     {"NetworkInterface", "EFA interface selection is not available"},
 };
 
@@ -92,9 +95,9 @@ ClusterApi::ClusterApi(store::Store& store, const Clock& clock, const ControlPla
       wake_(std::move(wake)) {}
 
 bool ClusterApi::IsReadOnly(const std::string& op) {
-  static const std::set<std::string> kReadOnly = {
-      "DescribeCluster",   "ListClusters",      "ListClusterNodes",
-      "DescribeClusterNode", "ListClusterEvents", "DescribeClusterEvent"};
+  static const std::set<std::string> kReadOnly = {"DescribeCluster",   "ListClusters",
+                                                  "ListClusterNodes",  "DescribeClusterNode",
+                                                  "ListClusterEvents", "DescribeClusterEvent"};
   return kReadOnly.count(op) > 0;
 }
 
@@ -142,7 +145,8 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
     std::string path = "InstanceGroups[" + std::to_string(i) + "]";
     HPOD_RETURN_IF_ERROR(CheckSupportedGroupFields(g, path));
     if (!names.insert(g["InstanceGroupName"].get<std::string>()).second) {
-      return InvalidArgumentError("Instance group name '" + g["InstanceGroupName"].get<std::string>() +
+      return InvalidArgumentError("Instance group name '" +
+                                  g["InstanceGroupName"].get<std::string>() +
                                   "' is used more than once; group names must be unique");
     }
     total += g["InstanceCount"].get<int>();
@@ -261,11 +265,10 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
             return FailedPreconditionError("Instance group '" + name + "' is being deleted");
           }
           if (g["InstanceType"] != gr.spec["InstanceType"]) {
-            return InvalidArgumentError("InstanceType of instance group '" + name +
-                                        "' cannot change (" +
-                                        gr.spec["InstanceType"].get<std::string>() + " → " +
-                                        g["InstanceType"].get<std::string>() +
-                                        "); add a new group instead");
+            return InvalidArgumentError(
+                "InstanceType of instance group '" + name + "' cannot change (" +
+                gr.spec["InstanceType"].get<std::string>() + " → " +
+                g["InstanceType"].get<std::string>() + "); add a new group instead");
           }
           gr.previous_target_count = gr.target_count;
           gr.status = "Updating";
@@ -279,9 +282,9 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
         gr.spec = g;
         gr.target_count = g["InstanceCount"];
         HPOD_RETURN_IF_ERROR(tx.PutGroup(gr));
-        HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, GroupSubject(name), EventLevel::kInfo,
-                                         "Instance group target set to " +
-                                             std::to_string(gr.target_count) + " instances"));
+        HPOD_RETURN_IF_ERROR(RecordEvent(
+            tx, clock_, c, GroupSubject(name), EventLevel::kInfo,
+            "Instance group target set to " + std::to_string(gr.target_count) + " instances"));
       }
     }
     if (total > options_.max_nodes_per_cluster) {
@@ -303,8 +306,8 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
     c.status = "Updating";
     c.failure_message.clear();
     HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
-    HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
-                                     "Cluster update started"));
+    HPOD_RETURN_IF_ERROR(
+        RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo, "Cluster update started"));
     cluster_id = c.id;
     arn = c.arn;
     return OkStatus();

@@ -8,9 +8,8 @@
 //
 // Thread contract: safe for concurrent calls (all state lives in the Store).
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "hpod/api/model.h"

@@ -45,8 +45,8 @@ StatusOr<ordered_json> ClusterApi::DescribeCluster(const json& req) {
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
-    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
-    out = RenderCluster(c, groups, nodes);
+    HPOD_ASSIGN_OR_RETURN(auto running, tx.CountRunningNodes(c.id));
+    out = RenderCluster(c, groups, running);
     return OkStatus();
   }));
   return out;
@@ -118,8 +118,8 @@ StatusOr<ordered_json> ClusterApi::ListClusterNodes(const json& req) {
     for (int i = 0; i < static_cast<int>(rows.size()) && i < page; ++i) {
       const auto& n = rows[i];
       auto it = gmap.find(n.group_name);
-      list.push_back(RenderNodeSummary(n, it == gmap.end() ? nullptr : it->second, logical,
-                                       options_.region));
+      list.push_back(
+          RenderNodeSummary(n, it == gmap.end() ? nullptr : it->second, logical, options_.region));
     }
     if (static_cast<int>(rows.size()) > page) {
       const auto& last = rows[page - 1];

@@ -12,11 +12,12 @@ using nlohmann::json;
 using testing::Harness;
 
 json CreateReq(const std::string& name, json groups) {
-  return {{"ClusterName", name},
-          {"InstanceGroups", groups},
-          {"VpcConfig", {{"SecurityGroupIds", {"sg-0123456789abcdef0"}},
-                         {"Subnets", {"subnet-01a2bc3456d78ef90"}}}},
-          {"Tags", json::array({{{"Key", "team"}, {"Value", "llm"}}})}};
+  return {
+      {"ClusterName", name},
+      {"InstanceGroups", groups},
+      {"VpcConfig",
+       {{"SecurityGroupIds", {"sg-0123456789abcdef0"}}, {"Subnets", {"subnet-01a2bc3456d78ef90"}}}},
+      {"Tags", json::array({{{"Key", "team"}, {"Value", "llm"}}})}};
 }
 
 TEST(ClusterApiTest, CreateDescribeReachesInService) {
@@ -65,8 +66,8 @@ TEST(ClusterApiTest, RefusesWhatItCannotHonour) {
   json req = CreateReq("demo", {Harness::Group("g", 1)});
   req["NodeProvisioningMode"] = "Continuous";
   EXPECT_EQ(h.Call("CreateCluster", req).status().code(), StatusCode::kInvalidArgument);
-  auto dup = h.Call("CreateCluster", CreateReq("demo", {Harness::Group("g", 1),
-                                                         Harness::Group("g", 2)}));
+  auto dup =
+      h.Call("CreateCluster", CreateReq("demo", {Harness::Group("g", 1), Harness::Group("g", 2)}));
   EXPECT_EQ(dup.status().code(), StatusCode::kInvalidArgument);
   json no_type = Harness::Group("g", 1);
   no_type.erase("InstanceType");
@@ -90,9 +91,9 @@ TEST(ClusterApiTest, Quotas) {
 
 TEST(ClusterApiTest, UpdateNeedsInServiceAndScalesBothWays) {
   Harness h;
-  ASSERT_TRUE(h.Call("CreateCluster", CreateReq("demo", {Harness::Group("ctl", 1),
-                                                         Harness::Group("w", 2)}))
-                  .ok());
+  ASSERT_TRUE(
+      h.Call("CreateCluster", CreateReq("demo", {Harness::Group("ctl", 1), Harness::Group("w", 2)}))
+          .ok());
   json up = {{"ClusterName", "demo"}, {"InstanceGroups", {Harness::Group("w", 4)}}};
   EXPECT_EQ(h.Call("UpdateCluster", up).status().code(), StatusCode::kFailedPrecondition);
   h.Converge();
@@ -117,9 +118,9 @@ TEST(ClusterApiTest, UpdateNeedsInServiceAndScalesBothWays) {
 
 TEST(ClusterApiTest, AddAndDeleteGroups) {
   Harness h;
-  ASSERT_TRUE(h.Call("CreateCluster", CreateReq("demo", {Harness::Group("ctl", 1),
-                                                         Harness::Group("w", 2)}))
-                  .ok());
+  ASSERT_TRUE(
+      h.Call("CreateCluster", CreateReq("demo", {Harness::Group("ctl", 1), Harness::Group("w", 2)}))
+          .ok());
   h.Converge();
   ASSERT_TRUE(h.Call("UpdateCluster", {{"ClusterName", "demo"},
                                        {"InstanceGroups", {Harness::Group("extra", 2)}},
@@ -132,8 +133,8 @@ TEST(ClusterApiTest, AddAndDeleteGroups) {
   EXPECT_EQ(d["InstanceGroups"][1]["InstanceGroupName"], "extra");
   EXPECT_EQ(d["InstanceGroups"][1]["CurrentCount"], 2);
   EXPECT_EQ(h.provider_->node_count(), 3u);
-  auto bad = h.Call("UpdateCluster",
-                    {{"ClusterName", "demo"}, {"InstanceGroupsToDelete", {"nosuch"}}});
+  auto bad =
+      h.Call("UpdateCluster", {{"ClusterName", "demo"}, {"InstanceGroupsToDelete", {"nosuch"}}});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -176,14 +177,15 @@ TEST(ClusterApiTest, DescribeNodeByIdOrLogicalId) {
   Harness h;
   ASSERT_TRUE(h.Call("CreateCluster", CreateReq("demo", {Harness::Group("w", 1)})).ok());
   h.Converge();
-  auto nodes = h.Call("ListClusterNodes",
-                      {{"ClusterName", "demo"}, {"IncludeNodeLogicalIds", true}});
+  auto nodes =
+      h.Call("ListClusterNodes", {{"ClusterName", "demo"}, {"IncludeNodeLogicalIds", true}});
   json n = json::parse((*nodes)["ClusterNodeSummaries"][0].dump());
   EXPECT_EQ(n["InstanceStatus"]["Status"], "Running");
   EXPECT_TRUE(n.contains("NodeLogicalId"));
   EXPECT_NE(n["PrivateDnsHostname"].get<std::string>().find(".us-west-2.compute.internal"),
             std::string::npos);
-  auto by_id = h.Call("DescribeClusterNode", {{"ClusterName", "demo"}, {"NodeId", n["InstanceId"]}});
+  auto by_id =
+      h.Call("DescribeClusterNode", {{"ClusterName", "demo"}, {"NodeId", n["InstanceId"]}});
   ASSERT_TRUE(by_id.ok());
   EXPECT_EQ((*by_id)["NodeDetails"]["InstanceType"], "ml.c5.xlarge");
   EXPECT_TRUE((*by_id)["NodeDetails"].contains("PrivatePrimaryIp"));
@@ -192,8 +194,8 @@ TEST(ClusterApiTest, DescribeNodeByIdOrLogicalId) {
   ASSERT_TRUE(by_logical.ok());
   EXPECT_EQ((*by_logical)["NodeDetails"]["InstanceId"], n["InstanceId"]);
   auto both = h.Call("DescribeClusterNode", {{"ClusterName", "demo"},
-                                              {"NodeId", n["InstanceId"]},
-                                              {"NodeLogicalId", n["NodeLogicalId"]}});
+                                             {"NodeId", n["InstanceId"]},
+                                             {"NodeLogicalId", n["NodeLogicalId"]}});
   EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -51,8 +51,8 @@ std::string ProvisioningFailureMessage(const std::string& instance_id, const std
 
 struct ClusterReconciler::Observation {
   std::string instance_id;
-  bool gone = false;       // terminated and forgotten: delete the row
-  bool launched = false;   // Launch acknowledged in this pass
+  bool gone = false;                  // terminated and forgotten: delete the row
+  bool launched = false;              // Launch acknowledged in this pass
   std::optional<std::string> status;  // new ClusterInstanceStatus, if observed
   std::string message;
   std::string private_ip;
@@ -77,7 +77,9 @@ WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
     if (converged.status().code() == StatusCode::kNotFound) return {OkStatus(), {}};
     return {converged.status(), {}};
   }
-  return {OkStatus(), *converged ? options_.resync_interval : options_.poll_interval};
+  // A converged cluster is revisited by the daemon's periodic resync; one still
+  // converging is polled.
+  return {OkStatus(), *converged ? std::chrono::milliseconds(0) : options_.poll_interval};
 }
 
 // Phase 1: write intents. Decides which nodes should exist (creating rows for
@@ -232,8 +234,8 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
       out.push_back(o);
       continue;
     }
-    auto d = provider_ ? provider_->Describe(n.instance_id) : StatusOr<provider::NodeObservation>(
-                                                                  NotFoundError("no provider"));
+    auto d = provider_ ? provider_->Describe(n.instance_id)
+                       : StatusOr<provider::NodeObservation>(NotFoundError("no provider"));
     if (!d.ok() && d.status().code() != StatusCode::kNotFound) {
       transient = d.status();
       continue;
@@ -245,8 +247,12 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
       o.private_ip = d->private_ip;
       o.hostname = d->hostname;
       switch (d->state) {
-        case provider::NodeState::kPending: o.status = "Pending"; break;
-        case provider::NodeState::kRunning: o.status = "Running"; break;
+        case provider::NodeState::kPending:
+          o.status = "Pending";
+          break;
+        case provider::NodeState::kRunning:
+          o.status = "Running";
+          break;
         case provider::NodeState::kFailed:
           o.status = "Failure";
           o.message = d->message;
@@ -365,8 +371,8 @@ StatusOr<bool> ClusterReconciler::RecordAndRollUp(const std::string& cluster_id,
     }
     bool all_converged = true;
     for (const auto& g : groups) all_converged &= GroupConverged(g, nodes);
-    bool nothing_pending = std::none_of(nodes.begin(), nodes.end(),
-                                        [](const NodeRecord& n) { return n.remove; });
+    bool nothing_pending =
+        std::none_of(nodes.begin(), nodes.end(), [](const NodeRecord& n) { return n.remove; });
 
     if (c.status == "Creating" && failed != nullptr) {
       c.failure_message = ProvisioningFailureMessage(failed->instance_id, failed->message);

@@ -40,8 +40,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->clock_ = &clock;
   std::string path = StorePath(options.data_dir);
   if (!std::filesystem::exists(path)) {
-    return FailedPreconditionError("no hpod store at " + path +
-                                   "; run `hpodd init --data-dir " + options.data_dir + "` first");
+    return FailedPreconditionError("no hpod store at " + path + "; run `hpodd init --data-dir " +
+                                   options.data_dir + "` first");
   }
   HPOD_ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({path}));
   HPOD_ASSIGN_OR_RETURN(std::string secret, PageSecret(*d->store_));
@@ -51,12 +51,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   WorkQueueOptions qo;
   qo.workers = options.reconcile_workers;
   Daemon* self = d.get();
-  d->queue_ = std::make_unique<WorkQueue>(clock, qo, [self](const std::string& key) {
-    return self->reconciler_->Reconcile(key);
-  });
-  d->api_ = std::make_unique<ClusterApi>(*d->store_, clock, options.control_plane,
-                                         PageTokenCodec(secret),
-                                         [self](const std::string& id) { self->queue_->Add(id); });
+  d->queue_ = std::make_unique<WorkQueue>(
+      clock, qo, [self](const std::string& key) { return self->reconciler_->Reconcile(key); });
+  d->api_ =
+      std::make_unique<ClusterApi>(*d->store_, clock, options.control_plane, PageTokenCodec(secret),
+                                   [self](const std::string& id) { self->queue_->Add(id); });
   ApiServerOptions ao;
   ao.insecure_no_auth = options.insecure_no_auth;
   d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, clock, ao);
@@ -65,8 +64,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   HPOD_ASSIGN_OR_RETURN(d->server_, http::Server::Start(options.http, [self](const auto& r) {
                           return self->api_server_->Handle(r);
                         }));
-  spdlog::info("hpodd serving the SageMaker cluster API on {}:{} (auth: {})",
-               options.http.address, d->server_->port(),
+  spdlog::info("hpodd serving the SageMaker cluster API on {}:{} (auth: {})", options.http.address,
+               d->server_->port(),
                options.insecure_no_auth ? "DISABLED (--insecure-no-auth)" : "SigV4");
   return d;
 }

@@ -19,10 +19,16 @@ Status RecordEvent(store::WriteTx& tx, const Clock& clock, const store::ClusterR
   e.time = clock.NowEpochSeconds();
   e.level = level == EventLevel::kInfo ? "Info" : level == EventLevel::kWarn ? "Warn" : "Error";
   e.description = description;
-  spdlog::info("event cluster={} {} {}{}: {}", cluster.name, e.level, subject.resource_type,
-               subject.instance_id.empty() ? subject.group_name.empty() ? "" : " " + subject.group_name
-                                           : " " + subject.instance_id,
-               description);
+  // Events are queryable (ListClusterEvents); the log gets them at debug level,
+  // and warnings/errors at their level.
+  auto log_level = level == EventLevel::kError  ? spdlog::level::err
+                   : level == EventLevel::kWarn ? spdlog::level::warn
+                                                : spdlog::level::debug;
+  spdlog::log(
+      log_level, "event cluster={} {} {}{}: {}", cluster.name, e.level, subject.resource_type,
+      subject.instance_id.empty() ? subject.group_name.empty() ? "" : " " + subject.group_name
+                                  : " " + subject.instance_id,
+      description);
   return tx.AddEvent(e).status();
 }
 

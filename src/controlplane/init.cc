@@ -19,8 +19,8 @@ StatusOr<store::AccessKeyRecord> CreateAccessKey(store::Store& store, store::Rol
                                                  const Clock& clock) {
   store::AccessKeyRecord k;
   k.access_key_id = "HPOD" + RandomString(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567");
-  k.secret_access_key = RandomString(
-      40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+  k.secret_access_key =
+      RandomString(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
   k.role = role;
   k.created = clock.NowEpochSeconds();
   k.description = description;
@@ -110,10 +110,9 @@ StatusOr<InitResult> InitDataDir(const InitOptions& options, const Clock& clock)
     HPOD_RETURN_IF_ERROR(UpdateIniSection(result.credentials_file, options.profile,
                                           {{"aws_access_key_id", admin.access_key_id},
                                            {"aws_secret_access_key", admin.secret_access_key}}));
-    HPOD_RETURN_IF_ERROR(UpdateIniSection(result.config_file, "profile " + options.profile,
-                                          {{"region", options.region},
-                                           {"endpoint_url", options.endpoint_url},
-                                           {"output", "json"}}));
+    HPOD_RETURN_IF_ERROR(UpdateIniSection(
+        result.config_file, "profile " + options.profile,
+        {{"region", options.region}, {"endpoint_url", options.endpoint_url}, {"output", "json"}}));
   }
   return result;
 }

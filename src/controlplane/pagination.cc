@@ -11,8 +11,7 @@ Status BadToken() {
 
 }  // namespace
 
-std::string PageTokenCodec::ScopeOf(const std::string& operation,
-                                    const nlohmann::json& request) {
+std::string PageTokenCodec::ScopeOf(const std::string& operation, const nlohmann::json& request) {
   nlohmann::json r = request.is_object() ? request : nlohmann::json::object();
   r.erase("NextToken");
   r.erase("MaxResults");
@@ -20,8 +19,7 @@ std::string PageTokenCodec::ScopeOf(const std::string& operation,
   return operation + ":" + HexEncode(Sha256(r.dump())).substr(0, 16);
 }
 
-std::string PageTokenCodec::Encode(const std::string& scope,
-                                   const nlohmann::json& position) const {
+std::string PageTokenCodec::Encode(const std::string& scope, const nlohmann::json& position) const {
   std::string payload = nlohmann::json{{"s", scope}, {"p", position}}.dump();
   std::string mac = HmacSha256(secret_, payload).substr(0, 16);
   return Base64UrlEncode(payload) + "." + Base64UrlEncode(mac);

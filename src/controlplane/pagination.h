@@ -8,7 +8,6 @@
 // Thread contract: immutable after construction; thread-safe.
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "hpod/base/status.h"

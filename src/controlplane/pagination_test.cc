@@ -26,8 +26,8 @@ TEST(PaginationTest, TamperedOrForeignTokensAreRejected) {
   std::string t = codec.Encode(scope, 42);
   std::string tampered = t;
   tampered[3] = tampered[3] == 'A' ? 'B' : 'A';
-  for (const std::string& bad : {tampered, std::string("garbage"), std::string("."),
-                                 t + "x", PageTokenCodec("other").Encode(scope, 42)}) {
+  for (const std::string& bad : {tampered, std::string("garbage"), std::string("."), t + "x",
+                                 PageTokenCodec("other").Encode(scope, 42)}) {
     auto r = codec.Decode(scope, bad);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
   }

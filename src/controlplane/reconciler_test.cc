@@ -19,11 +19,13 @@ json Req(const std::string& name, json groups) {
 
 std::set<std::string> StoreNodeIds(Harness& h, const std::string& cluster_id) {
   std::set<std::string> ids;
-  EXPECT_TRUE(h.store_->Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(cluster_id));
-    for (auto& n : nodes) ids.insert(n.instance_id);
-    return OkStatus();
-  }).ok());
+  EXPECT_TRUE(h.store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(cluster_id));
+                    for (auto& n : nodes) ids.insert(n.instance_id);
+                    return OkStatus();
+                  })
+                  .ok());
   return ids;
 }
 
@@ -51,9 +53,9 @@ TEST(ReconcilerTest, OneFailedNodeFailsTheCreateAndCleansUp) {
   provider::FakeProviderOptions po;
   po.fail_groups = {"bad"};
   Harness h(po);
-  ASSERT_TRUE(h.Call("CreateCluster",
-                     Req("demo", {Harness::Group("ctl", 1), Harness::Group("bad", 2)}))
-                  .ok());
+  ASSERT_TRUE(
+      h.Call("CreateCluster", Req("demo", {Harness::Group("ctl", 1), Harness::Group("bad", 2)}))
+          .ok());
   h.Converge();
   json d = h.Describe("demo");
   EXPECT_EQ(d["ClusterStatus"], "Failed");
@@ -85,9 +87,9 @@ TEST(ReconcilerTest, NoCapacityUsesHyperPodWording) {
   h.Converge();
   json d = h.Describe("demo");
   EXPECT_EQ(d["ClusterStatus"], "Failed");
-  EXPECT_NE(d["FailureMessage"].get<std::string>().find(
-                "We currently do not have sufficient capacity"),
-            std::string::npos);
+  EXPECT_NE(
+      d["FailureMessage"].get<std::string>().find("We currently do not have sufficient capacity"),
+      std::string::npos);
 }
 
 TEST(ReconcilerTest, FailedUpdateRollsBack) {
@@ -96,9 +98,9 @@ TEST(ReconcilerTest, FailedUpdateRollsBack) {
   Harness h(po);
   ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 2)})).ok());
   h.Converge();
-  ASSERT_TRUE(h.Call("UpdateCluster", {{"ClusterName", "demo"},
-                                       {"InstanceGroups",
-                                        {Harness::Group("w", 3), Harness::Group("bad", 1)}}})
+  ASSERT_TRUE(h.Call("UpdateCluster",
+                     {{"ClusterName", "demo"},
+                      {"InstanceGroups", {Harness::Group("w", 3), Harness::Group("bad", 1)}}})
                   .ok());
   h.Converge();
   json d = h.Describe("demo");
@@ -123,13 +125,13 @@ TEST(ReconcilerTest, RestartMidwayConvergesWithoutOrphans) {
   // A "crash" is a fresh reconciler over the same store and provider at an
   // arbitrary point; repeated after every single step.
   Harness h;
-  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("ctl", 1),
-                                                   Harness::Group("w", 4)}))
-                  .ok());
+  ASSERT_TRUE(
+      h.Call("CreateCluster", Req("demo", {Harness::Group("ctl", 1), Harness::Group("w", 4)}))
+          .ok());
   std::string id = IdOf(h.Describe("demo"));
   for (int step = 0; step < 30; ++step) {
-    h.reconciler_ = std::make_unique<ClusterReconciler>(*h.store_, h.provider_.get(), h.clock_,
-                                                        h.options_);
+    h.reconciler_ =
+        std::make_unique<ClusterReconciler>(*h.store_, h.provider_.get(), h.clock_, h.options_);
     if (step % 3 == 0) h.provider_->FailNextCalls(1);
     (void)h.reconciler_->Reconcile(id);
     h.clock_.AdvanceTime(std::chrono::milliseconds(200));

@@ -50,7 +50,7 @@ bool IsLiveNode(const store::NodeRecord& node) {
 
 ordered_json RenderCluster(const store::ClusterRecord& cluster,
                            const std::vector<store::GroupRecord>& groups,
-                           const std::vector<store::NodeRecord>& nodes) {
+                           const std::map<std::string, int>& running) {
   nlohmann::json r = cluster.spec;  // VpcConfig, Tags, NodeRecovery, Orchestrator, ...
   r["ClusterArn"] = cluster.arn;
   r["ClusterName"] = cluster.name;
@@ -61,11 +61,8 @@ ordered_json RenderCluster(const store::ClusterRecord& cluster,
   nlohmann::json gs = nlohmann::json::array();
   for (const auto& g : groups) {
     nlohmann::json d = g.spec;
-    int current = 0;
-    for (const auto& n : nodes) {
-      if (n.group_name == g.name && n.status == "Running" && !n.remove) ++current;
-    }
-    d["CurrentCount"] = current;
+    auto it = running.find(g.name);
+    d["CurrentCount"] = it == running.end() ? 0 : it->second;
     d["TargetCount"] = g.target_count;
     d["Status"] = g.status;
     d.erase("InstanceCount");

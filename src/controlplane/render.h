@@ -5,8 +5,8 @@
 //
 // Thread contract: stateless functions.
 
+#include <map>
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -21,9 +21,10 @@ using ordered_json = nlohmann::ordered_json;
 ordered_json InModelOrder(const api::Shape& shape, const nlohmann::json& value);
 
 // DescribeClusterResponse.
+// `running` is the CurrentCount of each group (store::ReadTx::CountRunningNodes).
 ordered_json RenderCluster(const store::ClusterRecord& cluster,
                            const std::vector<store::GroupRecord>& groups,
-                           const std::vector<store::NodeRecord>& nodes);
+                           const std::map<std::string, int>& running);
 // ClusterNodeSummary / ClusterNodeDetails. `group` may be null for a group that
 // was deleted while its nodes shut down.
 ordered_json RenderNodeSummary(const store::NodeRecord& node, const store::GroupRecord* group,

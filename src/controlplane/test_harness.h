@@ -20,10 +20,9 @@ class Harness {
     store_ = std::move(store::OpenSqliteStore({}).value());
     provider_ = std::make_unique<provider::FakeProvider>(clock_, po);
     reconciler_ = std::make_unique<ClusterReconciler>(*store_, provider_.get(), clock_, options_);
-    queue_ = std::make_unique<WorkQueue>(clock_, WorkQueueOptions{},
-                                         [this](const std::string& k) {
-                                           return reconciler_->Reconcile(k);
-                                         });
+    queue_ = std::make_unique<WorkQueue>(clock_, WorkQueueOptions{}, [this](const std::string& k) {
+      return reconciler_->Reconcile(k);
+    });
     api_ = std::make_unique<ClusterApi>(*store_, clock_, options_, PageTokenCodec("secret"),
                                         [this](const std::string& id) { queue_->Add(id); });
   }

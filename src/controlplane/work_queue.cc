@@ -89,8 +89,8 @@ void WorkQueue::Process(const std::string& key) {
     int n = ++failures_[key];
     auto backoff = options_.base_backoff * (1LL << std::min(n - 1, 20));
     backoff = std::min<std::chrono::milliseconds>(backoff, options_.max_backoff);
-    spdlog::warn("reconcile {} failed (attempt {}), retrying in {} ms: {}", key, n,
-                 backoff.count(), r.status.ToString());
+    spdlog::warn("reconcile {} failed (attempt {}), retrying in {} ms: {}", key, n, backoff.count(),
+                 r.status.ToString());
     delayed_.emplace(clock_.SteadyNow() + backoff, key);
   } else {
     failures_.erase(key);
@@ -113,8 +113,8 @@ void WorkQueue::WorkerLoop() {
     if (!delayed_.empty()) {
       // Waits until the earliest delayed key is due, re-checking at least every
       // second so a clock that jumps is noticed.
-      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-          delayed_.begin()->first - clock_.SteadyNow());
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(delayed_.begin()->first -
+                                                                        clock_.SteadyNow());
       wait = std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
       cv_.wait_for(lock, wait);
     } else {

@@ -66,13 +66,13 @@ class WorkQueue {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::set<std::string> queued_;      // GUARDED_BY(mu_)
-  std::vector<std::string> order_;    // GUARDED_BY(mu_): FIFO of queued_
-  std::set<std::string> active_;      // GUARDED_BY(mu_)
-  std::set<std::string> dirty_;       // GUARDED_BY(mu_): re-added while active
+  std::set<std::string> queued_;    // GUARDED_BY(mu_)
+  std::vector<std::string> order_;  // GUARDED_BY(mu_): FIFO of queued_
+  std::set<std::string> active_;    // GUARDED_BY(mu_)
+  std::set<std::string> dirty_;     // GUARDED_BY(mu_): re-added while active
   std::multimap<std::chrono::steady_clock::time_point, std::string> delayed_;  // GUARDED_BY(mu_)
-  std::map<std::string, int> failures_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                // GUARDED_BY(mu_)
+  std::map<std::string, int> failures_;                                        // GUARDED_BY(mu_)
+  bool stopping_ = false;                                                      // GUARDED_BY(mu_)
   std::vector<std::thread> threads_;
 };
 

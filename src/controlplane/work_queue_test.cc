@@ -94,7 +94,8 @@ TEST(WorkQueueTest, ThreadedWorkersNeverRunOneKeyTwiceAtOnce) {
   });
   q.Start();
   for (int i = 0; i < 200; ++i) q.Add("same");
-  while (q.Pending() > 0 || in_flight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (q.Pending() > 0 || in_flight > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   q.Stop();
   EXPECT_EQ(max_in_flight.load(), 1);
   EXPECT_GE(calls.load(), 1);

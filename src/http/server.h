@@ -43,10 +43,13 @@ struct ServerOptions {
 class Server {
  public:
   // Binds, listens and starts the I/O threads. Fails with kUnavailable when the
-  // address cannot be bound (message names the address and the OS error).
+  // address cannot be bound (message names the address and the OS error), and with
+  // kInvalidArgument when `address` is neither an IP literal nor "localhost" (no
+  // name lookup happens here) or `threads` < 1.
   static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options, Handler handler);
 
-  ~Server();  // Shutdown(0) if not done yet.
+  // Shutdown(0) if not done yet. Must not run inside the handler (on an I/O thread).
+  ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
@@ -54,9 +57,15 @@ class Server {
   uint16_t port() const;
   // Number of open connections (for metrics and tests).
   size_t open_connections() const;
+  // Connections accepted since Start, including those closed at once because of
+  // max_connections (for metrics, and for tests that check keep-alive reuse).
+  uint64_t accepted_connections() const;
 
   // Stops accepting, waits up to `grace` for in-flight requests, closes all
-  // connections and joins the I/O threads. Idempotent.
+  // connections and joins the I/O threads. Idempotent. Called from inside the
+  // handler it only starts the shutdown (stops accepting, closes idle connections)
+  // and returns; a later Shutdown or the destructor, from another thread, waits
+  // and joins.
   void Shutdown(std::chrono::milliseconds grace);
 
  private:

@@ -8,7 +8,6 @@
 // Thread contract: implementations must be safe for concurrent calls.
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 

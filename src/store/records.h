@@ -7,9 +7,8 @@
 //
 // Thread contract: plain values; not synchronized.
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -40,7 +39,7 @@ struct GroupRecord {
   // Target before the update in flight (restored on rollback); -1 when the group
   // was added by that update.
   int previous_target_count = -1;
-  std::string status;  // InstanceGroupStatus enum value
+  std::string status;     // InstanceGroupStatus enum value
   bool deleting = false;  // named in InstanceGroupsToDelete
 };
 
@@ -48,7 +47,7 @@ struct NodeRecord {
   std::string instance_id;  // i- + 17 hex
   std::string cluster_id;
   std::string group_name;
-  int ordinal = 0;  // InstanceName is <group>-<ordinal>
+  int ordinal = 0;     // InstanceName is <group>-<ordinal>
   std::string status;  // ClusterInstanceStatus enum value
   std::string message;
   double launch_time = 0;
@@ -66,8 +65,8 @@ struct EventRecord {
   std::string cluster_id;
   std::string cluster_name;
   std::string cluster_arn;
-  std::string group_name;   // empty for cluster events
-  std::string instance_id;  // empty unless resource_type == "Instance"
+  std::string group_name;     // empty for cluster events
+  std::string instance_id;    // empty unless resource_type == "Instance"
   std::string resource_type;  // Cluster | InstanceGroup | Instance
   double time = 0;
   std::string level;  // Info | Warn | Error

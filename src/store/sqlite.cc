@@ -8,9 +8,12 @@ Status SqliteError(sqlite3* db, int rc, std::string_view what) {
   std::string msg = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   switch (rc & 0xff) {
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return UnavailableError(msg);
-    case SQLITE_CONSTRAINT: return AlreadyExistsError(msg);
-    default: return InternalError(msg);
+    case SQLITE_LOCKED:
+      return UnavailableError(msg);
+    case SQLITE_CONSTRAINT:
+      return AlreadyExistsError(msg);
+    default:
+      return InternalError(msg);
   }
 }
 
@@ -52,12 +55,10 @@ std::string Statement::Text(int col) const {
                      static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
 }
 
-StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
-                                                   int busy_timeout_ms) {
+StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, int busy_timeout_ms) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Status s = SqliteError(db, rc, "opening " + path);
     sqlite3_close(db);

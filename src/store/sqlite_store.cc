@@ -1,7 +1,9 @@
 // SQLite implementation of the Store: WAL mode, STRICT tables, schema migrations
 // keyed by PRAGMA user_version, one connection serialized by a mutex.
 
+#include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <vector>
 
@@ -187,7 +189,8 @@ class SqliteTx final : public WriteTx {
   explicit SqliteTx(Database& db) : db_(db) {}
 
   StatusOr<ClusterRecord> GetCluster(const std::string& id) override {
-    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("SELECT ", kClusterCols, " FROM clusters WHERE id=?"));
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          Prepare("SELECT ", kClusterCols, " FROM clusters WHERE id=?"));
     s.Bind(1, id);
     return One<ClusterRecord>(s, ReadCluster, "cluster " + id);
   }
@@ -230,22 +233,32 @@ class SqliteTx final : public WriteTx {
   }
 
   StatusOr<std::vector<GroupRecord>> ListGroups(const std::string& cluster_id) override {
-    HPOD_ASSIGN_OR_RETURN(
-        Statement s,
-        Prepare("SELECT ", kGroupCols, " FROM instance_groups WHERE cluster_id=? ORDER BY position"));
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          Prepare("SELECT ", kGroupCols,
+                                  " FROM instance_groups WHERE cluster_id=? ORDER BY position"));
     s.Bind(1, cluster_id);
     return All<GroupRecord>(s, ReadGroup);
   }
 
   StatusOr<std::vector<NodeRecord>> ListNodes(const std::string& cluster_id) override {
     HPOD_ASSIGN_OR_RETURN(
-        Statement s,
-        db_.Prepare(std::string("SELECT ") + kNodeCols +
-                    " FROM nodes n WHERE cluster_id=? ORDER BY (SELECT position FROM "
-                    "instance_groups g WHERE g.cluster_id=n.cluster_id AND g.name=n.group_name),"
-                    " ordinal"));
+        Statement s, db_.Prepare(std::string("SELECT ") + kNodeCols +
+                                 " FROM nodes WHERE cluster_id=? ORDER BY group_name, ordinal"));
     s.Bind(1, cluster_id);
     return All<NodeRecord>(s, ReadNode);
+  }
+
+  StatusOr<std::map<std::string, int>> CountRunningNodes(const std::string& cluster_id) override {
+    HPOD_ASSIGN_OR_RETURN(
+        Statement s, db_.Prepare("SELECT group_name, COUNT(*) FROM nodes WHERE cluster_id=? AND "
+                                 "status='Running' AND remove=0 GROUP BY group_name"));
+    s.Bind(1, cluster_id);
+    std::map<std::string, int> out;
+    while (true) {
+      HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) return out;
+      out[s.Text(0)] = static_cast<int>(s.Int(1));
+    }
   }
 
   StatusOr<std::vector<NodeRecord>> QueryNodes(const NodeQuery& q) override {
@@ -276,9 +289,8 @@ class SqliteTx final : public WriteTx {
 
   StatusOr<NodeRecord> GetNode(const std::string& cluster_id,
                                const std::string& instance_id) override {
-    HPOD_ASSIGN_OR_RETURN(
-        Statement s,
-        Prepare("SELECT ", kNodeCols, " FROM nodes WHERE cluster_id=? AND instance_id=?"));
+    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("SELECT ", kNodeCols,
+                                               " FROM nodes WHERE cluster_id=? AND instance_id=?"));
     s.Bind(1, cluster_id).Bind(2, instance_id);
     return One<NodeRecord>(s, ReadNode, "node " + instance_id);
   }
@@ -304,8 +316,8 @@ class SqliteTx final : public WriteTx {
 
   StatusOr<EventRecord> GetEvent(const std::string& cluster_id,
                                  const std::string& event_id) override {
-    HPOD_ASSIGN_OR_RETURN(
-        Statement s, Prepare("SELECT ", kEventCols, " FROM events WHERE cluster_id=? AND event_id=?"));
+    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("SELECT ", kEventCols,
+                                               " FROM events WHERE cluster_id=? AND event_id=?"));
     s.Bind(1, cluster_id).Bind(2, event_id);
     return One<EventRecord>(s, ReadEvent, "event " + event_id);
   }
@@ -329,7 +341,8 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::string> GetSetting(const std::string& key) override {
     HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("SELECT value FROM settings WHERE key=?"));
     s.Bind(1, key);
-    return One<std::string>(s, [](const Statement& st) { return st.Text(0); }, "setting " + key);
+    return One<std::string>(
+        s, [](const Statement& st) { return st.Text(0); }, "setting " + key);
   }
 
   Status PutCluster(const ClusterRecord& c) override {
@@ -337,21 +350,21 @@ class SqliteTx final : public WriteTx {
         Statement s,
         // Not INSERT OR REPLACE: that would resolve a clash on the UNIQUE name by
         // deleting the other cluster. A clash must fail instead.
-        Prepare("INSERT INTO clusters(", kClusterCols,
-                ") VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
-                "arn=excluded.arn, status=excluded.status, failure_message=excluded.failure_message, "
-                "creation_time=excluded.creation_time, spec=excluded.spec, "
-                "generation=excluded.generation"));
+        Prepare(
+            "INSERT INTO clusters(", kClusterCols,
+            ") VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
+            "arn=excluded.arn, status=excluded.status, failure_message=excluded.failure_message, "
+            "creation_time=excluded.creation_time, spec=excluded.spec, "
+            "generation=excluded.generation"));
     s.Bind(1, c.id).Bind(2, c.name).Bind(3, c.arn).Bind(4, c.status).Bind(5, c.failure_message);
     s.Bind(6, c.creation_time).Bind(7, c.spec.dump()).Bind(8, c.generation);
     return s.Run();
   }
 
   Status DeleteCluster(const std::string& id) override {
-    for (const char* sql : {"DELETE FROM nodes WHERE cluster_id=?",
-                            "DELETE FROM instance_groups WHERE cluster_id=?",
-                            "DELETE FROM events WHERE cluster_id=?",
-                            "DELETE FROM clusters WHERE id=?"}) {
+    for (const char* sql :
+         {"DELETE FROM nodes WHERE cluster_id=?", "DELETE FROM instance_groups WHERE cluster_id=?",
+          "DELETE FROM events WHERE cluster_id=?", "DELETE FROM clusters WHERE id=?"}) {
       HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
       s.Bind(1, id);
       HPOD_RETURN_IF_ERROR(s.Run());
@@ -470,12 +483,41 @@ class SqliteStore final : public Store {
 
   Status Write(const std::function<Status(WriteTx&)>& fn) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return RunTx("BEGIN IMMEDIATE", [&](SqliteTx& tx) { return fn(tx); });
+    return RunTx(*db_, "BEGIN IMMEDIATE", [&](SqliteTx& tx) { return fn(tx); });
   }
 
   Status Read(const std::function<Status(ReadTx&)>& fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return RunTx("BEGIN DEFERRED", [&](SqliteTx& tx) { return fn(tx); });
+    if (readers_.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return RunTx(*db_, "BEGIN DEFERRED", [&](SqliteTx& tx) { return fn(tx); });
+    }
+    // WAL lets readers see a consistent snapshot without blocking the writer or
+    // each other, so a large DescribeCluster never stalls a reconciler's write.
+    Database* reader = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(pool_mu_);
+      pool_cv_.wait(lock, [&] { return !free_readers_.empty(); });
+      reader = free_readers_.back();
+      free_readers_.pop_back();
+    }
+    Status s = RunTx(*reader, "BEGIN DEFERRED", [&](SqliteTx& tx) { return fn(tx); });
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      free_readers_.push_back(reader);
+    }
+    pool_cv_.notify_one();
+    return s;
+  }
+
+  // Opens `n` read-only connections to `path` for concurrent reads.
+  Status OpenReaders(const std::string& path, int n, int busy_timeout_ms) {
+    for (int i = 0; i < n; ++i) {
+      HPOD_ASSIGN_OR_RETURN(auto db, Database::Open(path, busy_timeout_ms));
+      HPOD_RETURN_IF_ERROR(db->Exec("PRAGMA query_only=ON"));
+      free_readers_.push_back(db.get());
+      readers_.push_back(std::move(db));
+    }
+    return OkStatus();
   }
 
   int SchemaVersion() override {
@@ -493,17 +535,29 @@ class SqliteStore final : public Store {
   }
 
   template <typename Fn>
-  Status RunTx(const char* begin, Fn fn) {
-    HPOD_RETURN_IF_ERROR(db_->Exec(begin));
-    SqliteTx tx(*db_);
-    Status s = fn(tx);
-    if (s.ok()) s = db_->Exec("COMMIT");
-    if (!s.ok()) (void)db_->Exec("ROLLBACK");
+  static Status RunTx(Database& db, const char* begin, Fn fn) {
+    HPOD_RETURN_IF_ERROR(db.Exec(begin));
+    SqliteTx tx(db);
+    Status s;
+    // A callback that throws must not leave the connection inside a transaction:
+    // every later call would fail. Roll back and report it as internal.
+    try {
+      s = fn(tx);
+    } catch (const std::exception& e) {
+      s = InternalError(std::string("store transaction aborted by exception: ") + e.what());
+    }
+    if (s.ok()) s = db.Exec("COMMIT");
+    if (!s.ok()) (void)db.Exec("ROLLBACK");
     return s;
   }
 
   std::mutex mu_;
-  std::unique_ptr<Database> db_;  // GUARDED_BY(mu_)
+  std::unique_ptr<Database> db_;  // GUARDED_BY(mu_): the one writer
+  // Read-only connections (file stores only); each is used by one Read at a time.
+  std::vector<std::unique_ptr<Database>> readers_;
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<Database*> free_readers_;  // GUARDED_BY(pool_mu_)
 };
 
 }  // namespace
@@ -512,6 +566,10 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& optio
   HPOD_ASSIGN_OR_RETURN(auto db, Database::Open(options.path, options.busy_timeout_ms));
   auto store = std::make_unique<SqliteStore>(std::move(db));
   HPOD_RETURN_IF_ERROR(store->Migrate());
+  if (options.path != ":memory:" && !options.path.empty() && options.reader_connections > 0) {
+    HPOD_RETURN_IF_ERROR(
+        store->OpenReaders(options.path, options.reader_connections, options.busy_timeout_ms));
+  }
   return std::unique_ptr<Store>(std::move(store));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "hpod/store/store.h"
@@ -30,12 +31,15 @@ ClusterRecord Cluster(const std::string& id, const std::string& name, double t) 
 
 TEST(SqliteStoreTest, ClusterRoundTrip) {
   auto store = Memory();
-  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); }).ok());
+  ASSERT_TRUE(
+      store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); }).ok());
   ClusterRecord got;
-  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
-    HPOD_ASSIGN_OR_RETURN(got, tx.GetClusterByName("demo"));
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.GetClusterByName("demo"));
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(got.id, "a1");
   EXPECT_EQ(got.spec["Tags"][0]["Value"], "llm");
   Status missing = store->Read([](ReadTx& tx) { return tx.GetCluster("zz").status(); });
@@ -53,22 +57,38 @@ TEST(SqliteStoreTest, FailedTransactionLeavesNothing) {
   EXPECT_EQ(r.code(), StatusCode::kNotFound);
 }
 
+TEST(SqliteStoreTest, ThrowingCallbackRollsBackAndLeavesTheStoreUsable) {
+  auto store = Memory();
+  Status s = store->Write([](WriteTx& tx) -> Status {
+    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a1", "demo", 10)));
+    throw std::runtime_error("handler defect");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_TRUE(
+      store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("b2", "other", 11)); }).ok());
+  Status gone = store->Read([](ReadTx& tx) { return tx.GetCluster("a1").status(); });
+  EXPECT_EQ(gone.code(), StatusCode::kNotFound);
+}
+
 TEST(SqliteStoreTest, NamesAreUnique) {
   auto store = Memory();
-  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); }).ok());
+  ASSERT_TRUE(
+      store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); }).ok());
   Status s = store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("b2", "demo", 11)); });
   EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
 }
 
 TEST(SqliteStoreTest, ClusterKeysetPagination) {
   auto store = Memory();
-  ASSERT_TRUE(store->Write([](WriteTx& tx) {
-    for (int i = 0; i < 7; ++i) {
-      HPOD_RETURN_IF_ERROR(tx.PutCluster(
-          Cluster("id" + std::to_string(i), "c" + std::to_string(6 - i), 100 + i)));
-    }
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    for (int i = 0; i < 7; ++i) {
+                      HPOD_RETURN_IF_ERROR(tx.PutCluster(
+                          Cluster("id" + std::to_string(i), "c" + std::to_string(6 - i), 100 + i)));
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
   for (bool by_name : {false, true}) {
     for (bool asc : {true, false}) {
       std::vector<std::string> seen;
@@ -78,10 +98,12 @@ TEST(SqliteStoreTest, ClusterKeysetPagination) {
       q.limit = 3;
       while (true) {
         std::vector<ClusterRecord> page;
-        ASSERT_TRUE(store->Read([&](ReadTx& tx) {
-          HPOD_ASSIGN_OR_RETURN(page, tx.ListClusters(q));
-          return OkStatus();
-        }).ok());
+        ASSERT_TRUE(store
+                        ->Read([&](ReadTx& tx) {
+                          HPOD_ASSIGN_OR_RETURN(page, tx.ListClusters(q));
+                          return OkStatus();
+                        })
+                        .ok());
         for (auto& c : page) seen.push_back(c.name);
         if (static_cast<int>(page.size()) < q.limit) break;
         const auto& last = page.back();
@@ -99,99 +121,117 @@ TEST(SqliteStoreTest, ClusterKeysetPagination) {
 
 TEST(SqliteStoreTest, NameContainsIsLiteral) {
   auto store = Memory();
-  ASSERT_TRUE(store->Write([](WriteTx& tx) {
-    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a", "prod-one", 1)));
-    return tx.PutCluster(Cluster("b", "dev-two", 2));
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a", "prod-one", 1)));
+                    return tx.PutCluster(Cluster("b", "dev-two", 2));
+                  })
+                  .ok());
   std::vector<ClusterRecord> got;
   ClusterQuery q;
   q.name_contains = "_";
-  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
-    HPOD_ASSIGN_OR_RETURN(got, tx.ListClusters(q));
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.ListClusters(q));
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_TRUE(got.empty());
   q.name_contains = "od-";
-  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
-    HPOD_ASSIGN_OR_RETURN(got, tx.ListClusters(q));
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.ListClusters(q));
+                    return OkStatus();
+                  })
+                  .ok());
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].name, "prod-one");
 }
 
 TEST(SqliteStoreTest, DeleteClusterCascades) {
   auto store = Memory();
-  ASSERT_TRUE(store->Write([](WriteTx& tx) {
-    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a", "demo", 1)));
-    GroupRecord g;
-    g.cluster_id = "a";
-    g.name = "workers";
-    g.target_count = 2;
-    g.status = "Creating";
-    HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
-    NodeRecord n;
-    n.instance_id = "i-0123456789abcdef0";
-    n.cluster_id = "a";
-    n.group_name = "workers";
-    n.status = "Pending";
-    HPOD_RETURN_IF_ERROR(tx.PutNode(n));
-    EventRecord e;
-    e.event_id = "e1";
-    e.cluster_id = "a";
-    e.resource_type = "Cluster";
-    HPOD_RETURN_IF_ERROR(tx.AddEvent(e).status());
-    return tx.DeleteCluster("a");
-  }).ok());
-  ASSERT_TRUE(store->Read([](ReadTx& tx) {
-    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes("a"));
-    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups("a"));
-    EventQuery q;
-    q.cluster_id = "a";
-    HPOD_ASSIGN_OR_RETURN(auto events, tx.QueryEvents(q));
-    EXPECT_TRUE(nodes.empty());
-    EXPECT_TRUE(groups.empty());
-    EXPECT_TRUE(events.empty());
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a", "demo", 1)));
+                    GroupRecord g;
+                    g.cluster_id = "a";
+                    g.name = "workers";
+                    g.target_count = 2;
+                    g.status = "Creating";
+                    HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
+                    NodeRecord n;
+                    n.instance_id = "i-0123456789abcdef0";
+                    n.cluster_id = "a";
+                    n.group_name = "workers";
+                    n.status = "Pending";
+                    HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+                    EventRecord e;
+                    e.event_id = "e1";
+                    e.cluster_id = "a";
+                    e.resource_type = "Cluster";
+                    HPOD_RETURN_IF_ERROR(tx.AddEvent(e).status());
+                    return tx.DeleteCluster("a");
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes("a"));
+                    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups("a"));
+                    EventQuery q;
+                    q.cluster_id = "a";
+                    HPOD_ASSIGN_OR_RETURN(auto events, tx.QueryEvents(q));
+                    EXPECT_TRUE(nodes.empty());
+                    EXPECT_TRUE(groups.empty());
+                    EXPECT_TRUE(events.empty());
+                    return OkStatus();
+                  })
+                  .ok());
 }
 
 TEST(SqliteStoreTest, EventsNewestFirstWithSeqPagination) {
   auto store = Memory();
-  ASSERT_TRUE(store->Write([](WriteTx& tx) {
-    for (int i = 0; i < 5; ++i) {
-      EventRecord e;
-      e.event_id = "e" + std::to_string(i);
-      e.cluster_id = "a";
-      e.resource_type = i % 2 ? "Instance" : "Cluster";
-      e.time = i;
-      HPOD_RETURN_IF_ERROR(tx.AddEvent(e).status());
-    }
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    for (int i = 0; i < 5; ++i) {
+                      EventRecord e;
+                      e.event_id = "e" + std::to_string(i);
+                      e.cluster_id = "a";
+                      e.resource_type = i % 2 ? "Instance" : "Cluster";
+                      e.time = i;
+                      HPOD_RETURN_IF_ERROR(tx.AddEvent(e).status());
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
   EventQuery q;
   q.cluster_id = "a";
   q.limit = 2;
   std::vector<EventRecord> page;
-  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
-    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
+                    return OkStatus();
+                  })
+                  .ok());
   ASSERT_EQ(page.size(), 2u);
   EXPECT_EQ(page[0].event_id, "e4");
   q.after_seq = page.back().seq;
-  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
-    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(page[0].event_id, "e2");
   q = EventQuery{};
   q.cluster_id = "a";
   q.resource_type = "Instance";
-  ASSERT_TRUE(store->Read([&](ReadTx& tx) {
-    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(page, tx.QueryEvents(q));
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(page.size(), 2u);
 }
 
@@ -209,10 +249,12 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok());
     std::string v;
-    ASSERT_TRUE((*store)->Read([&](ReadTx& tx) {
-      HPOD_ASSIGN_OR_RETURN(v, tx.GetSetting("k"));
-      return OkStatus();
-    }).ok());
+    ASSERT_TRUE((*store)
+                    ->Read([&](ReadTx& tx) {
+                      HPOD_ASSIGN_OR_RETURN(v, tx.GetSetting("k"));
+                      return OkStatus();
+                    })
+                    .ok());
     EXPECT_EQ(v, "v");
   }
   // The journal mode is persistent in the file.

@@ -4,13 +4,15 @@
 // transaction (Store::Write), so a crash leaves either all or none of it. Readers
 // see a consistent snapshot (Store::Read).
 //
-// Thread contract: a Store is safe for concurrent use; transactions are serialized
-// (one SQLite connection: each transaction takes microseconds, and one connection
-// keeps ":memory:" stores and file stores identical). A ReadTx or WriteTx is valid
+// Thread contract: a Store is safe for concurrent use. Write transactions are
+// serialized (one writer connection); a file store serves Read transactions from a
+// pool of read-only connections, concurrently with each other and with the writer
+// (WAL snapshots); a ":memory:" store serializes reads too. A ReadTx or WriteTx is valid
 // only inside the callback that received it, on that thread; callbacks must not
 // call back into the Store, nor do network or provider calls.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,7 +57,7 @@ struct EventQuery {
   std::string resource_type;
   std::optional<double> after_time;
   std::optional<double> before_time;
-  bool ascending = false;  // ListClusterEvents defaults to newest first
+  bool ascending = false;            // ListClusterEvents defaults to newest first
   std::optional<int64_t> after_seq;  // pagination: strictly beyond this seq in the order
   int limit = 100;
 };
@@ -69,9 +71,12 @@ class ReadTx {
   virtual StatusOr<std::vector<ClusterRecord>> ListClusters(const ClusterQuery& q) = 0;
   virtual StatusOr<std::vector<std::string>> ListClusterIds() = 0;
   virtual StatusOr<std::vector<GroupRecord>> ListGroups(const std::string& cluster_id) = 0;
-  // Every node of a cluster, ordered by group position and ordinal.
+  // Every node of a cluster, ordered by group name and ordinal.
   virtual StatusOr<std::vector<NodeRecord>> ListNodes(const std::string& cluster_id) = 0;
   virtual StatusOr<std::vector<NodeRecord>> QueryNodes(const NodeQuery& q) = 0;
+  // Running nodes not marked for removal, per instance group (CurrentCount),
+  // counted in SQL so DescribeCluster costs the same for 10 or 10,000 nodes.
+  virtual StatusOr<std::map<std::string, int>> CountRunningNodes(const std::string& cluster_id) = 0;
   virtual StatusOr<NodeRecord> GetNode(const std::string& cluster_id,
                                        const std::string& instance_id) = 0;
   virtual StatusOr<std::vector<EventRecord>> QueryEvents(const EventQuery& q) = 0;
@@ -115,6 +120,8 @@ struct SqliteStoreOptions {
   std::string path = ":memory:";
   // How long a connection waits for a lock before kUnavailable.
   int busy_timeout_ms = 5000;
+  // Read-only connections for concurrent reads (file stores only).
+  int reader_connections = 4;
 };
 
 // Opens (creating if needed) and migrates an SQLite store in WAL mode.

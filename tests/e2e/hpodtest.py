@@ -66,7 +66,9 @@ class Daemon:
             self.init_output = out.stdout
 
     def start(self):
+        """Starts hpodd-fake on the data dir (again, after stop()/kill(): same state)."""
         env = dict(os.environ, **self.env_extra)
+        self._close_log()
         self.log = open(os.path.join(self.root, "hpodd.out"), "a")
         self.proc = subprocess.Popen(
             [HPODD_FAKE, "--data-dir", self.data_dir, "--listen", "127.0.0.1:0",
@@ -84,20 +86,62 @@ class Daemon:
         return "http://127.0.0.1:%d" % self.port
 
     def stop(self):
+        """SIGTERM and wait; returns the exit status (None if it was not running)."""
+        rc = None
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        self.proc = None
+            rc = self.proc.wait(timeout=30)
+        self._forget_proc()
+        return rc
 
     def kill(self):
         if self.proc and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self._forget_proc()
+
+    def _forget_proc(self):
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
         self.proc = None
+
+    def restart(self):
+        """kill -9 (if running) and start again on the same data dir and fake state."""
+        self.kill()
+        return self.start()
 
     def cleanup(self):
         self.kill()
+        self._close_log()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _close_log(self):
+        log = getattr(self, "log", None)
+        if log is not None and not log.closed:
+            log.close()
+
+    def fake_nodes(self, live_only=True):
+        """The fake provider's nodes: {instance_id: record} from HPOD_FAKE_STATE_DIR.
+
+        A terminated node's file lingers (terminated_at >= 0) until the daemon
+        describes it once more; live_only drops those."""
+        nodes = {}
+        try:
+            names = os.listdir(self.fake_dir)
+        except FileNotFoundError:
+            return nodes
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(self.fake_dir, name)) as f:
+                    rec = json.load(f)
+            except (FileNotFoundError, ValueError):
+                continue  # erased (or being replaced) meanwhile
+            if live_only and rec.get("terminated_at", -1) >= 0:
+                continue
+            nodes[rec["instance_id"]] = rec
+        return nodes
 
     # Clients -----------------------------------------------------------------
     def env(self, **extra):
@@ -152,6 +196,61 @@ class Daemon:
                     return out
             time.sleep(0.2)
         raise AssertionError("cluster %s never reached %s (last %s)" % (name, want, last))
+
+
+def wait_cluster(client, name, want, timeout=60):
+    """Like Daemon.wait_status but polls through a boto3 client (no CLI start-up per poll).
+
+    want=None waits until DescribeCluster answers ResourceNotFound."""
+    import botocore.exceptions
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            out = client.describe_cluster(ClusterName=name)
+        except botocore.exceptions.ClientError as e:
+            if want is None and e.response["Error"]["Code"] == "ResourceNotFound":
+                return None
+            raise
+        last = out["ClusterStatus"]
+        if last == want:
+            return out
+        time.sleep(0.1)
+    raise AssertionError("cluster %s never reached %s (last %s)" % (name, want, last))
+
+
+def parallel(*calls, workers=4):
+    """Runs the zero-argument callables concurrently (each aws CLI run is mostly a
+    Python start-up); returns their results in order, re-raising the first failure."""
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return [f.result() for f in [pool.submit(c) for c in calls]]
+
+
+def aws_error_line(operation, code):
+    """The line the aws CLI prints (exit 255) for a service error."""
+    return "An error occurred (%s) when calling the %s operation: " % (code, operation)
+
+
+class CliTestCase(unittest.TestCase):
+    """Base for tests that drive the aws CLI against `self.d` (a started Daemon)."""
+
+    d = None
+
+    def cli(self, *args, daemon=None, **env):
+        """Runs `aws sagemaker <args>`, which must succeed; returns its parsed output."""
+        rc, out, err = (daemon or self.d).aws(*args, check=False, **env)
+        self.assertEqual(rc, 0, "aws sagemaker %s failed: %s" % (" ".join(args), err))
+        return out
+
+    def cli_error(self, operation, code, *args, daemon=None, **env):
+        """Runs a command that must fail with exit 255 and the AWS error line for `code`;
+        returns the message that follows the line."""
+        rc, out, err = (daemon or self.d).aws(*args, check=False, **env)
+        self.assertEqual(rc, 255, "expected exit 255 from %s, got %d: %s %s" % (args, rc, out, err))
+        line = aws_error_line(operation, code)
+        self.assertIn(line, err)
+        return err.split(line, 1)[1].strip()
 
 
 def read_profile(path, section):

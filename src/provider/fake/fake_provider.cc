@@ -131,10 +131,14 @@ void FakeProvider::BreakNode(const std::string& instance_id, const std::string& 
 
 void FakeProvider::Save(const Node& n) {
   if (options_.state_dir.empty()) return;
-  nlohmann::json j = {{"instance_id", n.instance_id}, {"cluster_id", n.cluster_id},
-                      {"group", n.group},             {"instance_type", n.instance_type},
-                      {"ip", n.ip},                   {"launched_at", n.launched_at},
-                      {"terminated_at", n.terminated_at}, {"broken", n.broken},
+  nlohmann::json j = {{"instance_id", n.instance_id},
+                      {"cluster_id", n.cluster_id},
+                      {"group", n.group},
+                      {"instance_type", n.instance_type},
+                      {"ip", n.ip},
+                      {"launched_at", n.launched_at},
+                      {"terminated_at", n.terminated_at},
+                      {"broken", n.broken},
                       {"message", n.message}};
   fs::path path = fs::path(options_.state_dir) / (n.instance_id + ".json");
   fs::path tmp = path;

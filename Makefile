@@ -1,0 +1,44 @@
+# hpod: thin entry points. CMake builds, ctest tests; this file only wires them.
+#   make             install missing Debian packages, build
+#   make test        ... and run every test (unit, e2e, a short fuzz run)
+#   make quickstart  start hpodd and show how to talk to it
+BUILD ?= build
+JOBS ?= $(shell nproc)
+BUILD_TYPE ?= RelWithDebInfo
+
+.PHONY: all deps build test unit e2e fuzz quickstart bench clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Unit and e2e tests through ctest, then a short libFuzzer run on the request
+# decoder and the SigV4 parser.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
+	./scripts/fuzz.sh 15
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L unit
+
+e2e: build
+	cd $(BUILD) && ctest --output-on-failure -L e2e
+
+fuzz: build
+	./scripts/fuzz.sh 600
+
+quickstart: build
+	./scripts/quickstart.sh
+
+bench: build
+	./bench/run.sh
+
+clean:
+	rm -rf $(BUILD) build-fuzz

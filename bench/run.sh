@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs every benchmark in bench/ in turn, then (only with --fuzz) the long
+# libFuzzer run `scripts/fuzz.sh ${FUZZ_SECONDS:-600}`. Exits non-zero if any of
+# them failed; each still runs when an earlier one failed.
+#   bench/run.sh                 all benchmarks (full durations, ~5 min)
+#   bench/run.sh --quick         all benchmarks, smoke durations (~1-2 min)
+#   bench/run.sh --fuzz          ... and the long fuzz run afterwards
+# Every benchmark stops the processes it starts by PID and is bounded in time;
+# see bench/README.md for what each measures and its peer.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+fuzz=0
+pass=()
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) fuzz=1 ;;
+    --quick) pass+=(--quick) ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument: $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+# The benchmarks, in order. Add new ones here (each takes --quick).
+benchmarks=(api_latency.sh)
+
+status=0
+summary=()
+for b in "${benchmarks[@]}"; do
+  echo "######## bench/$b ${pass[*]:-}"
+  start=$SECONDS
+  if "$top/bench/$b" "${pass[@]}"; then
+    summary+=("PASS  $b ($((SECONDS - start))s)")
+  else
+    rc=$?
+    summary+=("FAIL  $b exit $rc ($((SECONDS - start))s)")
+    status=1
+  fi
+  echo
+done
+
+if [ "$fuzz" = 1 ]; then
+  echo "######## scripts/fuzz.sh ${FUZZ_SECONDS:-600}"
+  start=$SECONDS
+  if "$top/scripts/fuzz.sh" "${FUZZ_SECONDS:-600}"; then
+    summary+=("PASS  fuzz.sh ${FUZZ_SECONDS:-600} ($((SECONDS - start))s)")
+  else
+    rc=$?
+    summary+=("FAIL  fuzz.sh exit $rc ($((SECONDS - start))s)")
+    status=1
+  fi
+  echo
+fi
+
+echo "######## summary"
+printf '%s\n' "${summary[@]}"
+exit "$status"

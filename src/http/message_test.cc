@@ -1,0 +1,49 @@
+#include "hpod/http/message.h"
+
+#include <gtest/gtest.h>
+
+namespace hpod::http {
+namespace {
+
+TEST(FindHeaderTest, IsCaseInsensitiveAndReturnsTheFirstMatch) {
+  std::vector<Header> headers = {{"Content-Type", "application/json"},
+                                 {"X-Amz-Target", "SageMaker.ListClusters"},
+                                 {"x-amz-target", "second"}};
+  EXPECT_EQ(FindHeader(headers, "content-type"), "application/json");
+  EXPECT_EQ(FindHeader(headers, "CONTENT-TYPE"), "application/json");
+  EXPECT_EQ(FindHeader(headers, "X-AMZ-TARGET"), "SageMaker.ListClusters");
+  EXPECT_EQ(FindHeader(headers, "Content-Length"), "");
+  EXPECT_EQ(FindHeader(headers, "Content-Typ"), "");
+  EXPECT_EQ(FindHeader({}, "Host"), "");
+}
+
+TEST(RequestTest, HeaderValueUsesFindHeader) {
+  Request request;
+  request.headers = {{"Host", "example.com"}};
+  EXPECT_EQ(request.HeaderValue("host"), "example.com");
+  Response response;
+  response.headers = {{"x-amzn-RequestId", "abc"}};
+  EXPECT_EQ(response.HeaderValue("X-Amzn-RequestId"), "abc");
+}
+
+TEST(RequestTest, PathAndQuery) {
+  struct Case {
+    const char* target;
+    const char* path;
+    const char* query;
+  };
+  for (const Case& c : std::vector<Case>{{"/", "/", ""},
+                                         {"/a/b?x=1&y=2", "/a/b", "x=1&y=2"},
+                                         {"/a?", "/a", ""},
+                                         {"/?x", "/", "x"},
+                                         {"/a?b?c", "/a", "b?c"},
+                                         {"", "", ""}}) {
+    Request request;
+    request.target = c.target;
+    EXPECT_EQ(request.Path(), c.path) << c.target;
+    EXPECT_EQ(request.Query(), c.query) << c.target;
+  }
+}
+
+}  // namespace
+}  // namespace hpod::http

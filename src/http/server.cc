@@ -1,0 +1,600 @@
+#include "hpod/http/server.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <iterator>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (an error under
+// g++ 12 with -std=c++20), so <utility> above must precede every Boost header.
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+namespace hpod::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+// How many bytes the idle wait reads at once; the rest of a request follows through
+// the parser.
+constexpr size_t kFirstReadBytes = 4096;
+// A connection's read buffer is released back to this size between requests, so a
+// large body does not stay pinned by an idle keep-alive connection.
+constexpr size_t kIdleBufferBytes = 64 * 1024;
+// Upper bound on the lingering close (draining what the peer still sends after our
+// final response, so that our response is not lost to a TCP reset).
+constexpr std::chrono::milliseconds kMaxLinger{5000};
+// Back-off after a failed accept (EMFILE and friends), instead of spinning.
+constexpr std::chrono::milliseconds kAcceptBackoff{50};
+
+constexpr std::string_view kInternalFailureBody =
+    R"({"__type":"InternalFailure","message":"The request processing has failed because of an unknown error, exception or failure."})";
+
+// Plain strings rather than spdlog's format strings: each formatted call instantiates
+// fmt's machinery, a noticeable part of this file's build time.
+void LogError(const std::string& message) { spdlog::error("http server: " + message); }
+void LogWarning(const std::string& message) { spdlog::warn("http server: " + message); }
+
+void RaiseFileLimitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Each connection is a descriptor and the default soft limit (1024) is far below
+    // what a control plane with one connection per node agent needs.
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+    rlim_t previous = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      LogWarning("could not raise RLIMIT_NOFILE from " + std::to_string(previous));
+    }
+  });
+}
+
+std::string FormatEndpoint(const tcp::endpoint& endpoint) {
+  const asio::ip::address& address = endpoint.address();
+  std::string host = address.to_string();
+  if (address.is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+bool HasLineBreakOrNul(std::string_view s) {
+  return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
+}
+
+Response InternalFailure() {
+  Response response;
+  response.status = 500;
+  response.headers.push_back({"Content-Type", "application/x-amz-json-1.1"});
+  response.body = std::string(kInternalFailureBody);
+  return response;
+}
+
+class Session;
+
+// Everything the server shares between its I/O threads and its callers.
+//
+// Thread contract: Shutdown/port/open_connections/accepted_connections are safe from
+// any thread; the accept path runs on the acceptor's strand; sessions call options(),
+// stopping(), Invoke() and Unregister() from their own strands.
+class ServerCore {
+ public:
+  ServerCore(ServerOptions options, Handler handler)
+      : options_(std::move(options)),
+        handler_(std::move(handler)),
+        acceptor_(asio::make_strand(ioc_)),
+        accept_backoff_(acceptor_.get_executor()) {}
+  ~ServerCore() {
+    // Destroying the server from its own handler would free the io_context under
+    // the running thread.
+    HPOD_CHECK(!OnIoThread());
+    Shutdown(std::chrono::milliseconds(0));
+  }
+
+  // Binds and listens, and queues the first accept. Called once, before StartThreads.
+  Status Listen();
+  void StartThreads();
+
+  uint16_t port() const { return port_; }
+  size_t open_connections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sessions_.size();
+  }
+  uint64_t accepted_connections() const { return accepted_.load(std::memory_order_relaxed); }
+
+  void Shutdown(std::chrono::milliseconds grace);
+
+  const ServerOptions& options() const { return options_; }
+  bool stopping() const { return stopping_flag_.load(std::memory_order_acquire); }
+  // Runs the handler; a throwing handler becomes a 500 InternalFailure.
+  Response Invoke(const Request& request) noexcept;
+  void Unregister(uint64_t id);
+
+ private:
+  void Accept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  // Stops accepting and tells every session to finish its current request and close.
+  // Non-blocking and idempotent.
+  void BeginStop();
+  std::vector<std::shared_ptr<Session>> LiveSessions();
+  bool OnIoThread() const;
+
+  const ServerOptions options_;
+  const Handler handler_;
+  uint16_t port_ = 0;  // written by Listen before any thread runs
+
+  mutable std::mutex mu_;
+  std::condition_variable sessions_changed_;
+  bool stopping_ = false;                                          // GUARDED_BY(mu_)
+  uint64_t next_session_id_ = 0;                                   // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions_;  // GUARDED_BY(mu_)
+  // Mirrors stopping_ for the sessions' lock-free checks.
+  std::atomic<bool> stopping_flag_{false};
+  std::atomic<uint64_t> accepted_{0};
+
+  // Serializes callers of Shutdown; never taken on an I/O thread.
+  std::mutex shutdown_mu_;
+  bool joined_ = false;  // GUARDED_BY(shutdown_mu_)
+
+  // Declared after everything a session touches: handlers still queued when the
+  // io_context is destroyed hold the last references to their sessions, whose
+  // destructors call Unregister.
+  asio::io_context ioc_;
+  tcp::acceptor acceptor_;             // used on its strand only
+  asio::steady_timer accept_backoff_;  // same strand as acceptor_
+  bool accept_failing_ = false;        // same strand as acceptor_
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+};
+
+// Points at the server whose I/O thread this is, so that Shutdown from inside a
+// handler does not try to join its own thread.
+thread_local const ServerCore* tls_io_server = nullptr;
+
+// One accepted connection: reads requests, calls the handler, writes responses,
+// until the peer leaves, a limit is hit, or the server stops.
+//
+// Thread contract: Start/OnServerStopping/ForceClose may be called from any thread
+// (they post to the session's strand); everything else runs on that strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(ServerCore* server, uint64_t id, tcp::socket socket)
+      : server_(server), id_(id), stream_(std::move(socket)) {
+    beast::error_code ec;
+    tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) remote_address_ = FormatEndpoint(remote);
+  }
+  ~Session() { server_->Unregister(id_); }
+
+  void Start() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
+  }
+  // Idle connections close now; one in the middle of a request finishes it first.
+  void OnServerStopping() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->state_ == State::kIdle) self->stream_.close();
+    });
+  }
+  void ForceClose() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->stream_.close(); });
+  }
+
+ private:
+  enum class State { kIdle, kReading, kHandling, kWriting, kClosing, kClosed };
+
+  // Every completion handler has this one type, so each Beast operation is
+  // instantiated once rather than once per call site (Beast dominates build time).
+  using Step = void (Session::*)(beast::error_code, size_t);
+  auto Bind(Step step) { return beast::bind_front_handler(step, shared_from_this()); }
+
+  // Between requests the idle timeout applies; the request timeout starts with the
+  // first byte of the next request.
+  void WaitForRequest() {
+    if (server_->stopping()) return CloseGracefully();
+    state_ = State::kIdle;
+    if (buffer_.size() > 0) return ReadHeader();  // a pipelined request is already here
+    if (buffer_.capacity() > kIdleBufferBytes) buffer_.shrink_to_fit();
+    stream_.expires_after(server_->options().idle_timeout);
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes), Bind(&Session::OnFirstBytes));
+  }
+
+  void OnFirstBytes(beast::error_code ec, size_t n) {
+    if (ec) return Close();  // the peer left, idle timeout, or stopping
+    buffer_.commit(n);
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    state_ = State::kReading;
+    const ServerOptions& options = server_->options();
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(
+        std::min<size_t>(options.header_limit_bytes, std::numeric_limits<uint32_t>::max())));
+    parser_->body_limit(static_cast<uint64_t>(options.body_limit_bytes));
+    // Not renewed below: the whole request (header, 100-continue, body) shares it.
+    stream_.expires_after(options.request_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_, Bind(&Session::OnHeader));
+  }
+
+  void OnHeader(beast::error_code ec, size_t) {
+    if (ec) return OnReadError(ec);
+    const auto& header = parser_->get();
+    if (header.version() >= 11 && beast::iequals(header[bhttp::field::expect], "100-continue")) {
+      // Clients that ask (curl for large bodies, the AWS SDKs for uploads) would
+      // otherwise wait a second or more before sending the body.
+      continue_.emplace(bhttp::status::continue_, 11);
+      bhttp::async_write(stream_, *continue_, Bind(&Session::OnContinueWritten));
+      return;
+    }
+    ReadBody();
+  }
+
+  void OnContinueWritten(beast::error_code ec, size_t) {
+    continue_.reset();
+    if (ec) return Close();
+    ReadBody();
+  }
+
+  void ReadBody() { bhttp::async_read(stream_, buffer_, *parser_, Bind(&Session::OnRequest)); }
+
+  void OnReadError(beast::error_code ec) {
+    if (ec == bhttp::error::body_limit) {
+      return ReplyAndClose(bhttp::status::payload_too_large, "Payload Too Large");
+    }
+    if (ec == bhttp::error::header_limit) {
+      return ReplyAndClose(bhttp::status::request_header_fields_too_large,
+                           "Request Header Fields Too Large");
+    }
+    // end_of_stream and partial_message mean the peer left: nobody to answer.
+    if (&ec.category() == &bhttp::make_error_code(bhttp::error::bad_target).category() &&
+        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+      return ReplyAndClose(bhttp::status::bad_request, "Bad Request");
+    }
+    Close();  // timeout (tcp_stream already closed the socket), reset, or stopping
+  }
+
+  void OnRequest(beast::error_code ec, size_t) {
+    if (ec) return OnReadError(ec);
+    state_ = State::kHandling;
+    bhttp::request<bhttp::string_body>& message = parser_->get();
+    bool keep_alive = message.keep_alive();
+    bool head = message.method() == bhttp::verb::head;
+    unsigned version = message.version();
+
+    Request request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    request.headers.reserve(std::distance(message.begin(), message.end()));
+    for (const auto& field : message) {
+      request.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+    }
+    request.body = std::move(message.body());
+    request.remote_address = remote_address_;
+    parser_.reset();
+
+    Response response = server_->Invoke(request);
+    try {
+      BuildResponse(std::move(response), version, keep_alive, head);
+    } catch (const std::exception& e) {
+      // Beast rejects some combinations (a body on a 204, an oversized field).
+      LogError("bad response to " + request.method + " " + request.target + ": " + e.what());
+      BuildResponse(InternalFailure(), version, keep_alive, head);
+    }
+    Write();
+  }
+
+  void BuildResponse(Response response, unsigned version, bool keep_alive, bool head) {
+    if (response.status < 100 || response.status > 999) {
+      LogError("handler returned status " + std::to_string(response.status));
+      response = InternalFailure();
+    }
+    response_.emplace();
+    response_->version(version);
+    response_->result(static_cast<unsigned>(response.status));
+    if (bhttp::int_to_status(response.status) == bhttp::status::unknown) {
+      response_->reason("Unknown");  // Beast's default is "<unknown-status>"
+    }
+    for (const Header& header : response.headers) {
+      // The server owns framing; a CR/LF would let a header value split the response.
+      if (beast::iequals(header.name, "Content-Length") ||
+          beast::iequals(header.name, "Transfer-Encoding") || HasLineBreakOrNul(header.name) ||
+          HasLineBreakOrNul(header.value)) {
+        continue;
+      }
+      if (beast::iequals(header.name, "Connection")) {
+        if (beast::iequals(header.value, "close")) keep_alive = false;
+        continue;
+      }
+      response_->insert(header.name, header.value);
+    }
+    keep_alive_ = keep_alive && !server_->stopping();
+    response_->keep_alive(keep_alive_);
+    response_->body() = std::move(response.body);
+    response_->prepare_payload();
+    // HEAD: Content-Length describes the body a GET would get; none is sent.
+    if (head) response_->body().clear();
+  }
+
+  void ReplyAndClose(bhttp::status status, std::string_view text) {
+    response_.emplace(status, 11);
+    response_->set(bhttp::field::content_type, "text/plain");
+    response_->body() = std::string(text);
+    keep_alive_ = false;
+    response_->keep_alive(false);
+    response_->prepare_payload();
+    Write();
+  }
+
+  void Write() {
+    state_ = State::kWriting;
+    // A peer that stops reading must not hold the connection forever.
+    stream_.expires_after(server_->options().request_timeout);
+    bhttp::async_write(stream_, *response_, Bind(&Session::OnWrite));
+  }
+
+  void OnWrite(beast::error_code ec, size_t) {
+    response_.reset();
+    if (ec) return Close();
+    if (!keep_alive_) return CloseGracefully();
+    WaitForRequest();
+  }
+
+  // Half-closes and discards what the peer still sends (the rest of a rejected body)
+  // until it closes too, so the final response is not destroyed by a TCP reset.
+  void CloseGracefully() {
+    state_ = State::kClosing;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return Close();
+    buffer_.clear();
+    stream_.expires_after(std::min(server_->options().request_timeout, kMaxLinger));
+    Drain();
+  }
+
+  void Drain() {
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes), Bind(&Session::OnDrained));
+  }
+
+  void OnDrained(beast::error_code ec, size_t) {
+    if (ec) return Close();
+    Drain();
+  }
+
+  void Close() {
+    state_ = State::kClosed;
+    stream_.close();
+  }
+
+  ServerCore* const server_;
+  const uint64_t id_;
+  beast::tcp_stream stream_;
+  std::string remote_address_;
+  State state_ = State::kIdle;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::response<bhttp::empty_body>> continue_;
+  std::optional<bhttp::response<bhttp::string_body>> response_;
+  bool keep_alive_ = false;
+};
+
+Status ServerCore::Listen() {
+  beast::error_code ec;
+  // Literal addresses only: a name lookup here would be a blocking call without a
+  // timeout, and "localhost" is the only name worth accepting.
+  std::string text = options_.address == "localhost" ? "127.0.0.1" : options_.address;
+  asio::ip::address address = asio::ip::make_address(text, ec);
+  if (ec) {
+    return InvalidArgumentError("cannot listen on \"" + options_.address + "\": not an IP address");
+  }
+  tcp::endpoint endpoint(address, options_.port);
+  std::string where = FormatEndpoint(endpoint);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
+  port_ = acceptor_.local_endpoint(ec).port();
+  if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
+  Accept();
+  return OkStatus();
+}
+
+void ServerCore::StartThreads() {
+  work_.emplace(ioc_.get_executor());
+  for (int i = 0; i < std::max(1, options_.threads); ++i) {
+    threads_.emplace_back([this] {
+      tls_io_server = this;
+      for (;;) {
+        // Handlers catch what they can; anything else (bad_alloc) is logged and the
+        // loop resumes rather than taking the process down.
+        try {
+          ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          LogError(std::string("I/O thread caught: ") + e.what());
+        }
+      }
+    });
+  }
+}
+
+void ServerCore::Accept() {
+  acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    OnAccept(ec, std::move(socket));
+  });
+}
+
+void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+  if (ec) {
+    // Typically EMFILE: retrying at once would spin while nothing changes. Logged
+    // once per streak, not on every retry.
+    if (!accept_failing_) LogWarning("accept failed: " + ec.message());
+    accept_failing_ = true;
+    accept_backoff_.expires_after(kAcceptBackoff);
+    accept_backoff_.async_wait([this](beast::error_code ec) {
+      if (!ec) Accept();
+    });
+    return;
+  }
+  accept_failing_ = false;
+  accepted_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<Session> session;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Over the limit the connection is closed (by the socket's destructor) at once.
+    if (!stopping_ && sessions_.size() < options_.max_connections) {
+      uint64_t id = next_session_id_++;
+      session = std::make_shared<Session>(this, id, std::move(socket));
+      sessions_.emplace(id, session);
+    }
+  } catch (const std::exception& e) {
+    LogError(std::string("cannot start a session: ") + e.what());
+  }
+  if (session != nullptr) session->Start();
+  Accept();
+}
+
+void ServerCore::Unregister(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.erase(id);
+  }
+  sessions_changed_.notify_all();
+}
+
+Response ServerCore::Invoke(const Request& request) noexcept {
+  try {
+    return handler_(request);
+  } catch (const std::exception& e) {
+    LogError("handler threw on " + request.method + " " + request.target + ": " + e.what());
+  } catch (...) {
+    LogError("handler threw a non-exception on " + request.method + " " + request.target);
+  }
+  return InternalFailure();
+}
+
+std::vector<std::shared_ptr<Session>> ServerCore::LiveSessions() {
+  std::vector<std::shared_ptr<Session>> live;
+  std::lock_guard<std::mutex> lock(mu_);
+  live.reserve(sessions_.size());
+  for (auto& [id, weak] : sessions_) {
+    if (auto session = weak.lock()) live.push_back(std::move(session));
+  }
+  return live;
+}
+
+bool ServerCore::OnIoThread() const { return tls_io_server == this; }
+
+void ServerCore::BeginStop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    stopping_flag_.store(true, std::memory_order_release);
+  }
+  // Sessions registered from here on do not exist: OnAccept checks stopping_ under
+  // mu_, so this snapshot sees every session that will ever run.
+  asio::post(acceptor_.get_executor(), [this] {
+    beast::error_code ec;
+    acceptor_.close(ec);
+    accept_backoff_.cancel();
+  });
+  // The snapshot's references may be the last ones; they are dropped outside mu_.
+  for (const auto& session : LiveSessions()) session->OnServerStopping();
+}
+
+void ServerCore::Shutdown(std::chrono::milliseconds grace) {
+  if (OnIoThread()) {
+    // From inside a handler this thread cannot join itself (nor wait for its own
+    // request); the owner's later Shutdown or the destructor finishes the job.
+    BeginStop();
+    return;
+  }
+  std::lock_guard<std::mutex> shutdown_lock(shutdown_mu_);
+  if (joined_) return;
+  BeginStop();
+  // wait_for with milliseconds::max() would overflow the clock arithmetic.
+  grace = std::clamp(grace, std::chrono::milliseconds(0),
+                     std::chrono::milliseconds(std::chrono::hours(24)));
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    sessions_changed_.wait_for(lock, grace, [this] { return sessions_.empty(); });
+  }
+  for (const auto& session : LiveSessions()) session->ForceClose();
+  // With the acceptor and every socket closed, run() returns once the aborted
+  // operations have completed (a handler still running is waited for).
+  work_.reset();
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
+  joined_ = true;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(ServerOptions options, Handler handler) : core(std::move(options), std::move(handler)) {}
+  ServerCore core;
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
+
+StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Handler handler) {
+  RaiseFileLimitOnce();
+  if (options.threads < 1) return InvalidArgumentError("ServerOptions.threads must be >= 1");
+  try {
+    auto impl = std::make_unique<Impl>(options, std::move(handler));
+    HPOD_RETURN_IF_ERROR(impl->core.Listen());
+    impl->core.StartThreads();
+    return std::unique_ptr<Server>(new Server(std::move(impl)));
+  } catch (const std::exception& e) {
+    // io_context and thread creation report resource exhaustion by throwing.
+    return InternalError(std::string("cannot start the HTTP server: ") + e.what());
+  }
+}
+
+uint16_t Server::port() const { return impl_->core.port(); }
+
+size_t Server::open_connections() const { return impl_->core.open_connections(); }
+
+uint64_t Server::accepted_connections() const { return impl_->core.accepted_connections(); }
+
+void Server::Shutdown(std::chrono::milliseconds grace) { impl_->core.Shutdown(grace); }
+
+}  // namespace hpod::http
