@@ -1,0 +1,278 @@
+#include "hpod/cli/help.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "hpod/cli/args.h"
+
+namespace hpod::cli {
+namespace {
+
+using api::Shape;
+using api::ShapeType;
+
+bool IsComplexType(ShapeType t) {
+  return t == ShapeType::kStructure || t == ShapeType::kList || t == ShapeType::kMap;
+}
+
+// awscli's ParamShorthandDocGen._shorthand_docs; nullopt = TooComplexError.
+// Thread contract: one instance per call, used by one thread.
+class ShorthandDoc {
+ public:
+  std::optional<std::string> Docs(const Shape& shape) {
+    if (stack_.size() > 3) return std::nullopt;
+    switch (shape.type) {
+      case ShapeType::kStructure: {
+        std::string inner;
+        for (const auto& m : shape.members) {
+          std::optional<std::string> part = MemberDocs(m.name, *m.shape);
+          if (!part.has_value()) return std::nullopt;
+          inner += (inner.empty() ? "" : ",") + *part;
+        }
+        return stack_.empty() ? inner : "{" + inner + "}";
+      }
+      case ShapeType::kList: {
+        stack_.push_back(shape.member->name);
+        std::optional<std::string> e = Docs(*shape.member);
+        stack_.pop_back();
+        if (!e.has_value()) return std::nullopt;
+        if (IsComplexType(shape.member->type) || stack_.size() > 1)
+          return "[" + *e + "," + *e + "]";
+        return *e + "," + *e;
+      }
+      case ShapeType::kMap: {
+        stack_.push_back(shape.value->name);
+        std::optional<std::string> v = Docs(*shape.value);
+        stack_.pop_back();
+        if (!v.has_value()) return std::nullopt;
+        std::string start = "KeyName1=" + *v + ",KeyName2=" + *v;
+        if (!shape.key->enum_values.empty() && stack_.empty()) {
+          start += "\n\nWhere valid key names are:\n";
+          for (const auto& e : shape.key->enum_values) start += "  " + e + "\n";
+        } else if (!stack_.empty()) {
+          start = "{" + start + "}";
+        }
+        return start;
+      }
+      default:
+        return std::string(api::ShapeTypeName(shape.type));
+    }
+  }
+
+ private:
+  std::optional<std::string> MemberDocs(const std::string& name, const Shape& shape) {
+    if (std::count(stack_.begin(), stack_.end(), shape.name) > 0) {
+      return name + "=( ... recursive ... )";
+    }
+    stack_.push_back(shape.name);
+    std::optional<std::string> value = Docs(shape);
+    stack_.pop_back();
+    if (!value.has_value()) return std::nullopt;
+    return name + "=" + *value;
+  }
+
+  std::vector<std::string> stack_;
+};
+
+std::string TypeDescription(const Shape& shape) {
+  std::string t(api::ShapeTypeName(shape.type));
+  if (shape.type == ShapeType::kList) t += " of " + TypeDescription(*shape.member);
+  return t;
+}
+
+std::string Constraints(const Shape& shape) {
+  std::string out;
+  auto range = [&](std::string_view what) {
+    if (!shape.min && !shape.max) return;
+    out += std::string(what) + " ";
+    out += shape.min ? std::to_string(*shape.min) : "";
+    out += "..";
+    out += shape.max ? std::to_string(*shape.max) : "";
+  };
+  switch (shape.type) {
+    case ShapeType::kString:
+      range("length");
+      if (!shape.pattern.empty()) out += (out.empty() ? "" : ", ") + ("pattern " + shape.pattern);
+      break;
+    case ShapeType::kList:
+      range("items");
+      break;
+    case ShapeType::kInteger:
+    case ShapeType::kLong:
+      range("range");
+      break;
+    case ShapeType::kTimestamp:
+      out = "ISO 8601 (2023-11-26T15:20:11Z), a date, or epoch seconds";
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+bool SupportsShorthand(const Shape& shape) {
+  if (shape.type == ShapeType::kList) return IsComplexType(shape.member->type);
+  return shape.type == ShapeType::kStructure || shape.type == ShapeType::kMap;
+}
+
+}  // namespace
+
+std::string ShorthandSyntax(const api::Shape& shape) {
+  if (!SupportsShorthand(shape)) return "";
+  ShorthandDoc doc;
+  std::optional<std::string> out =
+      shape.type == ShapeType::kList ? doc.Docs(*shape.member) : doc.Docs(shape);
+  if (!out.has_value()) return "";
+  return shape.type == ShapeType::kList ? *out + " ..." : *out;
+}
+
+std::string TopLevelHelp() {
+  std::string out =
+      "hpod: the command line of a self-hosted SageMaker HyperPod. It mirrors\n"
+      "`aws sagemaker <command>` (AWS CLI v2) for the cluster operations.\n\n"
+      "Usage:\n"
+      "  hpod [options] <command> [parameters]\n"
+      "  hpod wait <waiter> --cluster-name NAME [--timeout SECONDS] [--delay SECONDS]\n"
+      "  hpod help | hpod <command> help | hpod wait help\n\n"
+      "Commands:\n";
+  std::vector<std::pair<std::string, std::string>> verbs;
+  for (const api::Operation* op : api::ServiceModel::Get().operations()) {
+    verbs.emplace_back(XformName(op->name), op->name);
+  }
+  std::sort(verbs.begin(), verbs.end());
+  for (const auto& [verb, name] : verbs) {
+    out += "  " + verb + std::string(verb.size() < 30 ? 30 - verb.size() : 1, ' ') + name + "\n";
+  }
+  out += "  wait                          cluster-in-service | cluster-deleted\n\n";
+  out +=
+      "Global options (anywhere on the line):\n"
+      "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"
+      "                              $AWS_ENDPOINT_URL, profile endpoint_url, "
+      "http://127.0.0.1:8450\n"
+      "  --region REGION             default: $AWS_REGION, $AWS_DEFAULT_REGION, profile region\n"
+      "  --profile NAME              default: $AWS_DEFAULT_PROFILE, $AWS_PROFILE, default\n"
+      "  --output json|text|table    default: $AWS_DEFAULT_OUTPUT, profile output, json\n"
+      "  --query EXPR                a JMESPath SUBSET applied to the output: identifiers,\n"
+      "                              a.b, [0], [1:3], [*], [], *, [?Status=='InService'],\n"
+      "                              [a, b], {k: a}, |, @, `literals`, 'raw strings',\n"
+      "                              ==, !=, <, <=, >, >=, &&, ||, !; no functions\n"
+      "  --no-paginate               return the first page only\n"
+      "  --no-sign-request           send unsigned requests\n"
+      "  --cli-read-timeout SECONDS  default 60; 0 = no limit\n"
+      "  --cli-connect-timeout SECONDS  default 60; 0 = no limit\n"
+      "  --debug                     trace requests and responses to stderr (no secrets)\n"
+      "  --version                   print the version\n"
+      "  --color on|off|auto, --no-cli-pager  accepted for compatibility (no effect)\n\n"
+      "Credentials and settings are read like the AWS CLI reads them: AWS_ACCESS_KEY_ID /\n"
+      "AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, ~/.aws/credentials and ~/.aws/config\n"
+      "(AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE), AWS_MAX_ATTEMPTS (default 3).\n\n"
+      "Exit codes: 0 success, 252 bad command line or parameters, 253 configuration or\n"
+      "credentials, 254 error returned by the service, 255 anything else (connection\n"
+      "failure, waiter failure or timeout).\n";
+  return out;
+}
+
+std::string OperationHelp(const api::Operation& op) {
+  const Shape& input = *op.input;
+  const std::string verb = XformName(op.name);
+  const bool paginated = op.paginator.has_value();
+  auto hidden = [&](const std::string& member) {
+    return paginated && (member == op.paginator->input_token || member == op.paginator->limit_key);
+  };
+  std::string out = "NAME\n  " + verb + " (SageMaker " + op.name + ")\n\n";
+  if (paginated) {
+    out += "  " + verb + " is a paginated operation: hpod follows NextToken and merges\n  " +
+           op.paginator->result_keys[0] + ". --no-paginate returns the first page only.\n\n";
+  }
+  out += "SYNOPSIS\n  hpod " + verb + "\n";
+  for (const auto& m : input.members) {
+    if (hidden(m.name)) continue;
+    std::string flag = "--" + XformName(m.name);
+    if (m.shape->type == ShapeType::kBoolean)
+      flag += " | --no-" + XformName(m.name);
+    else
+      flag += " <value>";
+    out += input.IsRequired(m.name) ? "    " + flag + "\n" : "    [" + flag + "]\n";
+  }
+  out += "    [--cli-input-json <value>]\n    [--generate-cli-skeleton <value>]\n";
+  if (paginated) {
+    out += "    [--starting-token <value>]\n    [--page-size <value>]\n    [--max-items <value>]\n";
+  }
+  out += "\nOPTIONS\n";
+  for (const auto& m : input.members) {
+    if (hidden(m.name)) continue;
+    const Shape& shape = *m.shape;
+    std::string flag = "--" + XformName(m.name);
+    if (shape.type == ShapeType::kBoolean) flag += " | --no-" + XformName(m.name);
+    out += "  " + flag + " (" + TypeDescription(shape) + ")";
+    if (input.IsRequired(m.name)) out += " [required]";
+    out += "\n";
+    std::string constraints = Constraints(shape);
+    if (!constraints.empty()) out += "      " + constraints + "\n";
+    if (!shape.enum_values.empty()) {
+      std::string values;
+      for (const auto& e : shape.enum_values) values += (values.empty() ? "" : " | ") + e;
+      out += "      Possible values: " + values + "\n";
+    }
+    if (shape.type == ShapeType::kList && !IsComplexType(shape.member->type)) {
+      out += "      Syntax: " + std::string(api::ShapeTypeName(shape.member->type)) + " " +
+             std::string(api::ShapeTypeName(shape.member->type)) + " ...\n";
+      if (!shape.member->enum_values.empty()) {
+        std::string values;
+        for (const auto& e : shape.member->enum_values) values += (values.empty() ? "" : " | ") + e;
+        out += "      Possible values: " + values + "\n";
+      }
+    }
+    std::string shorthand = ShorthandSyntax(shape);
+    if (!shorthand.empty()) out += "      Shorthand syntax: " + shorthand + "\n";
+    if (IsComplexType(shape.type)) {
+      out += "      JSON syntax: see `hpod " + verb + " --generate-cli-skeleton`\n";
+    }
+  }
+  out +=
+      "  --cli-input-json (string)\n"
+      "      The whole request as JSON (or file://path); flags given as well override its keys.\n"
+      "  --generate-cli-skeleton (string) input | output\n"
+      "      Print a request template (input, the default) or a sample response (output).\n";
+  if (paginated) {
+    out +=
+        "  --starting-token (string)\n      The NextToken printed by an earlier --max-items "
+        "call.\n"
+        "  --page-size (integer)\n      Items per service call (sets " +
+        op.paginator->limit_key +
+        "); does not change the output.\n"
+        "  --max-items (integer)\n      Items to print in total; prints a NextToken when more "
+        "remain.\n";
+  }
+  out +=
+      "\nValues: file://path reads a parameter from a file; see `hpod help` for global options.\n";
+  return out;
+}
+
+std::string WaitHelp(std::string_view waiter) {
+  std::string out =
+      "NAME\n  wait - poll DescribeCluster every 2 seconds until a cluster reaches a state\n\n"
+      "SYNOPSIS\n"
+      "  hpod wait cluster-in-service --cluster-name NAME [--timeout SECONDS] [--delay SECONDS]\n"
+      "  hpod wait cluster-deleted --cluster-name NAME [--timeout SECONDS] [--delay SECONDS]\n\n";
+  if (waiter.empty() || waiter == "cluster-in-service") {
+    out +=
+        "cluster-in-service\n"
+        "  Succeeds when ClusterStatus is InService. Fails (exit 255) with the cluster's\n"
+        "  FailureMessage when it becomes Failed, or when it is being deleted.\n"
+        "  --timeout default 7200 seconds.\n\n";
+  }
+  if (waiter.empty() || waiter == "cluster-deleted") {
+    out +=
+        "cluster-deleted\n"
+        "  Succeeds when DescribeCluster answers ResourceNotFound. Fails (exit 255) when the\n"
+        "  cluster turns Failed after Deleting. --timeout default 3600 seconds.\n\n";
+  }
+  out +=
+      "Progress goes to stderr: one live line on a terminal (status, elapsed time, and\n"
+      "CurrentCount/TargetCount per instance group), a line per change otherwise.\n"
+      "A timeout exits with 255.\n";
+  return out;
+}
+
+}  // namespace hpod::cli

@@ -1,0 +1,274 @@
+#include "hpod/cli/main.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "hpod/cli/fake_transport.h"
+#include "hpod/cli/testdata/awscli_golden.h"
+
+namespace hpod::cli {
+namespace {
+
+// The canned SageMaker of testdata/capture_awscli_golden.py, plus a few error cases.
+void ServeGoldenResponses(FakeTransport& t) {
+  static const Json responses = Json::parse(golden::kResponses);
+  static const Json pages = Json::parse(golden::kListPages);
+  for (const auto& [op, body] : responses.items()) {
+    Json reply = body;
+    t.On(op, [reply](const Json&) -> StatusOr<http::Response> { return JsonResponse(200, reply); });
+  }
+  t.On("ListClusters", [](const Json& body) -> StatusOr<http::Response> {
+    return JsonResponse(200, pages[body.value("NextToken", "")]);
+  });
+  Json describe = responses["DescribeCluster"];
+  t.On("DescribeCluster", [describe](const Json& body) -> StatusOr<http::Response> {
+    std::string name = body.value("ClusterName", "");
+    if (name == "missing") {
+      return JsonResponse(400, {{"__type", "com.amazon#ResourceNotFound"},
+                                {"Message", "Cluster missing not found."}});
+    }
+    if (name == "boom")
+      return JsonResponse(500, {{"__type", "InternalFailure"}, {"message", "kaboom"}});
+    return JsonResponse(200, describe);
+  });
+}
+
+class MainTest : public ::testing::Test {
+ protected:
+  MainTest() { ServeGoldenResponses(transport_); }
+
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    Runtime rt;
+    rt.env = env_;
+    rt.out = &out_;
+    rt.err = &err_;
+    rt.stderr_is_tty = false;
+    rt.make_transport = [this](const http::ClientOptions& options) {
+      http_options_ = options;
+      return std::make_unique<BorrowedTransport>(transport_);
+    };
+    rt.clock = &clock_;
+    rt.sleeper = &sleeper_;
+    rt.random = [] { return 0.0; };
+    return cli::Run(args, rt);
+  }
+
+  Environment env_ = {{"AWS_ACCESS_KEY_ID", "AKID"},
+                      {"AWS_SECRET_ACCESS_KEY", "secret-key-value"},
+                      {"AWS_REGION", "us-west-2"},
+                      {"AWS_MAX_ATTEMPTS", "1"},
+                      {"HOME", "/nonexistent/hpod-cli-test"}};
+  FakeTransport transport_;
+  FakeClock clock_;
+  FakeSleeper sleeper_{clock_};
+  http::ClientOptions http_options_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+std::vector<std::string> Words(const char* json_array) {
+  std::vector<std::string> words;
+  for (const auto& w : Json::parse(json_array)) words.push_back(w.get<std::string>());
+  return words;
+}
+
+// Order-insensitive JSON equality (botocore serializes in the order given,
+// hpod in model order).
+bool SameJson(const Json& a, const Json& b) {
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [k, v] : a.items()) {
+      if (!b.contains(k) || !SameJson(v, b[k])) return false;
+    }
+    return true;
+  }
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!SameJson(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+TEST_F(MainTest, PrintsWhatTheAwsCliPrints) {
+  int checked = 0;
+  for (const auto& c : golden::kOutputs) {
+    std::vector<std::string> args = Words(c.args);
+    args.insert(args.end(), {"--output", c.format});
+    EXPECT_EQ(Run(args), kExitOk) << c.name << " " << c.format << ": " << err_.str();
+    EXPECT_EQ(out_.str(), c.stdout_text) << c.name << " --output " << c.format;
+    ++checked;
+  }
+  EXPECT_GE(checked, 25);
+}
+
+TEST_F(MainTest, SendsWhatTheAwsCliSends) {
+  for (const auto& c : golden::kRequests) {
+    transport_.calls.clear();
+    ASSERT_EQ(Run(Words(c.args)), kExitOk) << c.name << ": " << err_.str();
+    Json want = Json::parse(c.bodies);
+    ASSERT_EQ(transport_.calls.size(), want.size()) << c.name;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(SameJson(transport_.calls[i].body, want[i]))
+          << c.name << "\n sent: " << transport_.calls[i].body.dump()
+          << "\n aws:  " << want[i].dump();
+    }
+  }
+}
+
+TEST_F(MainTest, UsageErrorsExit252) {
+  EXPECT_EQ(Run({"describe-cluster"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "usage: hpod [options] <command> [parameters]\nTo see help text, you can run:\n\n"
+            "  hpod help\n  hpod <command> help\n\n"
+            "hpod: error: the following arguments are required: --cluster-name\n");
+  EXPECT_TRUE(transport_.calls.empty());
+
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--bogus"}), kExitUsage);
+  EXPECT_NE(err_.str().find("hpod: error: Unknown options: --bogus"), std::string::npos);
+
+  EXPECT_EQ(Run({"create-cluster", "--cli-input-json", R"({"InstanceGroups": []})"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "\nParameter validation failed:\nMissing required parameter in input: \"ClusterName\"\n"
+            "Invalid length for parameter InstanceGroups, value: 0, valid min length: 1\n");
+
+  EXPECT_EQ(Run({"list-clusters", "--no-paginate", "--max-items", "1"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "\nCannot specify --no-paginate along with pagination arguments: --max-items\n");
+  EXPECT_EQ(Run({"create-cluster", "--cluster-name", "c", "--vpc-config", "Subnets"}), kExitUsage);
+  EXPECT_EQ(err_.str().rfind("\nError parsing parameter '--vpc-config': Expected: '='", 0), 0u)
+      << err_.str();
+  EXPECT_TRUE(transport_.calls.empty());
+}
+
+TEST_F(MainTest, ConfigurationErrorsExit253) {
+  env_.erase("AWS_REGION");
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c"}), kExitConfig);
+  EXPECT_EQ(err_.str(),
+            "\nYou must specify a region. You can also configure your region by running \"aws "
+            "configure\".\n");
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--region", "eu-west-1"}), kExitOk);
+
+  env_.erase("AWS_ACCESS_KEY_ID");
+  env_.erase("AWS_SECRET_ACCESS_KEY");
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--region", "r"}), kExitConfig);
+  EXPECT_EQ(err_.str(),
+            "\nUnable to locate credentials. You can configure credentials by running \"aws "
+            "configure\".\n");
+  // Unsigned requests need no credentials.
+  transport_.calls.clear();
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--region", "r", "--no-sign-request"}),
+            kExitOk);
+  ASSERT_EQ(transport_.calls.size(), 1u);
+  EXPECT_TRUE(transport_.calls[0].request.HeaderValue("Authorization").empty());
+
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--profile", "ghost"}), kExitConfig);
+  EXPECT_EQ(err_.str(), "\nThe config profile (ghost) could not be found\n");
+}
+
+TEST_F(MainTest, ServiceErrorsExit254) {
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "missing"}), kExitService);
+  EXPECT_EQ(err_.str(),
+            "\nAn error occurred (ResourceNotFound) when calling the DescribeCluster operation: "
+            "Cluster missing not found.\n");
+  EXPECT_EQ(out_.str(), "");
+
+  env_["AWS_MAX_ATTEMPTS"] = "3";
+  transport_.calls.clear();
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "boom"}), kExitService);
+  EXPECT_EQ(err_.str(),
+            "\nAn error occurred (InternalFailure) when calling the DescribeCluster operation "
+            "(reached max retries: 2): kaboom\n");
+  EXPECT_EQ(transport_.calls.size(), 3u);
+}
+
+TEST_F(MainTest, OtherFailuresExit255) {
+  transport_.Queue("DescribeCluster", {UnavailableError("refused")});
+  EXPECT_EQ(
+      Run({"describe-cluster", "--cluster-name", "c", "--endpoint-url", "http://127.0.0.1:1"}),
+      kExitOther);
+  EXPECT_EQ(err_.str(), "\nCould not connect to the endpoint URL: \"http://127.0.0.1:1/\"\n");
+
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--endpoint-url", "ftp://x"}),
+            kExitOther);
+  EXPECT_EQ(err_.str(), "\nInvalid endpoint: ftp://x\n");
+}
+
+TEST_F(MainTest, EndpointAndTimeouts) {
+  env_["HPOD_ENDPOINT_URL"] = "http://hpodd.internal:9000";
+  EXPECT_EQ(Run({"delete-cluster", "--cluster-name", "c", "--cli-connect-timeout", "5",
+                 "--cli-read-timeout", "0"}),
+            kExitOk);
+  EXPECT_EQ(transport_.calls.back().url, "http://hpodd.internal:9000/");
+  EXPECT_EQ(transport_.calls.back().request.HeaderValue("Host"), "hpodd.internal:9000");
+  EXPECT_EQ(http_options_.connect_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(http_options_.timeout, std::chrono::hours(24));
+  EXPECT_EQ(Run({"delete-cluster", "--cluster-name", "c", "--endpoint-url", "http://flag:1"}),
+            kExitOk);
+  EXPECT_EQ(transport_.calls.back().url, "http://flag:1/");
+  EXPECT_EQ(http_options_.timeout, std::chrono::seconds(60));
+}
+
+TEST_F(MainTest, DebugNeverPrintsSecrets) {
+  env_["AWS_SESSION_TOKEN"] = "session-token-value";
+  EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--debug"}), kExitOk);
+  std::string trace = err_.str();
+  EXPECT_NE(trace.find("[debug] POST http://127.0.0.1:8450/"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("Signature=<redacted>"), std::string::npos);
+  EXPECT_NE(trace.find("credentials from env"), std::string::npos);
+  EXPECT_EQ(trace.find("secret-key-value"), std::string::npos);
+  EXPECT_EQ(trace.find("session-token-value"), std::string::npos);
+}
+
+TEST_F(MainTest, Skeletons) {
+  env_.clear();  // an input skeleton needs no configuration at all
+  EXPECT_EQ(Run({"describe-cluster", "--generate-cli-skeleton"}), kExitOk);
+  EXPECT_EQ(out_.str(), "{\n    \"ClusterName\": \"\"\n}\n");
+  env_ = {{"AWS_REGION", "r"}};
+  EXPECT_EQ(Run({"delete-cluster", "--cluster-name", "c", "--generate-cli-skeleton", "output"}),
+            kExitOk);
+  EXPECT_EQ(out_.str(), "{\n    \"ClusterArn\": \"ClusterArn\"\n}\n");
+  EXPECT_TRUE(transport_.calls.empty());
+}
+
+TEST_F(MainTest, HelpAndVersion) {
+  EXPECT_EQ(Run({"help"}), kExitOk);
+  EXPECT_NE(out_.str().find("batch-delete-cluster-nodes"), std::string::npos);
+  EXPECT_NE(out_.str().find("JMESPath SUBSET"), std::string::npos);
+  EXPECT_EQ(Run({"list-cluster-nodes", "help"}), kExitOk);
+  EXPECT_NE(out_.str().find("--include-node-logical-ids | --no-include-node-logical-ids (boolean)"),
+            std::string::npos)
+      << out_.str();
+  EXPECT_NE(out_.str().find("Possible values: Ascending | Descending"), std::string::npos);
+  EXPECT_EQ(out_.str().find("--next-token"), std::string::npos);  // hidden, like the CLI
+  EXPECT_EQ(Run({"create-cluster", "help"}), kExitOk);
+  EXPECT_NE(
+      out_.str().find("Shorthand syntax: SecurityGroupIds=string,string,Subnets=string,string"),
+      std::string::npos)
+      << out_.str();
+  EXPECT_NE(out_.str().find("Key=string,Value=string ..."), std::string::npos);
+  EXPECT_EQ(Run({"wait", "help"}), kExitOk);
+  EXPECT_NE(out_.str().find("cluster-in-service"), std::string::npos);
+  EXPECT_EQ(Run({"--version"}), kExitOk);
+  EXPECT_EQ(out_.str().rfind("hpod-cli/", 0), 0u);
+}
+
+TEST_F(MainTest, WaitSucceedsAndFails) {
+  EXPECT_EQ(Run({"wait", "cluster-in-service", "--cluster-name", "ml-cluster"}), kExitOk);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_NE(err_.str().find("ml-cluster: InService  controller-machine 1/1  compute-nodes 4/4"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_EQ(Run({"wait", "cluster-in-service", "--cluster-name", "missing"}), kExitOther);
+  EXPECT_NE(err_.str().find("Waiter ClusterInService failed: An error occurred (ResourceNotFound)"),
+            std::string::npos);
+  EXPECT_EQ(Run({"wait", "cluster-deleted", "--cluster-name", "missing"}), kExitOk);
+}
+
+}  // namespace
+}  // namespace hpod::cli
