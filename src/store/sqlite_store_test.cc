@@ -148,6 +148,34 @@ TEST(SqliteStoreTest, NameContainsIsLiteral) {
   EXPECT_EQ(got[0].name, "prod-one");
 }
 
+TEST(SqliteStoreTest, CountRunningNodesPerGroup) {
+  auto store = Memory();
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    int i = 0;
+                    for (const char* group : {"a", "a", "a", "b"}) {
+                      NodeRecord n;
+                      n.instance_id = "i-" + std::to_string(i);
+                      n.cluster_id = "c";
+                      n.group_name = group;
+                      n.status = i == 1 ? "Pending" : "Running";
+                      n.remove = i == 2;
+                      ++i;
+                      HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
+  std::map<std::string, int> counts;
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(counts, tx.CountRunningNodes("c"));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(counts, (std::map<std::string, int>{{"a", 1}, {"b", 1}}));
+}
+
 TEST(SqliteStoreTest, DeleteClusterCascades) {
   auto store = Memory();
   ASSERT_TRUE(store
@@ -242,7 +270,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 1);
+    EXPECT_EQ((*store)->SchemaVersion(), 2);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {
