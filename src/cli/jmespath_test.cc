@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "hpod/cli/test_json.h"
+
 namespace hpod::cli {
 namespace {
+
+using testing::SameJson;
 
 using Json = nlohmann::ordered_json;
 
@@ -401,26 +405,6 @@ constexpr char kReferenceCases[] = R"json({
   ]
  ]
 })json";
-
-// Python equality: object key order does not matter.
-bool SameJson(const Json& a, const Json& b) {
-  if (a.is_object() && b.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (const auto& [k, v] : a.items()) {
-      if (!b.contains(k) || !SameJson(v, b[k])) return false;
-    }
-    return true;
-  }
-  if (a.is_array() && b.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!SameJson(a[i], b[i])) return false;
-    }
-    return true;
-  }
-  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
-  return a == b;
-}
 
 TEST(JmespathTest, MatchesReferenceImplementation) {
   Json fixture = Json::parse(kReferenceCases);

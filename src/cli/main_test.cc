@@ -5,10 +5,13 @@
 #include <sstream>
 
 #include "hpod/cli/fake_transport.h"
+#include "hpod/cli/test_json.h"
 #include "hpod/cli/testdata/awscli_golden.h"
 
 namespace hpod::cli {
 namespace {
+
+using testing::SameJson;
 
 // The canned SageMaker of testdata/capture_awscli_golden.py, plus a few error cases.
 void ServeGoldenResponses(FakeTransport& t) {
@@ -73,26 +76,6 @@ std::vector<std::string> Words(const char* json_array) {
   std::vector<std::string> words;
   for (const auto& w : Json::parse(json_array)) words.push_back(w.get<std::string>());
   return words;
-}
-
-// Order-insensitive JSON equality (botocore serializes in the order given,
-// hpod in model order).
-bool SameJson(const Json& a, const Json& b) {
-  if (a.is_object() && b.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (const auto& [k, v] : a.items()) {
-      if (!b.contains(k) || !SameJson(v, b[k])) return false;
-    }
-    return true;
-  }
-  if (a.is_array() && b.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!SameJson(a[i], b[i])) return false;
-    }
-    return true;
-  }
-  return a == b;
 }
 
 TEST_F(MainTest, PrintsWhatTheAwsCliPrints) {

@@ -237,7 +237,11 @@ bool LooksNumeric(const std::string& s) {
 
 // --- serialization and parsing ------------------------------------------------
 
-Json Serialize(const Shape& shape, const Json& v) {
+// Walks `v` along `shape`, keeping only modeled structure members (nulls dropped)
+// and applying `on_timestamp` to timestamp leaves. Request serialization and
+// response parsing differ only in how they treat timestamps.
+template <typename Fn>
+Json WalkByShape(const Shape& shape, const Json& v, const Fn& on_timestamp) {
   switch (shape.type) {
     case ShapeType::kStructure: {
       if (!v.is_object()) return v;
@@ -245,69 +249,45 @@ Json Serialize(const Shape& shape, const Json& v) {
       for (const auto& member : shape.members) {
         auto it = v.find(member.name);
         if (it == v.end() || it->is_null()) continue;
-        out[member.name] = Serialize(*member.shape, *it);
+        out[member.name] = WalkByShape(*member.shape, *it, on_timestamp);
       }
       return out;
     }
     case ShapeType::kList: {
       if (!v.is_array()) return v;
       Json out = Json::array();
-      for (const auto& e : v) out.push_back(Serialize(*shape.member, e));
+      for (const auto& e : v) out.push_back(WalkByShape(*shape.member, e, on_timestamp));
       return out;
     }
     case ShapeType::kMap: {
       if (!v.is_object()) return v;
       Json out = Json::object();
       for (const auto& [k, e] : v.items()) {
-        if (!e.is_null()) out[k] = Serialize(*shape.value, e);
+        if (!e.is_null()) out[k] = WalkByShape(*shape.value, e, on_timestamp);
       }
       return out;
     }
     case ShapeType::kTimestamp: {
       std::optional<double> t = ParseTimestamp(v);
       if (!t.has_value()) return v;
-      // botocore sends whole seconds as an integer and keeps milliseconds otherwise.
-      double ms = std::round(*t * 1000.0) / 1000.0;
-      if (ms == std::floor(ms)) return Json(static_cast<int64_t>(ms));
-      return Json(ms);
+      return on_timestamp(*t);
     }
     default:
       return v;
   }
 }
 
+Json Serialize(const Shape& shape, const Json& v) {
+  return WalkByShape(shape, v, [](double t) {
+    // botocore sends whole seconds as an integer and keeps milliseconds otherwise.
+    double ms = std::round(t * 1000.0) / 1000.0;
+    if (ms == std::floor(ms)) return Json(static_cast<int64_t>(ms));
+    return Json(ms);
+  });
+}
+
 Json Parse(const Shape& shape, const Json& v) {
-  switch (shape.type) {
-    case ShapeType::kStructure: {
-      if (!v.is_object()) return v;
-      Json out = Json::object();
-      for (const auto& member : shape.members) {
-        auto it = v.find(member.name);
-        if (it == v.end() || it->is_null()) continue;
-        out[member.name] = Parse(*member.shape, *it);
-      }
-      return out;
-    }
-    case ShapeType::kList: {
-      if (!v.is_array()) return v;
-      Json out = Json::array();
-      for (const auto& e : v) out.push_back(Parse(*shape.member, e));
-      return out;
-    }
-    case ShapeType::kMap: {
-      if (!v.is_object()) return v;
-      Json out = Json::object();
-      for (const auto& [k, e] : v.items()) out[k] = Parse(*shape.value, e);
-      return out;
-    }
-    case ShapeType::kTimestamp: {
-      std::optional<double> t = ParseTimestamp(v);
-      if (!t.has_value()) return v;
-      return Json(FormatIsoTimestamp(*t));
-    }
-    default:
-      return v;
-  }
+  return WalkByShape(shape, v, [](double t) { return Json(FormatIsoTimestamp(t)); });
 }
 
 Json SkeletonOf(const Shape& shape, bool for_output, const std::string& name,
