@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <iterator>
 #include <limits>
@@ -106,11 +107,21 @@ Response InternalFailure() {
 
 class Session;
 
-// Everything the server shares between its I/O threads and its callers.
+// Everything the server shares between its I/O threads, its handler threads and its
+// callers.
 //
 // Thread contract: Shutdown/port/open_connections/accepted_connections are safe from
 // any thread; the accept path runs on the acceptor's strand; sessions call options(),
-// stopping(), Invoke() and Unregister() from their own strands.
+// stopping(), Enqueue() and Unregister() from their own strands, and the handler
+// threads call Invoke().
+//
+// Scheduling: the I/O threads never run the handler. A session with a complete
+// request queues itself (Enqueue) on one FIFO queue that the handler threads serve,
+// and its response is posted back to its strand for writing. Running the handler on
+// the I/O threads made a ready connection wait behind the handler work of every
+// connection ahead of it in Asio's queue, once per step (accept, each read, the
+// write), so under load some connections waited 20x the median; the queue gives
+// every request the same wait: the requests ahead of it, once.
 class ServerCore {
  public:
   ServerCore(ServerOptions options, Handler handler)
@@ -142,6 +153,9 @@ class ServerCore {
   bool stopping() const { return stopping_flag_.load(std::memory_order_acquire); }
   // Runs the handler; a throwing handler becomes a 500 InternalFailure.
   Response Invoke(const Request& request) noexcept;
+  // Queues a session whose request is complete; a handler thread calls its Handle().
+  // False once the handler threads are stopping (the session should close).
+  bool Enqueue(std::shared_ptr<Session> session);
   void Unregister(uint64_t id);
 
  private:
@@ -152,6 +166,10 @@ class ServerCore {
   void BeginStop();
   std::vector<std::shared_ptr<Session>> LiveSessions();
   bool OnIoThread() const;
+  void HandlerLoop();
+  // Drops the queued requests and joins the handler threads (after each finishes
+  // the request it is running).
+  void StopHandlers();
 
   const ServerOptions options_;
   const Handler handler_;
@@ -179,17 +197,28 @@ class ServerCore {
   bool accept_failing_ = false;        // same strand as acceptor_
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
+
+  // The request queue (see Scheduling above). Bounded by max_connections: a session
+  // queues itself only with a complete request and reads nothing more until its
+  // response is written.
+  std::mutex queue_mu_;
+  std::condition_variable queue_ready_;
+  std::deque<std::shared_ptr<Session>> queue_;  // GUARDED_BY(queue_mu_)
+  bool handlers_stopping_ = false;              // GUARDED_BY(queue_mu_)
+  std::vector<std::thread> handler_threads_;
 };
 
-// Points at the server whose I/O thread this is, so that Shutdown from inside a
-// handler does not try to join its own thread.
+// Points at the server whose I/O or handler thread this is, so that Shutdown from
+// inside a handler does not try to join its own thread.
 thread_local const ServerCore* tls_io_server = nullptr;
 
 // One accepted connection: reads requests, calls the handler, writes responses,
 // until the peer leaves, a limit is hit, or the server stops.
 //
 // Thread contract: Start/OnServerStopping/ForceClose may be called from any thread
-// (they post to the session's strand); everything else runs on that strand.
+// (they post to the session's strand); Handle runs on a handler thread while the
+// session is kHandling (nothing on the strand touches request_ then); everything else
+// runs on that strand.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(ServerCore* server, uint64_t id, tcp::socket socket)
@@ -211,6 +240,16 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void ForceClose() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] { self->stream_.close(); });
+  }
+
+  // On a handler thread: runs the handler on the queued request and posts the
+  // response back to the strand.
+  void Handle() {
+    Response response = server_->Invoke(request_);
+    asio::post(stream_.get_executor(),
+               [self = shared_from_this(), response = std::move(response)]() mutable {
+                 self->Respond(std::move(response));
+               });
   }
 
  private:
@@ -295,25 +334,33 @@ class Session : public std::enable_shared_from_this<Session> {
     bool head = message.method() == bhttp::verb::head;
     unsigned version = message.version();
 
-    Request request;
-    request.method = std::string(message.method_string());
-    request.target = std::string(message.target());
-    request.headers.reserve(std::distance(message.begin(), message.end()));
+    request_ = Request();
+    request_.method = std::string(message.method_string());
+    request_.target = std::string(message.target());
+    request_.headers.reserve(std::distance(message.begin(), message.end()));
     for (const auto& field : message) {
-      request.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+      request_.headers.push_back({std::string(field.name_string()), std::string(field.value())});
     }
-    request.body = std::move(message.body());
-    request.remote_address = remote_address_;
+    request_.body = std::move(message.body());
+    request_.remote_address = remote_address_;
+    request_version_ = version;
+    request_keep_alive_ = keep_alive;
+    request_head_ = head;
     parser_.reset();
 
-    Response response = server_->Invoke(request);
+    // Handle() runs on a handler thread and posts Respond() back to this strand.
+    if (!server_->Enqueue(shared_from_this())) Close();  // the server is going away
+  }
+
+  void Respond(Response response) {
     try {
-      BuildResponse(std::move(response), version, keep_alive, head);
+      BuildResponse(std::move(response), request_version_, request_keep_alive_, request_head_);
     } catch (const std::exception& e) {
       // Beast rejects some combinations (a body on a 204, an oversized field).
-      LogError("bad response to " + request.method + " " + request.target + ": " + e.what());
-      BuildResponse(InternalFailure(), version, keep_alive, head);
+      LogError("bad response to " + request_.method + " " + request_.target + ": " + e.what());
+      BuildResponse(InternalFailure(), request_version_, request_keep_alive_, request_head_);
     }
+    request_ = Request();  // a large body is not kept by an idle connection
     Write();
   }
 
@@ -409,6 +456,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<bhttp::response<bhttp::empty_body>> continue_;
   std::optional<bhttp::response<bhttp::string_body>> response_;
   bool keep_alive_ = false;
+  // The request being handled (from OnRequest to Respond).
+  Request request_;
+  unsigned request_version_ = 11;
+  bool request_keep_alive_ = false;
+  bool request_head_ = false;
 };
 
 Status ServerCore::Listen() {
@@ -434,6 +486,13 @@ Status ServerCore::Listen() {
 }
 
 void ServerCore::StartThreads() {
+  int handler_threads = options_.handler_threads > 0 ? options_.handler_threads : options_.threads;
+  for (int i = 0; i < std::max(1, handler_threads); ++i) {
+    handler_threads_.emplace_back([this] {
+      tls_io_server = this;
+      HandlerLoop();
+    });
+  }
   work_.emplace(ioc_.get_executor());
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] {
@@ -508,6 +567,49 @@ Response ServerCore::Invoke(const Request& request) noexcept {
   return InternalFailure();
 }
 
+bool ServerCore::Enqueue(std::shared_ptr<Session> session) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (handlers_stopping_) return false;
+    queue_.push_back(std::move(session));
+  }
+  queue_ready_.notify_one();
+  return true;
+}
+
+void ServerCore::HandlerLoop() {
+  for (;;) {
+    std::shared_ptr<Session> session;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_ready_.wait(lock, [this] { return handlers_stopping_ || !queue_.empty(); });
+      if (handlers_stopping_) return;
+      session = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    // Invoke catches what the handler throws; this is for the post (bad_alloc). The
+    // session then has nothing pending and closes when `session` goes.
+    try {
+      session->Handle();
+    } catch (const std::exception& e) {
+      LogError(std::string("handler thread caught: ") + e.what());
+    }
+  }
+}
+
+void ServerCore::StopHandlers() {
+  std::deque<std::shared_ptr<Session>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    handlers_stopping_ = true;
+    dropped.swap(queue_);
+  }
+  queue_ready_.notify_all();
+  dropped.clear();  // outside queue_mu_: the last references close the sessions
+  for (std::thread& thread : handler_threads_) thread.join();
+  handler_threads_.clear();
+}
+
 std::vector<std::shared_ptr<Session>> ServerCore::LiveSessions() {
   std::vector<std::shared_ptr<Session>> live;
   std::lock_guard<std::mutex> lock(mu_);
@@ -556,8 +658,11 @@ void ServerCore::Shutdown(std::chrono::milliseconds grace) {
     sessions_changed_.wait_for(lock, grace, [this] { return sessions_.empty(); });
   }
   for (const auto& session : LiveSessions()) session->ForceClose();
+  // Before the I/O threads: a handler still running is waited for, and posts its
+  // response while they still run (the write then fails on the closed socket).
+  StopHandlers();
   // With the acceptor and every socket closed, run() returns once the aborted
-  // operations have completed (a handler still running is waited for).
+  // operations have completed.
   work_.reset();
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
@@ -578,6 +683,9 @@ Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Handler handler) {
   RaiseFileLimitOnce();
   if (options.threads < 1) return InvalidArgumentError("ServerOptions.threads must be >= 1");
+  if (options.handler_threads < 0) {
+    return InvalidArgumentError("ServerOptions.handler_threads must be >= 0");
+  }
   try {
     auto impl = std::make_unique<Impl>(options, std::move(handler));
     HPOD_RETURN_IF_ERROR(impl->core.Listen());

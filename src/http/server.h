@@ -7,7 +7,13 @@
 // grace period), then closes every connection.
 //
 // Thread contract: Start/port/Shutdown may be called from any thread; the handler
-// is invoked concurrently from the server's I/O threads and must be thread-safe.
+// is invoked concurrently from the server's handler threads and must be thread-safe.
+//
+// Scheduling: the I/O threads only read, parse and write. Each complete request goes
+// to one FIFO queue served by the handler threads, so requests are handled in the
+// order they arrived, whichever connection they came on (a connection has at most
+// one request queued or running, so the queue never holds more than
+// max_connections entries).
 
 #include <chrono>
 #include <cstdint>
@@ -27,8 +33,11 @@ struct ServerOptions {
   std::string address = "127.0.0.1";
   // 0 picks a free port (see Server::port()).
   uint16_t port = 0;
-  // I/O threads; the handler runs on them.
+  // I/O threads (accept, read, parse, write).
   int threads = 2;
+  // Threads that run the handler, taking requests in arrival order; 0 means as many
+  // as `threads`.
+  int handler_threads = 0;
   // Requests with a larger body get 413; larger headers get 431.
   size_t body_limit_bytes = 8 * 1024 * 1024;
   size_t header_limit_bytes = 64 * 1024;
@@ -45,10 +54,10 @@ class Server {
   // Binds, listens and starts the I/O threads. Fails with kUnavailable when the
   // address cannot be bound (message names the address and the OS error), and with
   // kInvalidArgument when `address` is neither an IP literal nor "localhost" (no
-  // name lookup happens here) or `threads` < 1.
+  // name lookup happens here), `threads` < 1 or `handler_threads` < 0.
   static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options, Handler handler);
 
-  // Shutdown(0) if not done yet. Must not run inside the handler (on an I/O thread).
+  // Shutdown(0) if not done yet. Must not run inside the handler (or on an I/O thread).
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -61,11 +70,11 @@ class Server {
   // max_connections (for metrics, and for tests that check keep-alive reuse).
   uint64_t accepted_connections() const;
 
-  // Stops accepting, waits up to `grace` for in-flight requests, closes all
-  // connections and joins the I/O threads. Idempotent. Called from inside the
-  // handler it only starts the shutdown (stops accepting, closes idle connections)
-  // and returns; a later Shutdown or the destructor, from another thread, waits
-  // and joins.
+  // Stops accepting, waits up to `grace` for in-flight requests (queued ones
+  // included), closes all connections and joins the I/O and handler threads.
+  // Idempotent. Called from inside the handler it only starts the shutdown (stops
+  // accepting, closes idle connections) and returns; a later Shutdown or the
+  // destructor, from another thread, waits and joins.
   void Shutdown(std::chrono::milliseconds grace);
 
  private:

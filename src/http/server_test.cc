@@ -337,6 +337,58 @@ TEST(ServerTest, ExpectContinueGetsAnInterimResponse) {
   EXPECT_TRUE(response.ends_with("\r\n\r\nhello")) << response;
 }
 
+// The handler runs on its own threads: while the only handler thread is busy, the only
+// I/O thread still accepts, answers a malformed request, and queues the next request.
+TEST(ServerTest, ABusyHandlerDoesNotStallIoOnOtherConnections) {
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  ServerOptions options;
+  options.threads = 1;
+  options.handler_threads = 1;
+  auto server = StartServer(options, [&](const Request& request) {
+    if (request.Path() == "/block") {
+      entered.set_value();
+      released.wait();
+      return Text(200, "unblocked");
+    }
+    return Text(200, "next");
+  });
+  ASSERT_NE(server, nullptr);
+  RawConnection blocked(server->port());
+  ASSERT_TRUE(blocked.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n"));
+  entered.get_future().wait();
+  RawConnection queued(server->port());
+  EXPECT_TRUE(queued.Send("GET /next HTTP/1.1\r\nHost: x\r\n\r\n"));
+  RawConnection garbage(server->port());
+  EXPECT_TRUE(garbage.Send("THIS IS NOT HTTP\r\n\r\n"));
+  std::string got;
+  EXPECT_TRUE(garbage.WaitClosed(seconds(10), &got));
+  EXPECT_TRUE(StartsWith(got, "HTTP/1.1 400 Bad Request\r\n")) << got;
+  release.set_value();
+  std::string first = blocked.ReadResponse();
+  EXPECT_TRUE(StartsWith(first, "HTTP/1.1 200 OK\r\n")) << first;
+  EXPECT_NE(first.find("unblocked"), std::string::npos) << first;
+  std::string second = queued.ReadResponse();
+  EXPECT_TRUE(StartsWith(second, "HTTP/1.1 200 OK\r\n")) << second;
+  EXPECT_NE(second.find("next"), std::string::npos) << second;
+}
+
+TEST(ServerTest, StartRejectsBadThreadCounts) {
+  ServerOptions options;
+  options.threads = 0;
+  EXPECT_EQ(Server::Start(options, Ok).status().code(), StatusCode::kInvalidArgument);
+  options.threads = 1;
+  options.handler_threads = -1;
+  EXPECT_EQ(Server::Start(options, Ok).status().code(), StatusCode::kInvalidArgument);
+  options.handler_threads = 3;  // more handler threads than I/O threads is fine
+  auto server = StartServer(options, Ok);
+  ASSERT_NE(server, nullptr);
+  StatusOr<Response> response = Client().Send(UrlFor(*server, "/"), Make("GET"));
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_EQ(response->status, 200);
+}
+
 TEST(ServerTest, OversizedBodyGets413AndTheServerStaysUp) {
   ServerOptions options;
   options.body_limit_bytes = 1024;
