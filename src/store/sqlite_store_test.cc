@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -176,6 +178,53 @@ TEST(SqliteStoreTest, CountRunningNodesPerGroup) {
   EXPECT_EQ(counts, (std::map<std::string, int>{{"a", 1}, {"b", 1}}));
 }
 
+TEST(SqliteStoreTest, RunningCountsFollowEveryNodeChange) {
+  // Random inserts, status/remove/group changes and deletes; after each step the
+  // trigger-kept counts must equal a fresh COUNT(*) over the nodes.
+  auto store = Memory();
+  std::mt19937 rng(7);
+  const char* statuses[] = {"Pending", "Running", "Failure", "ShuttingDown"};
+  const char* groups[] = {"a", "b"};
+  for (int step = 0; step < 400; ++step) {
+    ASSERT_TRUE(store
+                    ->Write([&](WriteTx& tx) -> Status {
+                      std::string id = "i-" + std::to_string(rng() % 20);
+                      if (rng() % 5 == 0) return tx.DeleteNode(id);
+                      NodeRecord n;
+                      auto existing = tx.GetNode("c", id);
+                      if (existing.ok()) n = *existing;
+                      n.instance_id = id;
+                      n.cluster_id = "c";
+                      n.group_name = groups[rng() % 2];
+                      n.status = statuses[rng() % 4];
+                      n.remove = rng() % 4 == 0;
+                      return tx.PutNode(n);
+                    })
+                    .ok());
+    std::map<std::string, int> counted, expected;
+    ASSERT_TRUE(store
+                    ->Read([&](ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(counted, tx.CountRunningNodes("c"));
+                      HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes("c"));
+                      for (const auto& n : nodes) {
+                        if (n.status == "Running" && !n.remove) expected[n.group_name]++;
+                      }
+                      return OkStatus();
+                    })
+                    .ok());
+    ASSERT_EQ(counted, expected) << "step " << step;
+  }
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.DeleteCluster("c"); }).ok());
+  std::map<std::string, int> after;
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(after, tx.CountRunningNodes("c"));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_TRUE(after.empty());
+}
+
 TEST(SqliteStoreTest, DeleteClusterCascades) {
   auto store = Memory();
   ASSERT_TRUE(store
@@ -270,7 +319,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 2);
+    EXPECT_EQ((*store)->SchemaVersion(), 3);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {
