@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/ids.h"
@@ -38,6 +39,22 @@ StatusOr<store::PageAfter> AfterFrom(const json& pos) {
   return store::PageAfter{pos["v"], pos["id"]};
 }
 
+// The keyset position of a request's NextToken; nullopt on the first page.
+StatusOr<std::optional<store::PageAfter>> PageStart(const PageTokenCodec& tokens,
+                                                    const std::string& scope, const json& req) {
+  if (!req.contains("NextToken") || req["NextToken"].get<std::string>().empty()) {
+    return std::optional<store::PageAfter>();
+  }
+  HPOD_ASSIGN_OR_RETURN(json pos, tokens.Decode(scope, req["NextToken"]));
+  HPOD_ASSIGN_OR_RETURN(store::PageAfter after, AfterFrom(pos));
+  return std::optional<store::PageAfter>(std::move(after));
+}
+
+std::string PageToken(const PageTokenCodec& tokens, const std::string& scope,
+                      const std::string& sort_value, const std::string& id) {
+  return tokens.Encode(scope, {{"v", sort_value}, {"id", id}});
+}
+
 }  // namespace
 
 StatusOr<ordered_json> ClusterApi::DescribeCluster(const json& req) {
@@ -61,10 +78,7 @@ StatusOr<ordered_json> ClusterApi::ListClusters(const json& req) {
   q.ascending = req.value("SortOrder", "Ascending") == "Ascending";
   q.limit = PageSize(req) + 1;  // one extra tells whether another page exists
   const std::string scope = PageTokenCodec::ScopeOf("ListClusters", req);
-  if (req.contains("NextToken") && !req["NextToken"].get<std::string>().empty()) {
-    HPOD_ASSIGN_OR_RETURN(json pos, tokens_.Decode(scope, req["NextToken"]));
-    HPOD_ASSIGN_OR_RETURN(q.after, AfterFrom(pos));
-  }
+  HPOD_ASSIGN_OR_RETURN(q.after, PageStart(tokens_, scope, req));
   std::vector<store::ClusterRecord> rows;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(rows, tx.ListClusters(q));
@@ -84,8 +98,8 @@ StatusOr<ordered_json> ClusterApi::ListClusters(const json& req) {
   }
   if (static_cast<int>(rows.size()) > PageSize(req) && !plan_filter) {
     const auto& last = rows[PageSize(req) - 1];
-    out["NextToken"] = tokens_.Encode(
-        scope, {{"v", q.sort_by_name ? last.name : TimeKey(last.creation_time)}, {"id", last.id}});
+    out["NextToken"] = PageToken(tokens_, scope,
+                                 q.sort_by_name ? last.name : TimeKey(last.creation_time), last.id);
   }
   out["ClusterSummaries"] = std::move(list);
   return out;
@@ -101,10 +115,7 @@ StatusOr<ordered_json> ClusterApi::ListClusterNodes(const json& req) {
   q.limit = PageSize(req) + 1;
   bool logical = req.value("IncludeNodeLogicalIds", false);
   const std::string scope = PageTokenCodec::ScopeOf("ListClusterNodes", req);
-  if (req.contains("NextToken") && !req["NextToken"].get<std::string>().empty()) {
-    HPOD_ASSIGN_OR_RETURN(json pos, tokens_.Decode(scope, req["NextToken"]));
-    HPOD_ASSIGN_OR_RETURN(q.after, AfterFrom(pos));
-  }
+  HPOD_ASSIGN_OR_RETURN(q.after, PageStart(tokens_, scope, req));
   ordered_json out = ordered_json::object();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
@@ -123,9 +134,9 @@ StatusOr<ordered_json> ClusterApi::ListClusterNodes(const json& req) {
     }
     if (static_cast<int>(rows.size()) > page) {
       const auto& last = rows[page - 1];
-      out["NextToken"] = tokens_.Encode(
-          scope, {{"v", q.sort_by_name ? last.group_name : TimeKey(last.launch_time)},
-                  {"id", last.instance_id}});
+      out["NextToken"] =
+          PageToken(tokens_, scope, q.sort_by_name ? last.group_name : TimeKey(last.launch_time),
+                    last.instance_id);
     }
     out["ClusterNodeSummaries"] = std::move(list);
     return OkStatus();

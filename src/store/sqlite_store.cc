@@ -227,6 +227,37 @@ std::string LikeContains(const std::string& s) {
   return out + "%";
 }
 
+// Keyset pagination shared by the list queries: rows strictly after
+// (sort value, id) in the requested order. Names are trusted column names.
+struct Keyset {
+  const char* sort_column;  // text when sort_by_text, else a REAL column
+  const char* id_column;
+  bool sort_by_text;
+  bool ascending;
+  const std::optional<PageAfter>& after;
+
+  // " AND (key, id) > (?p, ?p+1)" when paging, then the ORDER BY.
+  std::string Sql(int first_param) const {
+    std::string sql;
+    const char* dir = ascending ? "ASC" : "DESC";
+    if (after) {
+      sql += std::string(" AND (") + sort_column + ", " + id_column + ") " +
+             (ascending ? ">" : "<") + " (?" + std::to_string(first_param) + ", ?" +
+             std::to_string(first_param + 1) + ")";
+    }
+    return sql + " ORDER BY " + sort_column + " " + dir + ", " + id_column + " " + dir;
+  }
+  void Bind(Statement& s, int first_param) const {
+    if (!after) return;
+    if (sort_by_text) {
+      s.Bind(first_param, after->sort_value);
+    } else {
+      s.Bind(first_param, std::strtod(after->sort_value.c_str(), nullptr));
+    }
+    s.Bind(first_param + 1, after->id);
+  }
+};
+
 class SqliteTx final : public WriteTx {
  public:
   explicit SqliteTx(Database& db) : db_(db) {}
@@ -246,26 +277,17 @@ class SqliteTx final : public WriteTx {
   }
 
   StatusOr<std::vector<ClusterRecord>> ListClusters(const ClusterQuery& q) override {
-    const char* key = q.sort_by_name ? "name" : "creation_time";
-    const char* cmp = q.ascending ? ">" : "<";
-    const char* dir = q.ascending ? "ASC" : "DESC";
+    const Keyset keyset{q.sort_by_name ? "name" : "creation_time", "id", q.sort_by_name,
+                        q.ascending, q.after};
     std::string sql = std::string("SELECT ") + kClusterCols +
                       " FROM clusters WHERE (?1 IS NULL OR creation_time > ?1)"
                       " AND (?2 IS NULL OR creation_time < ?2)"
-                      " AND (?3 = '' OR name LIKE ?4 ESCAPE '\\')";
-    if (q.after) sql += std::string(" AND (") + key + ", id) " + cmp + " (?5, ?6)";
-    sql += std::string(" ORDER BY ") + key + " " + dir + ", id " + dir + " LIMIT ?7";
+                      " AND (?3 = '' OR name LIKE ?4 ESCAPE '\\')" +
+                      keyset.Sql(5) + " LIMIT ?7";
     HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
     s.Bind(1, q.created_after).Bind(2, q.created_before).Bind(3, q.name_contains);
     s.Bind(4, LikeContains(q.name_contains));
-    if (q.after) {
-      if (q.sort_by_name) {
-        s.Bind(5, q.after->sort_value);
-      } else {
-        s.Bind(5, std::strtod(q.after->sort_value.c_str(), nullptr));
-      }
-      s.Bind(6, q.after->id);
-    }
+    keyset.Bind(s, 5);
     s.Bind(7, q.limit);
     return All<ClusterRecord>(s, ReadCluster);
   }
@@ -305,27 +327,18 @@ class SqliteTx final : public WriteTx {
   }
 
   StatusOr<std::vector<NodeRecord>> QueryNodes(const NodeQuery& q) override {
-    const char* key = q.sort_by_name ? "group_name" : "launch_time";
-    const char* cmp = q.ascending ? ">" : "<";
-    const char* dir = q.ascending ? "ASC" : "DESC";
+    const Keyset keyset{q.sort_by_name ? "group_name" : "launch_time", "instance_id",
+                        q.sort_by_name, q.ascending, q.after};
     std::string sql = std::string("SELECT ") + kNodeCols +
                       " FROM nodes WHERE cluster_id=?1"
                       " AND (?2 IS NULL OR launch_time > ?2)"
                       " AND (?3 IS NULL OR launch_time < ?3)"
-                      " AND (?4 = '' OR group_name LIKE ?5 ESCAPE '\\')";
-    if (q.after) sql += std::string(" AND (") + key + ", instance_id) " + cmp + " (?6, ?7)";
-    sql += std::string(" ORDER BY ") + key + " " + dir + ", instance_id " + dir + " LIMIT ?8";
+                      " AND (?4 = '' OR group_name LIKE ?5 ESCAPE '\\')" +
+                      keyset.Sql(6) + " LIMIT ?8";
     HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
     s.Bind(1, q.cluster_id).Bind(2, q.launched_after).Bind(3, q.launched_before);
     s.Bind(4, q.group_contains).Bind(5, LikeContains(q.group_contains));
-    if (q.after) {
-      if (q.sort_by_name) {
-        s.Bind(6, q.after->sort_value);
-      } else {
-        s.Bind(6, std::strtod(q.after->sort_value.c_str(), nullptr));
-      }
-      s.Bind(7, q.after->id);
-    }
+    keyset.Bind(s, 6);
     s.Bind(8, q.limit);
     return All<NodeRecord>(s, ReadNode);
   }
