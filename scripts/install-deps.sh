@@ -22,6 +22,9 @@ TEST_PKGS=(
   clang libclang-rt-14-dev  # libFuzzer targets
   curl                      # raw HTTP probes in e2e tests
   python3                   # Debian's python for helpers that must not need pyenv
+  iproute2 util-linux       # local provider: ip netns/link/route, nsenter, unshare
+  tmux                      # drives `hpod start-session` through a real PTY in e2e tests
+  swift swift-proxy swift-account swift-container swift-object  # S3 server (s3api) for lifecycle tests
 )
 
 missing=()

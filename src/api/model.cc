@@ -7,8 +7,9 @@
 
 namespace hpod::api {
 
-// Defined in the generated sagemaker_cluster_model.cc.
+// Defined in the generated sagemaker_cluster_model.cc and hpod_extensions_model.cc.
 extern const char kSageMakerClusterModelJson[];
+extern const char kHpodExtensionsModelJson[];
 
 std::string_view ShapeTypeName(ShapeType type) {
   switch (type) {
@@ -87,8 +88,19 @@ struct ModelLoader {
 
   static std::unique_ptr<ServiceModel> Load() {
     auto model = std::unique_ptr<ServiceModel>(new ServiceModel());
-    nlohmann::json j = nlohmann::json::parse(kSageMakerClusterModelJson, nullptr, false);
-    if (j.is_discarded()) Die("not JSON");
+    // botocore's model plus hpod's own operations (kept in a separate file so the
+    // botocore extract can be regenerated untouched).
+    nlohmann::ordered_json oj = nlohmann::ordered_json::parse(kSageMakerClusterModelJson);
+    const auto ext = nlohmann::ordered_json::parse(kHpodExtensionsModelJson);
+    for (const auto& [name, spec] : ext.at("shapes").items()) {
+      if (oj["shapes"].contains(name)) Die("extension shape " + name + " exists");
+      oj["shapes"][name] = spec;
+    }
+    for (const auto& [name, spec] : ext.at("operations").items()) {
+      if (oj["operations"].contains(name)) Die("extension operation " + name + " exists");
+      oj["operations"][name] = spec;
+    }
+    nlohmann::json j = oj;
     const auto& meta = j.at("metadata");
     model->target_prefix_ = meta.at("targetPrefix");
     model->signing_name_ = meta.at("signingName");
@@ -126,8 +138,7 @@ struct ModelLoader {
       shape.is_exception = spec.value("exception", false);
     }
     // nlohmann::json sorts object keys; the model's member order matters for
-    // output, so re-read members in file order from the raw ordered parse.
-    nlohmann::ordered_json oj = nlohmann::ordered_json::parse(kSageMakerClusterModelJson);
+    // output, so re-read members in file order from the ordered parse.
     for (const auto& [name, spec] : oj.at("shapes").items()) {
       if (!spec.contains("members")) continue;
       Shape& shape = *model->shapes_[name];

@@ -25,6 +25,12 @@ struct LaunchSpec {
   std::string instance_type;  // ml.c5.xlarge
   // The group's ClusterInstanceGroupSpecification (lifecycle config, storage, ...).
   nlohmann::json group_spec = nlohmann::json::object();
+  // One-time token the node's agent presents when it first registers with hpodd
+  // (the provider delivers it into the node; hpodd keeps only its hash).
+  std::string bootstrap_token;
+  // Keep this address (and so the hostname ip-a-b-c-d) instead of allocating one:
+  // a replacement node takes over the failed node's name. Empty: allocate.
+  std::string private_ip;
 };
 
 enum class NodeState {
@@ -58,6 +64,11 @@ class Provider {
   virtual StatusOr<NodeObservation> Describe(const std::string& instance_id) = 0;
   // Ids of every node the provider holds for a cluster (for orphan detection).
   virtual StatusOr<std::vector<std::string>> List(const std::string& cluster_id) = 0;
+  // Restarts the node's processes, keeping its identity, address and local disk
+  // (EC2 RebootInstances). The node is kPending until it is up again.
+  virtual Status Reboot(const std::string& instance_id) {
+    return UnimplementedError("this provider cannot reboot nodes");
+  }
 };
 
 }  // namespace hpod::provider

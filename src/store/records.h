@@ -73,6 +73,20 @@ struct EventRecord {
   std::string description;
 };
 
+// What the control plane knows of a node's agent (written by the agent service
+// only; the reconciler reads it). Deleted with its node.
+struct AgentRecord {
+  std::string instance_id;
+  std::string cluster_id;
+  // SHA-256 (hex) of the node credential the agent received when it registered;
+  // empty until then. Once set, the node's bootstrap token is refused.
+  std::string credential_hash;
+  std::string lifecycle_state = "NotStarted";  // NotStarted | Running | Succeeded | Failed
+  std::string lifecycle_message;
+  std::string agent_version;
+  double registered_time = 0;
+};
+
 enum class Role { kAdmin, kUser };
 
 struct AccessKeyRecord {

@@ -117,6 +117,19 @@ BEGIN
     ON CONFLICT(cluster_id, group_name) DO UPDATE SET n = n + 1;
 END;
 )sql",
+    // v4: node agents (issue 3). A separate table because only the agent service
+    // writes it, while the reconciler owns the nodes table.
+    R"sql(
+CREATE TABLE node_agents(
+  instance_id TEXT PRIMARY KEY,
+  cluster_id TEXT NOT NULL,
+  credential_hash TEXT NOT NULL,
+  lifecycle_state TEXT NOT NULL,
+  lifecycle_message TEXT NOT NULL,
+  agent_version TEXT NOT NULL,
+  registered_time REAL NOT NULL) STRICT;
+CREATE INDEX node_agents_by_cluster ON node_agents(cluster_id);
+)sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -134,6 +147,9 @@ constexpr char kGroupCols[] =
 constexpr char kNodeCols[] =
     "instance_id, cluster_id, group_name, ordinal, status, message, launch_time, private_ip, "
     "hostname, logical_id, launched, remove, created_generation";
+constexpr char kAgentCols[] =
+    "instance_id, cluster_id, credential_hash, lifecycle_state, lifecycle_message, agent_version, "
+    "registered_time";
 constexpr char kEventCols[] =
     "seq, event_id, cluster_id, cluster_name, cluster_arn, group_name, instance_id, "
     "resource_type, time, level, description";
@@ -180,6 +196,18 @@ NodeRecord ReadNode(const Statement& s) {
   n.remove = s.Int(11) != 0;
   n.created_generation = s.Int(12);
   return n;
+}
+
+AgentRecord ReadAgent(const Statement& s) {
+  AgentRecord a;
+  a.instance_id = s.Text(0);
+  a.cluster_id = s.Text(1);
+  a.credential_hash = s.Text(2);
+  a.lifecycle_state = s.Text(3);
+  a.lifecycle_message = s.Text(4);
+  a.agent_version = s.Text(5);
+  a.registered_time = s.Real(6);
+  return a;
 }
 
 EventRecord ReadEvent(const Statement& s) {
@@ -387,6 +415,21 @@ class SqliteTx final : public WriteTx {
     return One<AccessKeyRecord>(s, ReadKey, "access key");
   }
 
+  StatusOr<AgentRecord> GetAgent(const std::string& instance_id) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          Prepare("SELECT ", kAgentCols, " FROM node_agents WHERE instance_id=?"));
+    s.Bind(1, instance_id);
+    return One<AgentRecord>(s, ReadAgent, "agent of " + instance_id);
+  }
+
+  StatusOr<std::vector<AgentRecord>> ListAgents(const std::string& cluster_id) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          Prepare("SELECT ", kAgentCols,
+                                  " FROM node_agents WHERE cluster_id=? ORDER BY instance_id"));
+    s.Bind(1, cluster_id);
+    return All<AgentRecord>(s, ReadAgent);
+  }
+
   StatusOr<std::vector<AccessKeyRecord>> ListAccessKeys() override {
     HPOD_ASSIGN_OR_RETURN(Statement s,
                           db_.Prepare("SELECT access_key_id, secret, role, created, description "
@@ -419,7 +462,8 @@ class SqliteTx final : public WriteTx {
 
   Status DeleteCluster(const std::string& id) override {
     for (const char* sql :
-         {"DELETE FROM nodes WHERE cluster_id=?", "DELETE FROM running_counts WHERE cluster_id=?",
+         {"DELETE FROM nodes WHERE cluster_id=?", "DELETE FROM node_agents WHERE cluster_id=?",
+          "DELETE FROM running_counts WHERE cluster_id=?",
           "DELETE FROM instance_groups WHERE cluster_id=?", "DELETE FROM events WHERE cluster_id=?",
           "DELETE FROM clusters WHERE id=?"}) {
       HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
@@ -465,8 +509,21 @@ class SqliteTx final : public WriteTx {
   }
 
   Status DeleteNode(const std::string& instance_id) override {
-    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM nodes WHERE instance_id=?"));
-    s.Bind(1, instance_id);
+    for (const char* sql :
+         {"DELETE FROM nodes WHERE instance_id=?", "DELETE FROM node_agents WHERE instance_id=?"}) {
+      HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
+      s.Bind(1, instance_id);
+      HPOD_RETURN_IF_ERROR(s.Run());
+    }
+    return OkStatus();
+  }
+
+  Status PutAgent(const AgentRecord& a) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("INSERT OR REPLACE INTO node_agents(", kAgentCols,
+                                               ") VALUES(?,?,?,?,?,?,?)"));
+    s.Bind(1, a.instance_id).Bind(2, a.cluster_id).Bind(3, a.credential_hash);
+    s.Bind(4, a.lifecycle_state).Bind(5, a.lifecycle_message).Bind(6, a.agent_version);
+    s.Bind(7, a.registered_time);
     return s.Run();
   }
 

@@ -48,6 +48,50 @@ TEST(SqliteStoreTest, ClusterRoundTrip) {
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
 }
 
+TEST(SqliteStoreTest, AgentsRoundTripAndGoWithTheirNodeAndCluster) {
+  auto store = Memory();
+  auto put = [&](const std::string& id, const std::string& cluster) {
+    return store->Write([&](WriteTx& tx) {
+      NodeRecord n;
+      n.instance_id = id;
+      n.cluster_id = cluster;
+      n.group_name = "g";
+      n.status = "Pending";
+      HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+      AgentRecord a;
+      a.instance_id = id;
+      a.cluster_id = cluster;
+      a.credential_hash = "h-" + id;
+      a.lifecycle_state = "Failed";
+      a.lifecycle_message = "Lifecycle script on_create.sh exited with code 3";
+      a.registered_time = 5;
+      return tx.PutAgent(a);
+    });
+  };
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); })
+                  .ok());
+  ASSERT_TRUE(put("i-1", "a1").ok());
+  ASSERT_TRUE(put("i-2", "a1").ok());
+  AgentRecord got;
+  std::vector<AgentRecord> all;
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.GetAgent("i-1"));
+                    HPOD_ASSIGN_OR_RETURN(all, tx.ListAgents("a1"));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(got.credential_hash, "h-i-1");
+  EXPECT_EQ(got.lifecycle_message, "Lifecycle script on_create.sh exited with code 3");
+  EXPECT_EQ(all.size(), 2u);
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.DeleteNode("i-1"); }).ok());
+  EXPECT_EQ(store->Read([](ReadTx& tx) { return tx.GetAgent("i-1").status(); }).code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.DeleteCluster("a1"); }).ok());
+  EXPECT_EQ(store->Read([](ReadTx& tx) { return tx.GetAgent("i-2").status(); }).code(),
+            StatusCode::kNotFound);
+}
+
 TEST(SqliteStoreTest, FailedTransactionLeavesNothing) {
   auto store = Memory();
   Status s = store->Write([](WriteTx& tx) {
@@ -319,7 +363,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 3);
+    EXPECT_EQ((*store)->SchemaVersion(), 4);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {

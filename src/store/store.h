@@ -84,6 +84,9 @@ class ReadTx {
                                          const std::string& event_id) = 0;
   virtual StatusOr<AccessKeyRecord> GetAccessKey(const std::string& access_key_id) = 0;
   virtual StatusOr<std::vector<AccessKeyRecord>> ListAccessKeys() = 0;
+  // kNotFound when the node's agent never registered (or the node is gone).
+  virtual StatusOr<AgentRecord> GetAgent(const std::string& instance_id) = 0;
+  virtual StatusOr<std::vector<AgentRecord>> ListAgents(const std::string& cluster_id) = 0;
   // kNotFound when unset.
   virtual StatusOr<std::string> GetSetting(const std::string& key) = 0;
 };
@@ -97,7 +100,9 @@ class WriteTx : public ReadTx {
   virtual Status PutGroup(const GroupRecord& g) = 0;
   virtual Status DeleteGroup(const std::string& cluster_id, const std::string& name) = 0;
   virtual Status PutNode(const NodeRecord& n) = 0;
+  // Removes the node and its agent record.
   virtual Status DeleteNode(const std::string& instance_id) = 0;
+  virtual Status PutAgent(const AgentRecord& a) = 0;
   // Assigns and returns the event's seq.
   virtual StatusOr<int64_t> AddEvent(const EventRecord& e) = 0;
   virtual Status PutAccessKey(const AccessKeyRecord& k) = 0;
