@@ -44,8 +44,8 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-int RunServe(const controlplane::DaemonOptions& options, const ProviderFactory& make_provider,
-             const char* provider_description) {
+int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& context,
+             const ProviderFactory& make_provider, const char* provider_description) {
   // Block the stop signals in every thread; the main thread waits for them.
   sigset_t set;
   sigemptyset(&set);
@@ -55,7 +55,9 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderFactory& 
   signal(SIGPIPE, SIG_IGN);
 
   const Clock& clock = RealClock::Get();
-  auto daemon = controlplane::Daemon::Start(options, make_provider(clock), clock);
+  auto provider = make_provider(clock, context);
+  if (!provider.ok()) return Fail(provider.status().message());
+  auto daemon = controlplane::Daemon::Start(options, std::move(provider).value(), clock);
   if (!daemon.ok()) return Fail(daemon.status().message());
   spdlog::info("node provider: {}", provider_description);
   // Scripts wait for this line (and systemd for READY=1) before calling the API.
@@ -91,6 +93,9 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   int threads = 2;
   size_t max_body = 8 * 1024 * 1024;
   std::string log_file;
+  std::string node_block = "10.77.0.0/16", fsx_root, s3_endpoint, s3_region = "us-east-1";
+  std::string link_prefix = "hp";
+  int heartbeat_ms = 5000, lifecycle_timeout_s = 1800, register_timeout_s = 120;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--listen", listen, "ADDRESS:PORT to serve on (default loopback)")
         ->capture_default_str();
@@ -101,6 +106,33 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     a->add_option("--http-threads", threads, "I/O threads")->capture_default_str();
     a->add_option("--max-request-bytes", max_body, "Largest request body")->capture_default_str();
     a->add_option("--log-file", log_file, "Also log here (default <data-dir>/hpodd.log)");
+    a->add_option("--node-block", node_block,
+                  "IPv4 block for local nodes (guarded by an unreachable route; one /24 per "
+                  "cluster)")
+        ->capture_default_str();
+    a->add_option("--fsx-root", fsx_root,
+                  "Host directory holding each cluster's shared /fsx (default "
+                  "<data-dir>/local/fsx)");
+    a->add_option("--link-prefix", link_prefix,
+                  "Prefix (1-4 chars) of the bridge, veth and netns names of local nodes; two "
+                  "hpodd on one host need different ones")
+        ->capture_default_str();
+    a->add_option("--s3-endpoint", s3_endpoint,
+                  "S3 endpoint for s3:// lifecycle scripts (path-style; credentials from "
+                  "HPOD_S3_ACCESS_KEY_ID / HPOD_S3_SECRET_ACCESS_KEY)");
+    a->add_option("--s3-region", s3_region, "Region S3 requests are signed for")
+        ->capture_default_str();
+    a->add_option("--heartbeat-interval-ms", heartbeat_ms, "How often node agents heartbeat")
+        ->check(CLI::Range(100, 600000))
+        ->capture_default_str();
+    a->add_option("--lifecycle-timeout", lifecycle_timeout_s,
+                  "Seconds an OnCreate script may run before its node fails")
+        ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
+    a->add_option("--agent-register-timeout", register_timeout_s,
+                  "Seconds a started node's agent has to register before the node fails")
+        ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
   }
 
   // init
@@ -195,7 +227,24 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   if (insecure) {
     spdlog::warn("--insecure-no-auth: every request is accepted as admin; never expose this");
   }
-  return RunServe(options, make_provider, provider_description);
+  options.control_plane.agent_register_timeout = std::chrono::seconds(register_timeout_s);
+  options.agents.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  options.agents.lifecycle_timeout = std::chrono::seconds(lifecycle_timeout_s);
+  options.agents.s3.endpoint = s3_endpoint;
+  options.agents.s3.region = s3_region;
+  // Secrets come from the environment, never from flags (ps would show them).
+  if (const char* v = std::getenv("HPOD_S3_ACCESS_KEY_ID")) options.agents.s3.access_key_id = v;
+  if (const char* v = std::getenv("HPOD_S3_SECRET_ACCESS_KEY")) {
+    options.agents.s3.secret_access_key = v;
+  }
+  options.agent_socket = controlplane::AgentSocketPath(data_dir);
+  ProviderContext context;
+  context.data_dir = data_dir;
+  context.agent_socket = options.agent_socket;
+  context.node_block = node_block;
+  context.fsx_root = fsx_root;
+  context.link_prefix = link_prefix;
+  return RunServe(options, context, make_provider, provider_description);
 }
 
 }  // namespace hpod::cmd

@@ -5,14 +5,26 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "hpod/base/clock.h"
 #include "hpod/provider/provider.h"
 
 namespace hpod::cmd {
 
-// Makes the provider hpodd runs with; may return null (no provider).
-using ProviderFactory = std::function<std::unique_ptr<provider::Provider>(const Clock&)>;
+// What `hpodd serve` knows when it makes its provider (flags and paths).
+struct ProviderContext {
+  std::string data_dir;
+  std::string agent_socket;  // hpodd's agent listener (a Unix socket path)
+  std::string node_block;    // --node-block
+  std::string fsx_root;      // --fsx-root (empty: <data_dir>/local/fsx)
+  std::string link_prefix;   // --link-prefix (names of bridges, veths, netns)
+};
+
+// Makes the provider hpodd runs with; may return null (no provider), or an error
+// that stops hpodd with its message.
+using ProviderFactory = std::function<StatusOr<std::unique_ptr<provider::Provider>>(
+    const Clock&, const ProviderContext&)>;
 
 int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
               const char* provider_description);

@@ -1,11 +1,54 @@
 // hpodd: the control plane. Providers are chosen here and only here.
+//
+// The local provider runs every node as Linux namespaces on this machine; it
+// needs root (network namespaces, bridges, mounts).
 
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "hpod/provider/local/local_provider.h"
 #include "hpodd_main.h"
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// Finds a sibling program: installed side by side (bin/), or in the build tree
+// (build/cmd/<name>/<name> next to build/cmd/hpodd/hpodd).
+std::string FindProgram(const std::string& name) {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return name;
+  for (const fs::path& p : {self.parent_path() / name, self.parent_path().parent_path() / name / name}) {
+    if (fs::exists(p, ec)) return p.string();
+  }
+  return name;
+}
+
+hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
+    const hpod::Clock&, const hpod::cmd::ProviderContext& ctx) {
+  if (::geteuid() != 0) {
+    return hpod::FailedPreconditionError(
+        "the local node provider needs root (it creates network namespaces, a bridge and "
+        "mounts); run hpodd as root");
+  }
+  hpod::provider::local::LocalProviderOptions o;
+  o.state_dir = (fs::path(ctx.data_dir) / "local").string();
+  o.node_block = ctx.node_block;
+  o.fsx_root = ctx.fsx_root;
+  if (!ctx.link_prefix.empty()) o.link_prefix = ctx.link_prefix;
+  o.node_init_binary = FindProgram("hpod-node-init");
+  o.agent_binary = FindProgram("hpod-agent");
+  o.agent_endpoint = "unix://" + ctx.agent_socket;
+  auto p = hpod::provider::local::LocalProvider::Create(
+      o, std::make_unique<hpod::provider::local::RealNodeHost>());
+  if (!p.ok()) return p.status();
+  return std::unique_ptr<hpod::provider::Provider>(std::move(p).value());
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // The local (namespace) provider lands with the nodes issue; until then hpodd
-  // runs without one and says so in every FailureMessage.
-  return hpod::cmd::HpoddMain(
-      argc, argv, [](const hpod::Clock&) { return std::unique_ptr<hpod::provider::Provider>(); },
-      "none configured");
+  return hpod::cmd::HpoddMain(argc, argv, MakeLocal, "local (Linux namespaces)");
 }

@@ -550,12 +550,122 @@ Status ParseWaitArgs(const std::vector<std::string>& words, Invocation& inv) {
   return OkStatus();
 }
 
+// Options of the hand-written commands: name -> takes a value.
+struct SimpleOption {
+  std::string_view name;
+  bool takes_value;
+};
+
+// Parses `words` against `options` into `values` (flags map to ""), the way
+// ParseWaitArgs does; "help" anywhere turns the invocation into a help request.
+StatusOr<bool> ParseSimpleArgs(const std::vector<std::string>& words,
+                               std::initializer_list<SimpleOption> options,
+                               std::map<std::string, std::string>& values) {
+  std::vector<std::string> unknown;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    if (word == "help") return true;
+    size_t eq = word.find('=');
+    std::string name = word.substr(0, eq);
+    std::optional<std::string> inline_value;
+    if (eq != std::string::npos) inline_value = word.substr(eq + 1);
+    const SimpleOption* spec = nullptr;
+    for (const auto& o : options) {
+      if (o.name == name) spec = &o;
+    }
+    if (spec == nullptr || !IsOption(word)) {
+      unknown.push_back(word);
+      if (IsOption(word)) {
+        std::vector<std::string> dropped = TakeValues(words, i, std::nullopt, true);
+        unknown.insert(unknown.end(), dropped.begin(), dropped.end());
+      }
+      continue;
+    }
+    if (!spec->takes_value) {
+      if (inline_value.has_value()) {
+        return UsageError("argument " + name + ": ignored explicit argument '" + *inline_value +
+                          "'");
+      }
+      values[name] = "";
+      continue;
+    }
+    std::vector<std::string> v = TakeValues(words, i, inline_value, false);
+    if (v.empty()) return UsageError("argument " + name + ": expected one argument");
+    values[name] = v[0];
+  }
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
+    return UsageError("Unknown options: " + list);
+  }
+  return false;
+}
+
+Status RequireOptions(const std::map<std::string, std::string>& values,
+                      std::initializer_list<std::string_view> required) {
+  std::string missing;
+  for (auto r : required) {
+    if (values.count(std::string(r)) == 0) {
+      missing += (missing.empty() ? "" : ", ") + std::string(r);
+    }
+  }
+  if (!missing.empty()) return UsageError("the following arguments are required: " + missing);
+  return OkStatus();
+}
+
+// `aws ssm start-session` flags where they overlap (--target, --reason, which is
+// accepted and ignored), plus --command for hpod's non-interactive mode.
+Status ParseStartSessionArgs(const std::vector<std::string>& words, bool help, Invocation& inv) {
+  std::map<std::string, std::string> values;
+  HPOD_ASSIGN_OR_RETURN(
+      bool help_word,
+      ParseSimpleArgs(words, {{"--target", true}, {"--command", true}, {"--reason", true}},
+                      values));
+  if (help || help_word) {
+    inv.kind = Invocation::Kind::kHelp;
+    inv.help_topic = "start-session";
+    return OkStatus();
+  }
+  HPOD_RETURN_IF_ERROR(RequireOptions(values, {"--target"}));
+  inv.kind = Invocation::Kind::kStartSession;
+  inv.session_request = Json::object({{"Target", values["--target"]}});
+  if (values.count("--command") != 0) inv.session_request["Command"] = values["--command"];
+  return OkStatus();
+}
+
+Status ParseLogsArgs(const std::vector<std::string>& words, bool help, Invocation& inv) {
+  std::map<std::string, std::string> values;
+  HPOD_ASSIGN_OR_RETURN(
+      bool help_word,
+      ParseSimpleArgs(
+          words,
+          {{"--cluster-name", true}, {"--node-id", true}, {"--stream", true}, {"--follow", false}},
+          values));
+  if (help || help_word) {
+    inv.kind = Invocation::Kind::kHelp;
+    inv.help_topic = "logs";
+    return OkStatus();
+  }
+  HPOD_RETURN_IF_ERROR(RequireOptions(values, {"--cluster-name", "--node-id"}));
+  inv.kind = Invocation::Kind::kLogs;
+  inv.cluster_name = values["--cluster-name"];
+  inv.node_id = values["--node-id"];
+  if (values.count("--stream") != 0) {
+    HPOD_RETURN_IF_ERROR(CheckChoice("--stream", values["--stream"], {"LifecycleConfig", "Agent"}));
+    inv.log_stream = values["--stream"];
+  }
+  inv.follow = values.count("--follow") != 0;
+  return OkStatus();
+}
+
 std::string VerbChoices() {
   std::vector<std::string> verbs;
   for (const api::Operation* op : api::ServiceModel::Get().operations()) {
     verbs.push_back(XformName(op->name));
   }
   verbs.push_back("wait");
+  verbs.push_back("start-session");
+  verbs.push_back("logs");
   std::sort(verbs.begin(), verbs.end());
   std::string out;
   for (const auto& v : verbs) out += "\n  " + v;
@@ -670,6 +780,14 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
     inv.kind = Invocation::Kind::kWait;
     rest.erase(rest.begin());
     HPOD_RETURN_IF_ERROR(ParseWaitArgs(rest, inv));
+    return inv;
+  }
+  if (verb == "start-session") {
+    HPOD_RETURN_IF_ERROR(ParseStartSessionArgs(rest, help, inv));
+    return inv;
+  }
+  if (verb == "logs") {
+    HPOD_RETURN_IF_ERROR(ParseLogsArgs(rest, help, inv));
     return inv;
   }
   inv.operation = FindOperationByVerb(verb);

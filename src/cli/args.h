@@ -5,6 +5,8 @@
 //
 //   hpod [global options] <verb> [--member value ...] [global options]
 //   hpod wait cluster-in-service|cluster-deleted --cluster-name NAME [--timeout S] [--delay S]
+//   hpod start-session --target sagemaker-cluster:<id>_<group>-<instance> [--command CMD]
+//   hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]
 //   hpod help | hpod <verb> help | hpod wait [<waiter>] help | hpod --version
 //
 // verb = XformName(operation) ("DescribeClusterNode" -> describe-cluster-node) and
@@ -65,12 +67,12 @@ enum class Waiter { kClusterInService, kClusterDeleted };
 std::string_view WaiterName(Waiter waiter);  // "cluster-in-service"
 
 struct Invocation {
-  enum class Kind { kHelp, kVersion, kOperation, kWait };
+  enum class Kind { kHelp, kVersion, kOperation, kWait, kStartSession, kLogs };
   Kind kind = Kind::kHelp;
   GlobalOptions globals;
   std::optional<Expression> query;
 
-  // kHelp: "", a verb, "wait", or "wait <waiter>".
+  // kHelp: "", a verb, "wait", "wait <waiter>", "start-session" or "logs".
   std::string help_topic;
 
   // kOperation.
@@ -85,6 +87,15 @@ struct Invocation {
   std::string cluster_name;
   std::optional<std::chrono::seconds> wait_timeout;  // --timeout
   std::optional<std::chrono::seconds> wait_delay;    // --delay
+
+  // kStartSession: HpodStartSession's request ({Target, Command?}), validated
+  // against the model like an operation's.
+  Json session_request = Json::object();
+
+  // kLogs (cluster_name above is --cluster-name).
+  std::string node_id;
+  std::optional<std::string> log_stream;
+  bool follow = false;
 };
 
 // Parses argv (without the program name). `env` expands ~ and $VARS in file://

@@ -133,6 +133,9 @@ std::string TopLevelHelp() {
       "Usage:\n"
       "  hpod [options] <command> [parameters]\n"
       "  hpod wait <waiter> --cluster-name NAME [--timeout SECONDS] [--delay SECONDS]\n"
+      "  hpod start-session --target sagemaker-cluster:<cluster-id>_<group>-<instance-id>\n"
+      "                     [--command CMD]\n"
+      "  hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]\n"
       "  hpod help | hpod <command> help | hpod wait help\n\n"
       "Commands:\n";
   std::vector<std::pair<std::string, std::string>> verbs;
@@ -143,7 +146,9 @@ std::string TopLevelHelp() {
   for (const auto& [verb, name] : verbs) {
     out += "  " + verb + std::string(verb.size() < 30 ? 30 - verb.size() : 1, ' ') + name + "\n";
   }
-  out += "  wait                          cluster-in-service | cluster-deleted\n\n";
+  out += "  wait                          cluster-in-service | cluster-deleted\n";
+  out += "  start-session                 a shell or a command on a node (aws ssm start-session)\n";
+  out += "  logs                          a node's lifecycle-script or agent log\n\n";
   out +=
       "Global options (anywhere on the line):\n"
       "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"
@@ -273,6 +278,58 @@ std::string WaitHelp(std::string_view waiter) {
       "CurrentCount/TargetCount per instance group), a line per change otherwise.\n"
       "A timeout exits with 255.\n";
   return out;
+}
+
+std::string StartSessionHelp() {
+  return "NAME\n"
+         "  start-session - a shell or one command on a cluster node, like `aws ssm\n"
+         "  start-session` on a HyperPod node (hpod HpodStartSession + a WebSocket stream)\n\n"
+         "SYNOPSIS\n"
+         "  hpod start-session\n"
+         "    --target <value>\n"
+         "    [--command <value>]\n"
+         "    [--reason <value>]\n\n"
+         "OPTIONS\n"
+         "  --target (string) [required]\n"
+         "      sagemaker-cluster:<cluster-id>_<instance-group-name>-<instance-id>, e.g.\n"
+         "      sagemaker-cluster:a1b2c3d4e5f6_workers-i-0123456789abcdef0 (the cluster id is\n"
+         "      the last part of the ClusterArn; see describe-cluster and list-cluster-nodes).\n"
+         "  --command (string)\n"
+         "      Run `bash -lc <command>` instead of an interactive login shell. Its output is\n"
+         "      written to stdout as it comes; stdin is relayed when it is not a terminal.\n"
+         "  --reason (string)\n"
+         "      Accepted for compatibility with `aws ssm start-session`; not used.\n\n"
+         "Without --command the session is interactive: a terminal stdin is put into raw\n"
+         "mode (every key, Ctrl-C included, goes to the node) and the window size follows\n"
+         "the local terminal. The session ends when the remote shell or command exits;\n"
+         "hpod exits with its status. \"Starting session with SessionId: <id>\" and, for\n"
+         "interactive sessions, \"Exiting session with sessionId: <id>.\" go to stderr.\n"
+         "An error reported by the node, a refused or lost connection exit with 255.\n";
+}
+
+std::string LogsHelp() {
+  return "NAME\n"
+         "  logs - print a cluster node's log (hpod HpodGetNodeLogs)\n\n"
+         "SYNOPSIS\n"
+         "  hpod logs\n"
+         "    --cluster-name <value>\n"
+         "    --node-id <value>\n"
+         "    [--stream <value>]\n"
+         "    [--follow]\n\n"
+         "OPTIONS\n"
+         "  --cluster-name (string) [required]\n"
+         "      The cluster's name or ARN.\n"
+         "  --node-id (string) [required]\n"
+         "      The instance id, e.g. i-0123456789abcdef0 (see list-cluster-nodes).\n"
+         "  --stream (string)\n"
+         "      Possible values: LifecycleConfig | Agent\n"
+         "      LifecycleConfig (the default) is the output of the lifecycle scripts\n"
+         "      (OnCreate); Agent is the node agent's own log.\n"
+         "  --follow (boolean)\n"
+         "      Keep printing new lines as they arrive (polls every second) until\n"
+         "      interrupted with Ctrl-C.\n\n"
+         "The log is printed as it is, without any formatting; --output and --query do\n"
+         "not apply.\n";
 }
 
 }  // namespace hpod::cli

@@ -19,6 +19,9 @@ std::string TopLevelHelp();
 std::string OperationHelp(const api::Operation& op);
 // `hpod wait help` (waiter empty) and `hpod wait <waiter> help`.
 std::string WaitHelp(std::string_view waiter);
+// `hpod start-session help` and `hpod logs help`.
+std::string StartSessionHelp();
+std::string LogsHelp();
 
 // awscli's shorthand example for a flag of shape `shape`, e.g.
 // "SourceS3Uri=string,OnCreate=string,OnInitComplete=string"; empty when the shape

@@ -1,15 +1,14 @@
 #include "hpod/cli/main.h"
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <chrono>
 
 #include "hpod/api/model.h"
 #include "hpod/cli/args.h"
 #include "hpod/cli/help.h"
+#include "hpod/cli/logs.h"
 #include "hpod/cli/output.h"
 #include "hpod/cli/params.h"
+#include "hpod/cli/session.h"
 #include "hpod/cli/wait.h"
 
 #ifndef HPOD_VERSION
@@ -93,6 +92,10 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
     case Invocation::Kind::kHelp:
       if (inv.help_topic.empty()) {
         out << TopLevelHelp();
+      } else if (inv.help_topic == "start-session") {
+        out << StartSessionHelp();
+      } else if (inv.help_topic == "logs") {
+        out << LogsHelp();
       } else if (inv.help_topic.rfind("wait", 0) == 0) {
         out << WaitHelp(inv.help_topic.size() > 5 ? inv.help_topic.substr(5) : "");
       } else if (const api::Operation* op = FindOperationByVerb(inv.help_topic)) {
@@ -132,6 +135,20 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
       out << FormatResponse(fmt, sample);
       return kExitOk;
     }
+  }
+
+  if (inv.kind == Invocation::Kind::kStartSession) {
+    const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodStartSession");
+    if (op == nullptr) return Fail(err, kExitOther, "the model has no HpodStartSession operation");
+    Status valid = ValidateParams(*op->input, inv.session_request);
+    if (!valid.ok()) return Fail(err, kExitUsage, valid.message());
+  }
+  if (inv.kind == Invocation::Kind::kLogs) {
+    const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodGetNodeLogs");
+    if (op == nullptr) return Fail(err, kExitOther, "the model has no HpodGetNodeLogs operation");
+    Json params = {{"ClusterName", inv.cluster_name}, {"NodeId", inv.node_id}};
+    Status valid = ValidateParams(*op->input, params);
+    if (!valid.ok()) return Fail(err, kExitUsage, valid.message());
   }
 
   ApiClientOptions options;
@@ -178,6 +195,43 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
     if (!done.ok()) return Fail(err, kExitOther, done.message());
     return kExitOk;
   }
+  if (inv.kind == Invocation::Kind::kStartSession) {
+    if (!rt.make_session_connector) return Fail(err, kExitOther, "Sessions are not supported here");
+    StartSessionOptions start;
+    start.target = inv.session_request.value("Target", std::string());
+    if (inv.session_request.contains("Command")) {
+      start.command = inv.session_request["Command"].get<std::string>();
+    }
+    start.endpoint_url = settings->endpoint_url;
+    SessionIo io;
+    io.stdin_fd = rt.stdin_fd;
+    io.stdout_fd = rt.stdout_fd;
+    io.stdin_is_tty = rt.stdin_is_tty;
+    io.err = &err;
+    io.connect = rt.make_session_connector(http_options.connect_timeout);
+    io.poll_interval = rt.session_poll_interval;
+    // The session writes to the stdout fd directly; nothing buffered may follow it.
+    out.flush();
+    StatusOr<int> code = RunStartSession(*session.client, start, io);
+    if (!code.ok()) {
+      return Fail(err, code.status().aws_type().empty() ? kExitOther : kExitService,
+                  code.status().message());
+    }
+    return *code;
+  }
+  if (inv.kind == Invocation::Kind::kLogs) {
+    LogsOptions logs;
+    logs.cluster_name = inv.cluster_name;
+    logs.node_id = inv.node_id;
+    logs.stream = inv.log_stream;
+    logs.follow = inv.follow;
+    logs.max_calls = rt.logs_max_calls;
+    Status done = FollowNodeLogs(*session.client, logs, sleeper, out);
+    if (!done.ok()) {
+      return Fail(err, done.aws_type().empty() ? kExitOther : kExitService, done.message());
+    }
+    return kExitOk;
+  }
   return RunOperation(inv, *settings, *format, session, rt);
 }
 
@@ -196,28 +250,6 @@ int Run(const std::vector<std::string>& args, const Runtime& runtime) {
   int code = RunParsed(*inv, runtime);
   runtime.out->flush();
   return code;
-}
-
-int Main(int argc, const char* const* argv, const char* const* envp, std::ostream& out,
-         std::ostream& err) {
-  Runtime rt;
-  for (const char* const* e = envp; e != nullptr && *e != nullptr; ++e) {
-    std::string entry(*e);
-    size_t eq = entry.find('=');
-    if (eq != std::string::npos) rt.env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  rt.out = &out;
-  rt.err = &err;
-  rt.stderr_is_tty = ::isatty(STDERR_FILENO) == 1;
-  // awscli measures the terminal behind stdout and falls back to 80 columns.
-  winsize ws{};
-  if (::isatty(STDOUT_FILENO) == 1 && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
-      ws.ws_col > 0) {
-    rt.terminal_width = ws.ws_col;
-  }
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  return Run(args, rt);
 }
 
 }  // namespace hpod::cli

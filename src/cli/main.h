@@ -12,8 +12,10 @@
 // Thread contract: Run() uses only what it is given and may run concurrently with
 // other Run() calls that are given different streams and fakes.
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "hpod/base/clock.h"
 #include "hpod/cli/client.h"
 #include "hpod/cli/config.h"
+#include "hpod/cli/session.h"
 #include "hpod/http/client.h"
 
 namespace hpod::cli {
@@ -43,13 +46,25 @@ struct Runtime {
   const Clock* clock = nullptr;    // unset = RealClock
   Sleeper* sleeper = nullptr;      // unset = RealSleeper
   std::function<double()> random;  // backoff jitter; unset = seeded PRNG
+
+  // start-session: the local terminal side (fds 0 and 1 unless a test gives pipes)
+  // and how the session stream is opened, given the connect timeout. Unset, the
+  // command fails: Main() installs the WebSocket one (RealSessionConnector).
+  int stdin_fd = 0;
+  int stdout_fd = 1;
+  bool stdin_is_tty = false;
+  std::function<SessionConnector(std::chrono::milliseconds connect_timeout)> make_session_connector;
+  std::chrono::milliseconds session_poll_interval{500};
+  // logs --follow: stop after this many calls (a test seam; unset = until Ctrl-C).
+  std::optional<int64_t> logs_max_calls;
 };
 
 // Runs `hpod <args...>` (args exclude the program name); returns the exit code.
 int Run(const std::vector<std::string>& args, const Runtime& runtime);
 
-// The production entry point: the real environment (`envp`), terminal detection on
-// file descriptors 1 and 2, libcurl, the real clock.
+// The production entry point (entry.cc, so that tests need not link the WebSocket
+// client): the real environment (`envp`), terminal detection on file descriptors
+// 0, 1 and 2, libcurl, WebSockets, the real clock.
 int Main(int argc, const char* const* argv, const char* const* envp, std::ostream& out,
          std::ostream& err);
 

@@ -57,12 +57,17 @@ StatusOr<std::string> ApiServer::StoreSecrets::SecretFor(std::string_view access
   return secret;
 }
 
-ApiServer::ApiServer(store::Store& store, ClusterApi& api, const Clock& clock,
+ApiServer::ApiServer(store::Store& store, ClusterApi& api, NodeApi& node_api, const Clock& clock,
                      ApiServerOptions options)
-    : store_(store), api_(api), clock_(clock), options_(std::move(options)), secrets_(store) {}
+    : store_(store),
+      api_(api),
+      node_api_(node_api),
+      clock_(clock),
+      options_(std::move(options)),
+      secrets_(store) {}
 
-StatusOr<store::Role> ApiServer::Authenticate(const http::Request& request) {
-  if (options_.insecure_no_auth) return store::Role::kAdmin;
+StatusOr<ApiServer::Identity> ApiServer::Authenticate(const http::Request& request) {
+  if (options_.insecure_no_auth) return Identity{store::Role::kAdmin, ""};
   auth::SignableRequest sr;
   sr.method = request.method;
   sr.target = request.target;
@@ -83,13 +88,14 @@ StatusOr<store::Role> ApiServer::Authenticate(const http::Request& request) {
                "body or use header authentication")
         .WithAwsType("InvalidSignatureException");
   }
-  store::Role role = store::Role::kUser;
+  Identity who;
+  who.access_key_id = caller.access_key_id;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(auto key, tx.GetAccessKey(caller.access_key_id));
-    role = key.role;
+    who.role = key.role;
     return OkStatus();
   }));
-  return role;
+  return who;
 }
 
 http::Response ApiServer::Handle(const http::Request& request) {
@@ -118,7 +124,7 @@ http::Response ApiServer::Handle(const http::Request& request) {
                                     request.HeaderValue("Content-Type"), request.body);
   if (!decoded.ok()) return ErrorResponse(decoded.status(), request_id, target);
   const std::string& op = decoded->operation->name;
-  if (*role != store::Role::kAdmin && !ClusterApi::IsReadOnly(op)) {
+  if (role->role != store::Role::kAdmin && !ClusterApi::IsReadOnly(op)) {
     return ErrorResponse(
         PermissionDeniedError("The access key is not authorized to perform: sagemaker:" + op +
                               " (its role is 'user', which may only read; use an admin key)")
@@ -127,14 +133,21 @@ http::Response ApiServer::Handle(const http::Request& request) {
   }
   StatusOr<nlohmann::ordered_json> result = InternalError("not run");
   try {
-    result = api_.Call(*decoded->operation, decoded->input);
+    if (NodeApi::Handles(op)) {
+      result = node_api_.Call(*decoded->operation, decoded->input,
+                              Caller{role->access_key_id, std::string(request.HeaderValue("Host"))});
+    } else {
+      result = api_.Call(*decoded->operation, decoded->input);
+    }
   } catch (const std::exception& e) {
     // A handler defect must cost one request, not the daemon.
     result = InternalError(std::string("handler threw: ") + e.what());
   }
   if (!result.ok()) return ErrorResponse(result.status(), request_id, op);
   spdlog::debug("request {} {} ok", request_id, op);
-  return JsonResponse(200, result->dump(), request_id);
+  // Node logs may hold bytes that are not UTF-8; they are replaced, not fatal.
+  return JsonResponse(200, result->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                      request_id);
 }
 
 }  // namespace hpod::controlplane

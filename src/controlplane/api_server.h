@@ -14,6 +14,7 @@
 #include "hpod/auth/sigv4.h"
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/node_api.h"
 #include "hpod/http/message.h"
 #include "hpod/store/store.h"
 
@@ -29,7 +30,9 @@ struct ApiServerOptions {
 
 class ApiServer {
  public:
-  ApiServer(store::Store& store, ClusterApi& api, const Clock& clock, ApiServerOptions options);
+  // `node_api` serves hpod's own Hpod* operations.
+  ApiServer(store::Store& store, ClusterApi& api, NodeApi& node_api, const Clock& clock,
+            ApiServerOptions options);
 
   http::Response Handle(const http::Request& request);
 
@@ -43,11 +46,16 @@ class ApiServer {
     store::Store& store_;
   };
 
-  // Returns the caller's role, or an auth error.
-  StatusOr<store::Role> Authenticate(const http::Request& request);
+  struct Identity {
+    store::Role role = store::Role::kUser;
+    std::string access_key_id;
+  };
+  // Returns who called, or an auth error.
+  StatusOr<Identity> Authenticate(const http::Request& request);
 
   store::Store& store_;
   ClusterApi& api_;
+  NodeApi& node_api_;
   const Clock& clock_;
   const ApiServerOptions options_;
   StoreSecrets secrets_;

@@ -97,7 +97,8 @@ ClusterApi::ClusterApi(store::Store& store, const Clock& clock, const ControlPla
 bool ClusterApi::IsReadOnly(const std::string& op) {
   static const std::set<std::string> kReadOnly = {"DescribeCluster",   "ListClusters",
                                                   "ListClusterNodes",  "DescribeClusterNode",
-                                                  "ListClusterEvents", "DescribeClusterEvent"};
+                                                  "ListClusterEvents", "DescribeClusterEvent",
+                                                  "HpodStartSession",  "HpodGetNodeLogs"};
   return kReadOnly.count(op) > 0;
 }
 

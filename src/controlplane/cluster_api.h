@@ -31,8 +31,13 @@ class ClusterApi {
   StatusOr<nlohmann::ordered_json> Call(const api::Operation& operation,
                                         const nlohmann::json& request);
 
-  // Operations that change nothing (allowed to `user` keys).
+  // Operations allowed to `user` keys: those that change nothing, and opening a
+  // shell session on a node.
   static bool IsReadOnly(const std::string& operation);
+
+  // Resolves a ClusterNameOrArn member; kNotFound in SageMaker's words.
+  static StatusOr<store::ClusterRecord> FindCluster(store::ReadTx& tx,
+                                                    const std::string& name_or_arn);
 
  private:
   using Result = StatusOr<nlohmann::ordered_json>;
@@ -46,9 +51,6 @@ class ClusterApi {
   Result BatchDeleteClusterNodes(const nlohmann::json& req);
   Result ListClusterEvents(const nlohmann::json& req);
   Result DescribeClusterEvent(const nlohmann::json& req);
-
-  // Resolves a ClusterNameOrArn member; kNotFound in SageMaker's words.
-  StatusOr<store::ClusterRecord> FindCluster(store::ReadTx& tx, const std::string& name_or_arn);
 
   store::Store& store_;
   const Clock& clock_;

@@ -59,9 +59,15 @@ struct ClusterReconciler::Observation {
   std::string hostname;
 };
 
-ClusterReconciler::ClusterReconciler(store::Store& store, provider::Provider* provider,
-                                     const Clock& clock, const ControlPlaneOptions& options)
-    : store_(store), provider_(provider), clock_(clock), options_(options) {}
+ClusterReconciler::ClusterReconciler(
+    store::Store& store, provider::Provider* provider, const Clock& clock,
+    const ControlPlaneOptions& options,
+    std::function<std::string(const std::string&)> bootstrap_token)
+    : store_(store),
+      provider_(provider),
+      clock_(clock),
+      options_(options),
+      bootstrap_token_(std::move(bootstrap_token)) {}
 
 WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
   Status s = PlanNodes(cluster_id);
@@ -159,12 +165,16 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
   ClusterRecord c;
   std::vector<GroupRecord> groups;
   std::vector<NodeRecord> nodes;
+  std::map<std::string, store::AgentRecord> agents;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
     HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
     HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(cluster_id));
+    for (auto& a : list) agents[a.instance_id] = std::move(a);
     return OkStatus();
   }));
+  const bool agents_decide = provider_ != nullptr && provider_->RunsAgents();
   std::map<std::string, const GroupRecord*> gmap;
   for (const auto& g : groups) gmap[g.name] = &g;
 
@@ -218,6 +228,7 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
         spec.group_spec = git->second->spec;
         spec.instance_type = git->second->spec.value("InstanceType", "");
       }
+      if (bootstrap_token_) spec.bootstrap_token = bootstrap_token_(n.instance_id);
       Status s = provider_->Launch(spec);
       if (s.code() == StatusCode::kResourceExhausted) {
         o.status = "Failure";
@@ -252,6 +263,29 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
           break;
         case provider::NodeState::kRunning:
           o.status = "Running";
+          if (agents_decide) {
+            // The machine is up; the node is Running once its lifecycle scripts
+            // succeeded, as on HyperPod.
+            auto a = agents.find(n.instance_id);
+            double age = clock_.NowEpochSeconds() - n.launch_time;
+            if (a != agents.end() && a->second.lifecycle_state == "Succeeded") {
+              o.status = "Running";
+            } else if (a != agents.end() && a->second.lifecycle_state == "Failed") {
+              o.status = "Failure";
+              o.message = a->second.lifecycle_message;
+            } else if (a == agents.end() && n.status == "Pending" &&
+                       age > options_.agent_register_timeout.count()) {
+              o.status = "Failure";
+              o.message = "The hpod agent on the instance did not register with hpodd within " +
+                          std::to_string(options_.agent_register_timeout.count()) +
+                          " seconds (see `hpod logs --stream Agent` and the node's "
+                          "node-init.log)";
+            } else if (n.status == "Running") {
+              o.status = "Running";  // a running node whose agent reconnects stays Running
+            } else {
+              o.status = "Pending";
+            }
+          }
           break;
         case provider::NodeState::kFailed:
           o.status = "Failure";

@@ -17,6 +17,7 @@
 // WorkQueue guarantees one call per cluster at a time. No lock is held across a
 // provider call.
 
+#include <functional>
 #include <string>
 
 #include "hpod/base/clock.h"
@@ -30,8 +31,11 @@ namespace hpod::controlplane {
 class ClusterReconciler {
  public:
   // `provider` may be null: then every launch fails with a message saying so.
+  // `bootstrap_token` gives the one-time agent token for an instance id (needed
+  // when the provider runs agents).
   ClusterReconciler(store::Store& store, provider::Provider* provider, const Clock& clock,
-                    const ControlPlaneOptions& options);
+                    const ControlPlaneOptions& options,
+                    std::function<std::string(const std::string&)> bootstrap_token = nullptr);
 
   WorkQueue::Result Reconcile(const std::string& cluster_id);
 
@@ -46,6 +50,7 @@ class ClusterReconciler {
   provider::Provider* const provider_;
   const Clock& clock_;
   const ControlPlaneOptions options_;
+  const std::function<std::string(const std::string&)> bootstrap_token_;
 };
 
 // HyperPod's FailureMessage for a node that failed to provision.

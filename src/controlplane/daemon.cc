@@ -12,6 +12,10 @@ std::string StorePath(const std::string& data_dir) {
   return (std::filesystem::path(data_dir) / "state.db").string();
 }
 
+std::string AgentSocketPath(const std::string& data_dir) {
+  return (std::filesystem::path(data_dir) / "agent.sock").string();
+}
+
 namespace {
 
 // The pagination secret lives in the store so tokens survive restarts.
@@ -45,25 +49,80 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   }
   HPOD_ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({path}));
   HPOD_ASSIGN_OR_RETURN(std::string secret, PageSecret(*d->store_));
+  d->logs_ = std::make_unique<NodeLogs>(
+      NodeLogsOptions{(std::filesystem::path(options.data_dir) / "logs").string()});
   d->provider_ = std::move(provider);
+  Daemon* self = d.get();
+  std::function<std::string(const std::string&)> bootstrap_token;
+  if (d->provider_ != nullptr && d->provider_->RunsAgents()) {
+    HPOD_ASSIGN_OR_RETURN(std::string key, AgentService::BootstrapKey(*d->store_));
+    AgentServiceOptions agent_options = options.agents;
+    if (!options.agents.s3.endpoint.empty()) {
+      // Local nodes see the directory of hpodd's agent socket at /run/hpod (the
+      // local provider's layout), so the relay's socket sits beside it.
+      std::string agent_socket = options.agent_socket.empty()
+                                     ? AgentSocketPath(options.data_dir)
+                                     : options.agent_socket;
+      std::filesystem::path relay =
+          std::filesystem::path(agent_socket).parent_path() / "s3.sock";
+      HPOD_ASSIGN_OR_RETURN(d->s3_relay_,
+                            S3Relay::Start(relay.string(), options.agents.s3.endpoint));
+      agent_options.s3.relay_socket = "/run/hpod/s3.sock";
+    }
+    d->agents_ = std::make_unique<AgentService>(
+        *d->store_, *d->logs_, clock, agent_options, key,
+        [self](const std::string& cluster_id) { self->queue_->Add(cluster_id); });
+    bootstrap_token = [self](const std::string& id) { return self->agents_->BootstrapToken(id); };
+  }
   d->reconciler_ = std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
-                                                       options.control_plane);
+                                                       options.control_plane, bootstrap_token);
   WorkQueueOptions qo;
   qo.workers = options.reconcile_workers;
-  Daemon* self = d.get();
   d->queue_ = std::make_unique<WorkQueue>(
       clock, qo, [self](const std::string& key) { return self->reconciler_->Reconcile(key); });
   d->api_ =
       std::make_unique<ClusterApi>(*d->store_, clock, options.control_plane, PageTokenCodec(secret),
                                    [self](const std::string& id) { self->queue_->Add(id); });
+  d->node_api_ = std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_);
   ApiServerOptions ao;
   ao.insecure_no_auth = options.insecure_no_auth;
-  d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, clock, ao);
+  d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, *d->node_api_, clock, ao);
+  if (d->agents_ != nullptr) {
+    // Agents dial in over a Unix socket: reachable from every local node (the
+    // filesystem is shared) without opening a port on any network.
+    http::ServerOptions so;
+    so.unix_path = options.agent_socket.empty() ? AgentSocketPath(options.data_dir)
+                                                : options.agent_socket;
+    HPOD_ASSIGN_OR_RETURN(
+        d->agent_server_,
+        http::Server::Start(
+            so,
+            [](const http::Request&) {
+              http::Response r;
+              r.status = 404;
+              r.body = "hpod agent endpoint: WebSocket upgrades only";
+              return r;
+            },
+            [self](const http::Request& r, std::shared_ptr<http::WebSocket> ws) {
+              return self->agents_->HandleAgentUpgrade(r, std::move(ws));
+            }));
+    spdlog::info("hpodd serving node agents on unix:{}", so.unix_path);
+  }
   d->queue_->Start();
   d->resync_ = std::thread([self] { self->ResyncLoop(); });
-  HPOD_ASSIGN_OR_RETURN(d->server_, http::Server::Start(options.http, [self](const auto& r) {
-                          return self->api_server_->Handle(r);
-                        }));
+  HPOD_ASSIGN_OR_RETURN(
+      d->server_,
+      http::Server::Start(
+          options.http, [self](const auto& r) { return self->api_server_->Handle(r); },
+          [self](const http::Request& r, std::shared_ptr<http::WebSocket> ws) -> http::UpgradeResult {
+            if (self->agents_ == nullptr) {
+              http::Response resp;
+              resp.status = 404;
+              resp.body = "hpodd runs no node agents, so it has no sessions";
+              return resp;
+            }
+            return self->agents_->HandleClientSessionUpgrade(r, std::move(ws));
+          }));
   spdlog::info("hpodd serving the SageMaker cluster API on {}:{} (auth: {})", options.http.address,
                d->server_->port(),
                options.insecure_no_auth ? "DISABLED (--insecure-no-auth)" : "SigV4");
@@ -93,7 +152,10 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
     stopping_ = true;
   }
   cv_.notify_all();
+  if (agents_) agents_->Shutdown();
   if (server_) server_->Shutdown(grace);
+  if (agent_server_) agent_server_->Shutdown(grace);
+  if (s3_relay_) s3_relay_->Shutdown();
   if (resync_.joinable()) resync_.join();
   if (queue_) queue_->Stop();
   spdlog::info("hpodd stopped");

@@ -16,10 +16,14 @@
 
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
+#include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/api_server.h"
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/cluster_reconciler.h"
+#include "hpod/controlplane/node_api.h"
+#include "hpod/controlplane/node_logs.h"
 #include "hpod/controlplane/options.h"
+#include "hpod/controlplane/s3_relay.h"
 #include "hpod/controlplane/work_queue.h"
 #include "hpod/http/server.h"
 #include "hpod/provider/provider.h"
@@ -34,6 +38,10 @@ struct DaemonOptions {
   ControlPlaneOptions control_plane;
   bool insecure_no_auth = false;
   int reconcile_workers = 2;
+  // Node agents (used when the provider runs agents).
+  AgentServiceOptions agents;
+  // The agents' listener: a Unix socket (empty: <data_dir>/agent.sock).
+  std::string agent_socket;
 };
 
 class Daemon {
@@ -56,11 +64,16 @@ class Daemon {
   const Clock* clock_ = nullptr;
   // Members in dependency order: each may use the ones above it.
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<NodeLogs> logs_;
   std::unique_ptr<provider::Provider> provider_;
+  std::unique_ptr<AgentService> agents_;  // null unless the provider runs agents
   std::unique_ptr<ClusterReconciler> reconciler_;
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<ClusterApi> api_;
+  std::unique_ptr<NodeApi> node_api_;
   std::unique_ptr<ApiServer> api_server_;
+  std::unique_ptr<http::Server> agent_server_;
+  std::unique_ptr<S3Relay> s3_relay_;
   std::unique_ptr<http::Server> server_;
 
   std::mutex mu_;
@@ -71,5 +84,7 @@ class Daemon {
 
 // Path of the store inside a data dir.
 std::string StorePath(const std::string& data_dir);
+// Default path of the agents' Unix socket inside a data dir.
+std::string AgentSocketPath(const std::string& data_dir);
 
 }  // namespace hpod::controlplane

@@ -21,6 +21,9 @@ struct ControlPlaneOptions {
   // How often every cluster is reconciled even without a change (level-triggered
   // safety net for anything missed, e.g. a node that died silently).
   std::chrono::milliseconds resync_interval{30000};
+  // A node whose machine is up but whose agent has not registered within this
+  // time fails to provision (the agent could not start or reach hpodd).
+  std::chrono::seconds agent_register_timeout{120};
 };
 
 }  // namespace hpod::controlplane

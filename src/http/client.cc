@@ -106,6 +106,10 @@ StatusOr<Response> Client::Send(const std::string& url, const Request& request) 
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(impl_->options.connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(impl_->options.timeout.count()));
+  if (!impl_->options.unix_socket_path.empty()) {
+    // curl copies the string; reset above clears it again on the next call.
+    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, impl_->options.unix_socket_path.c_str());
+  }
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &response.body);

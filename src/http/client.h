@@ -19,6 +19,9 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   // Whole-request limit.
   std::chrono::milliseconds timeout{60000};
+  // Connect through this Unix-domain socket instead of TCP; the URL's host is then
+  // only used for the Host header (hpodd's agent listener, `<data_dir>/agent.sock`).
+  std::string unix_socket_path;
 };
 
 class Client {

@@ -1,11 +1,13 @@
 #include "hpod/http/server.h"
 
 #include <sys/resource.h>
+#include <sys/types.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <iterator>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 // Boost 1.74's Asio uses std::exchange without including <utility> (an error under
@@ -34,7 +37,6 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
@@ -42,14 +44,23 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include "hpod/http/server_internal.h"
+#include "hpod/http/websocket.h"
 
 namespace hpod::http {
-namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-using tcp = asio::ip::tcp;
+
+namespace {
+
+using internal::BeastRequest;
+using internal::FormatEndpoint;
+using internal::Protocol;
+using internal::Stream;
 
 // How many bytes the idle wait reads at once; the rest of a request follows through
 // the parser.
@@ -86,13 +97,6 @@ void RaiseFileLimitOnce() {
   });
 }
 
-std::string FormatEndpoint(const tcp::endpoint& endpoint) {
-  const asio::ip::address& address = endpoint.address();
-  std::string host = address.to_string();
-  if (address.is_v6()) host = "[" + host + "]";
-  return host + ":" + std::to_string(endpoint.port());
-}
-
 bool HasLineBreakOrNul(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
@@ -122,14 +126,18 @@ class Session;
 // connection ahead of it in Asio's queue, once per step (accept, each read, the
 // write), so under load some connections waited 20x the median; the queue gives
 // every request the same wait: the requests ahead of it, once.
-class ServerCore {
+//
+// WebSocket connections (server_websocket.cc) register here too, so that
+// open_connections counts them and Shutdown closes them; they never enter the queue.
+class ServerCore final : public internal::ConnectionRegistry {
  public:
-  ServerCore(ServerOptions options, Handler handler)
+  ServerCore(ServerOptions options, Handler handler, UpgradeHandler upgrade_handler)
       : options_(std::move(options)),
         handler_(std::move(handler)),
+        upgrade_handler_(std::move(upgrade_handler)),
         acceptor_(asio::make_strand(ioc_)),
         accept_backoff_(acceptor_.get_executor()) {}
-  ~ServerCore() {
+  ~ServerCore() override {
     // Destroying the server from its own handler would free the io_context under
     // the running thread.
     HPOD_CHECK(!OnIoThread());
@@ -149,22 +157,28 @@ class ServerCore {
 
   void Shutdown(std::chrono::milliseconds grace);
 
-  const ServerOptions& options() const { return options_; }
-  bool stopping() const { return stopping_flag_.load(std::memory_order_acquire); }
+  const ServerOptions& options() const override { return options_; }
+  bool stopping() const override { return stopping_flag_.load(std::memory_order_acquire); }
+  std::optional<uint64_t> Register(std::weak_ptr<internal::Connection> connection) override;
+  void Unregister(uint64_t id) override;
+
+  // Whether upgrade requests go to an UpgradeHandler (else to the handler).
+  bool accepts_upgrades() const { return static_cast<bool>(upgrade_handler_); }
   // Runs the handler; a throwing handler becomes a 500 InternalFailure.
   Response Invoke(const Request& request) noexcept;
+  // Runs the upgrade handler; a throwing one refuses with a 500 InternalFailure.
+  UpgradeResult InvokeUpgrade(const Request& request, std::shared_ptr<WebSocket> socket) noexcept;
   // Queues a session whose request is complete; a handler thread calls its Handle().
   // False once the handler threads are stopping (the session should close).
   bool Enqueue(std::shared_ptr<Session> session);
-  void Unregister(uint64_t id);
 
  private:
   void Accept();
-  void OnAccept(beast::error_code ec, tcp::socket socket);
+  void OnAccept(beast::error_code ec, Protocol::socket socket);
   // Stops accepting and tells every session to finish its current request and close.
   // Non-blocking and idempotent.
   void BeginStop();
-  std::vector<std::shared_ptr<Session>> LiveSessions();
+  std::vector<std::shared_ptr<internal::Connection>> LiveSessions();
   bool OnIoThread() const;
   void HandlerLoop();
   // Drops the queued requests and joins the handler threads (after each finishes
@@ -173,13 +187,16 @@ class ServerCore {
 
   const ServerOptions options_;
   const Handler handler_;
+  const UpgradeHandler upgrade_handler_;
   uint16_t port_ = 0;  // written by Listen before any thread runs
+  // The Unix socket file this server created (removed by Shutdown if still ours).
+  std::optional<ino_t> unix_inode_;
 
   mutable std::mutex mu_;
   std::condition_variable sessions_changed_;
-  bool stopping_ = false;                                          // GUARDED_BY(mu_)
-  uint64_t next_session_id_ = 0;                                   // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                                                       // GUARDED_BY(mu_)
+  uint64_t next_session_id_ = 0;                                                // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, std::weak_ptr<internal::Connection>> sessions_;  // GUARDED_BY(mu_)
   // Mirrors stopping_ for the sessions' lock-free checks.
   std::atomic<bool> stopping_flag_{false};
   std::atomic<uint64_t> accepted_{0};
@@ -192,7 +209,7 @@ class ServerCore {
   // io_context is destroyed hold the last references to their sessions, whose
   // destructors call Unregister.
   asio::io_context ioc_;
-  tcp::acceptor acceptor_;             // used on its strand only
+  internal::Acceptor acceptor_;        // used on its strand only
   asio::steady_timer accept_backoff_;  // same strand as acceptor_
   bool accept_failing_ = false;        // same strand as acceptor_
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
@@ -213,47 +230,86 @@ class ServerCore {
 thread_local const ServerCore* tls_io_server = nullptr;
 
 // One accepted connection: reads requests, calls the handler, writes responses,
-// until the peer leaves, a limit is hit, or the server stops.
+// until the peer leaves, a limit is hit, or the server stops. An accepted WebSocket
+// upgrade hands the stream over to a WebSocket connection (server_websocket.cc) and
+// the session ends.
 //
 // Thread contract: Start/OnServerStopping/ForceClose may be called from any thread
 // (they post to the session's strand); Handle runs on a handler thread while the
 // session is kHandling (nothing on the strand touches request_ then); everything else
 // runs on that strand.
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public internal::Connection, public std::enable_shared_from_this<Session> {
  public:
-  Session(ServerCore* server, uint64_t id, tcp::socket socket)
+  Session(ServerCore* server, uint64_t id, Protocol::socket socket)
       : server_(server), id_(id), stream_(std::move(socket)) {
     beast::error_code ec;
-    tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
+    Protocol::endpoint remote = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_address_ = FormatEndpoint(remote);
   }
-  ~Session() { server_->Unregister(id_); }
+  ~Session() override { server_->Unregister(id_); }
 
   void Start() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
+    asio::dispatch(executor_, [self = shared_from_this()] { self->WaitForRequest(); });
   }
   // Idle connections close now; one in the middle of a request finishes it first.
-  void OnServerStopping() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (self->state_ == State::kIdle) self->stream_.close();
+  // The executor is copied first: after a handover stream_ is empty.
+  void OnServerStopping() override {
+    asio::post(executor_, [self = shared_from_this()] {
+      if (self->state_ == State::kIdle) self->Close();
     });
   }
-  void ForceClose() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->stream_.close(); });
+  void ForceClose() override {
+    asio::post(executor_, [self = shared_from_this()] { self->Close(); });
   }
 
   // On a handler thread: runs the handler on the queued request and posts the
   // response back to the strand.
   void Handle() {
+    if (upgrade_request_) return HandleUpgrade();
     Response response = server_->Invoke(request_);
-    asio::post(stream_.get_executor(),
-               [self = shared_from_this(), response = std::move(response)]() mutable {
-                 self->Respond(std::move(response));
-               });
+    asio::post(executor_, [self = shared_from_this(), response = std::move(response)]() mutable {
+      self->Respond(std::move(response));
+    });
   }
 
  private:
-  enum class State { kIdle, kReading, kHandling, kWriting, kClosing, kClosed };
+  enum class State { kIdle, kReading, kHandling, kWriting, kClosing, kClosed, kHandedOver };
+
+  // On a handler thread: the UpgradeHandler decides; a refusal is written as an
+  // ordinary response, an acceptance hands the stream over on the strand.
+  void HandleUpgrade() {
+    auto socket = std::make_shared<internal::ServerWebSocket>(
+        remote_address_, server_->options().websocket_send_queue_bytes);
+    UpgradeResult result = server_->InvokeUpgrade(request_, socket);
+    if (auto* callbacks = std::get_if<WebSocketCallbacks>(&result)) {
+      asio::post(executor_, [self = shared_from_this(), socket = std::move(socket),
+                             callbacks = std::move(*callbacks)]() mutable {
+        self->BecomeWebSocket(std::move(socket), std::move(callbacks));
+      });
+      return;
+    }
+    socket->Detach();
+    upgrade_request_.reset();
+    Response response = std::move(std::get<Response>(result));
+    if (response.status == 101) {
+      LogError("upgrade handler refused with status 101 on " + request_.target);
+      response = InternalFailure();
+    }
+    asio::post(executor_, [self = shared_from_this(), response = std::move(response)]() mutable {
+      self->Respond(std::move(response));
+    });
+  }
+
+  void BecomeWebSocket(std::shared_ptr<internal::ServerWebSocket> socket,
+                       WebSocketCallbacks callbacks) {
+    // StartWebSocket also refuses while stopping, and calls on_close either way.
+    state_ = State::kHandedOver;
+    request_ = Request();
+    BeastRequest request = std::move(*upgrade_request_);
+    upgrade_request_.reset();
+    internal::StartWebSocket(server_, std::move(socket), std::move(callbacks), std::move(stream_),
+                             std::move(request));
+  }
 
   // Every completion handler has this one type, so each Beast operation is
   // instantiated once rather than once per call site (Beast dominates build time).
@@ -346,6 +402,10 @@ class Session : public std::enable_shared_from_this<Session> {
     request_version_ = version;
     request_keep_alive_ = keep_alive;
     request_head_ = head;
+    // Kept whole: the WebSocket handshake answers it.
+    if (server_->accepts_upgrades() && beast::websocket::is_upgrade(message)) {
+      upgrade_request_.emplace(parser_->release());
+    }
     parser_.reset();
 
     // Handle() runs on a handler thread and posts Respond() back to this strand.
@@ -425,7 +485,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void CloseGracefully() {
     state_ = State::kClosing;
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().shutdown(asio::socket_base::shutdown_send, ec);
     if (ec) return Close();
     buffer_.clear();
     stream_.expires_after(std::min(server_->options().request_timeout, kMaxLinger));
@@ -442,13 +502,15 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Close() {
+    if (state_ == State::kHandedOver) return;  // stream_ is empty
     state_ = State::kClosed;
     stream_.close();
   }
 
   ServerCore* const server_;
   const uint64_t id_;
-  beast::tcp_stream stream_;
+  Stream stream_;
+  const Stream::executor_type executor_ = stream_.get_executor();
   std::string remote_address_;
   State state_ = State::kIdle;
   beast::flat_buffer buffer_;
@@ -461,26 +523,16 @@ class Session : public std::enable_shared_from_this<Session> {
   unsigned request_version_ = 11;
   bool request_keep_alive_ = false;
   bool request_head_ = false;
+  // Set while an upgrade request is handled (from OnRequest to the handover).
+  std::optional<BeastRequest> upgrade_request_;
 };
 
 Status ServerCore::Listen() {
-  beast::error_code ec;
-  // Literal addresses only: a name lookup here would be a blocking call without a
-  // timeout, and "localhost" is the only name worth accepting.
-  std::string text = options_.address == "localhost" ? "127.0.0.1" : options_.address;
-  asio::ip::address address = asio::ip::make_address(text, ec);
-  if (ec) {
-    return InvalidArgumentError("cannot listen on \"" + options_.address + "\": not an IP address");
+  if (options_.unix_path.empty()) {
+    HPOD_ASSIGN_OR_RETURN(port_, internal::ListenTcp(options_.address, options_.port, acceptor_));
+  } else {
+    HPOD_ASSIGN_OR_RETURN(unix_inode_, internal::ListenUnix(options_.unix_path, acceptor_));
   }
-  tcp::endpoint endpoint(address, options_.port);
-  std::string where = FormatEndpoint(endpoint);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
-  port_ = acceptor_.local_endpoint(ec).port();
-  if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
   Accept();
   return OkStatus();
 }
@@ -512,12 +564,12 @@ void ServerCore::StartThreads() {
 }
 
 void ServerCore::Accept() {
-  acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-    OnAccept(ec, std::move(socket));
-  });
+  acceptor_.async_accept(
+      asio::make_strand(ioc_),
+      [this](beast::error_code ec, Protocol::socket socket) { OnAccept(ec, std::move(socket)); });
 }
 
-void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
+void ServerCore::OnAccept(beast::error_code ec, Protocol::socket socket) {
   if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
   if (ec) {
     // Typically EMFILE: retrying at once would spin while nothing changes. Logged
@@ -548,6 +600,14 @@ void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
   Accept();
 }
 
+std::optional<uint64_t> ServerCore::Register(std::weak_ptr<internal::Connection> connection) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return std::nullopt;
+  uint64_t id = next_session_id_++;
+  sessions_.emplace(id, std::move(connection));
+  return id;
+}
+
 void ServerCore::Unregister(uint64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -563,6 +623,18 @@ Response ServerCore::Invoke(const Request& request) noexcept {
     LogError("handler threw on " + request.method + " " + request.target + ": " + e.what());
   } catch (...) {
     LogError("handler threw a non-exception on " + request.method + " " + request.target);
+  }
+  return InternalFailure();
+}
+
+UpgradeResult ServerCore::InvokeUpgrade(const Request& request,
+                                        std::shared_ptr<WebSocket> socket) noexcept {
+  try {
+    return upgrade_handler_(request, std::move(socket));
+  } catch (const std::exception& e) {
+    LogError("upgrade handler threw on " + request.target + ": " + e.what());
+  } catch (...) {
+    LogError("upgrade handler threw a non-exception on " + request.target);
   }
   return InternalFailure();
 }
@@ -610,8 +682,8 @@ void ServerCore::StopHandlers() {
   handler_threads_.clear();
 }
 
-std::vector<std::shared_ptr<Session>> ServerCore::LiveSessions() {
-  std::vector<std::shared_ptr<Session>> live;
+std::vector<std::shared_ptr<internal::Connection>> ServerCore::LiveSessions() {
+  std::vector<std::shared_ptr<internal::Connection>> live;
   std::lock_guard<std::mutex> lock(mu_);
   live.reserve(sessions_.size());
   for (auto& [id, weak] : sessions_) {
@@ -667,12 +739,14 @@ void ServerCore::Shutdown(std::chrono::milliseconds grace) {
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
   joined_ = true;
+  if (unix_inode_) internal::RemoveUnixSocket(options_.unix_path, *unix_inode_);
 }
 
 }  // namespace
 
 struct Server::Impl {
-  Impl(ServerOptions options, Handler handler) : core(std::move(options), std::move(handler)) {}
+  Impl(ServerOptions options, Handler handler, UpgradeHandler upgrade_handler)
+      : core(std::move(options), std::move(handler), std::move(upgrade_handler)) {}
   ServerCore core;
 };
 
@@ -681,13 +755,18 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Handler handler) {
+  return Start(options, std::move(handler), nullptr);
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Handler handler,
+                                                UpgradeHandler upgrade_handler) {
   RaiseFileLimitOnce();
   if (options.threads < 1) return InvalidArgumentError("ServerOptions.threads must be >= 1");
   if (options.handler_threads < 0) {
     return InvalidArgumentError("ServerOptions.handler_threads must be >= 0");
   }
   try {
-    auto impl = std::make_unique<Impl>(options, std::move(handler));
+    auto impl = std::make_unique<Impl>(options, std::move(handler), std::move(upgrade_handler));
     HPOD_RETURN_IF_ERROR(impl->core.Listen());
     impl->core.StartThreads();
     return std::unique_ptr<Server>(new Server(std::move(impl)));

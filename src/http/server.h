@@ -23,6 +23,7 @@
 
 #include "hpod/base/status.h"
 #include "hpod/http/message.h"
+#include "hpod/http/websocket.h"
 
 namespace hpod::http {
 
@@ -33,20 +34,32 @@ struct ServerOptions {
   std::string address = "127.0.0.1";
   // 0 picks a free port (see Server::port()).
   uint16_t port = 0;
+  // When set, the server listens on this pathname Unix-domain socket instead of
+  // `address`/`port` (which are then ignored): a stale socket file there is removed
+  // first, the new one gets mode 0660 and is removed again by Shutdown, port() is 0
+  // and Request::remote_address is "unix". hpodd's agent listener uses it
+  // (`<data_dir>/agent.sock`, reachable from every node namespace because the
+  // filesystem is shared).
+  std::string unix_path;
   // I/O threads (accept, read, parse, write).
   int threads = 2;
   // Threads that run the handler, taking requests in arrival order; 0 means as many
   // as `threads`.
   int handler_threads = 0;
-  // Requests with a larger body get 413; larger headers get 431.
+  // Requests with a larger body get 413; larger headers get 431. Also the largest
+  // WebSocket message accepted (a larger one closes the WebSocket).
   size_t body_limit_bytes = 8 * 1024 * 1024;
   size_t header_limit_bytes = 64 * 1024;
   // A request must arrive completely within this time once its first byte is read.
   std::chrono::milliseconds request_timeout{30000};
   // An idle keep-alive connection is closed after this long.
   std::chrono::milliseconds idle_timeout{300000};
-  // Connections beyond this are accepted and closed immediately.
+  // Connections beyond this are accepted and closed immediately. WebSockets count.
   size_t max_connections = 20000;
+  // A WebSocket whose unsent messages would exceed this (a peer that does not read)
+  // is closed (WebSocket::Send returns false). A single message into an empty queue
+  // is always taken.
+  size_t websocket_send_queue_bytes = 8 * 1024 * 1024;
 };
 
 class Server {
@@ -55,14 +68,21 @@ class Server {
   // address cannot be bound (message names the address and the OS error), and with
   // kInvalidArgument when `address` is neither an IP literal nor "localhost" (no
   // name lookup happens here), `threads` < 1 or `handler_threads` < 0.
+  // Upgrade requests then reach `handler` like any other request.
   static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options, Handler handler);
+  // Also serves WebSockets: an upgrade request (RFC 6455) goes to `upgrade_handler`
+  // on the handler threads, in the same FIFO as the requests; see websocket.h.
+  // WebSockets are exempt from idle_timeout (they stay open for days; the
+  // application's heartbeats detect a dead peer).
+  static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options, Handler handler,
+                                                 UpgradeHandler upgrade_handler);
 
   // Shutdown(0) if not done yet. Must not run inside the handler (or on an I/O thread).
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // The bound port (useful with port 0).
+  // The bound port (useful with port 0); 0 for a Unix-socket listener.
   uint16_t port() const;
   // Number of open connections (for metrics and tests).
   size_t open_connections() const;
@@ -72,6 +92,8 @@ class Server {
 
   // Stops accepting, waits up to `grace` for in-flight requests (queued ones
   // included), closes all connections and joins the I/O and handler threads.
+  // Open WebSockets get a close handshake at once (not a wait for the grace period);
+  // each WebSocket's on_close has run when Shutdown returns.
   // Idempotent. Called from inside the handler it only starts the shutdown (stops
   // accepting, closes idle connections) and returns; a later Shutdown or the
   // destructor, from another thread, waits and joins.

@@ -64,6 +64,9 @@ class Provider {
   virtual StatusOr<NodeObservation> Describe(const std::string& instance_id) = 0;
   // Ids of every node the provider holds for a cluster (for orphan detection).
   virtual StatusOr<std::vector<std::string>> List(const std::string& cluster_id) = 0;
+  // Whether nodes run hpod-agent: then a node is Running only once its agent
+  // reported successful lifecycle scripts, not merely when the machine is up.
+  virtual bool RunsAgents() const { return false; }
   // Restarts the node's processes, keeping its identity, address and local disk
   // (EC2 RebootInstances). The node is kPending until it is up again.
   virtual Status Reboot(const std::string& instance_id) {

@@ -415,6 +415,13 @@ class SqliteTx final : public WriteTx {
     return One<AccessKeyRecord>(s, ReadKey, "access key");
   }
 
+  StatusOr<NodeRecord> GetNodeById(const std::string& instance_id) override {
+    HPOD_ASSIGN_OR_RETURN(Statement s,
+                          Prepare("SELECT ", kNodeCols, " FROM nodes WHERE instance_id=?"));
+    s.Bind(1, instance_id);
+    return One<NodeRecord>(s, ReadNode, "node " + instance_id);
+  }
+
   StatusOr<AgentRecord> GetAgent(const std::string& instance_id) override {
     HPOD_ASSIGN_OR_RETURN(Statement s,
                           Prepare("SELECT ", kAgentCols, " FROM node_agents WHERE instance_id=?"));

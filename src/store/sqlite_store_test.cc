@@ -77,6 +77,8 @@ TEST(SqliteStoreTest, AgentsRoundTripAndGoWithTheirNodeAndCluster) {
   ASSERT_TRUE(store
                   ->Read([&](ReadTx& tx) {
                     HPOD_ASSIGN_OR_RETURN(got, tx.GetAgent("i-1"));
+                    HPOD_ASSIGN_OR_RETURN(NodeRecord n, tx.GetNodeById("i-2"));
+                    EXPECT_EQ(n.cluster_id, "a1");
                     HPOD_ASSIGN_OR_RETURN(all, tx.ListAgents("a1"));
                     return OkStatus();
                   })

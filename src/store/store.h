@@ -79,6 +79,8 @@ class ReadTx {
   virtual StatusOr<std::map<std::string, int>> CountRunningNodes(const std::string& cluster_id) = 0;
   virtual StatusOr<NodeRecord> GetNode(const std::string& cluster_id,
                                        const std::string& instance_id) = 0;
+  // The node with this id in whichever cluster holds it (agents know only their id).
+  virtual StatusOr<NodeRecord> GetNodeById(const std::string& instance_id) = 0;
   virtual StatusOr<std::vector<EventRecord>> QueryEvents(const EventQuery& q) = 0;
   virtual StatusOr<EventRecord> GetEvent(const std::string& cluster_id,
                                          const std::string& event_id) = 0;

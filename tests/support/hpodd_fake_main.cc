@@ -15,7 +15,8 @@
 
 namespace {
 
-std::unique_ptr<hpod::provider::Provider> MakeFake(const hpod::Clock& clock) {
+hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeFake(
+    const hpod::Clock& clock, const hpod::cmd::ProviderContext&) {
   hpod::provider::FakeProviderOptions o;
   if (const char* v = std::getenv("HPOD_FAKE_STATE_DIR")) o.state_dir = v;
   o.pending_for = std::chrono::milliseconds(200);
@@ -30,7 +31,8 @@ std::unique_ptr<hpod::provider::Provider> MakeFake(const hpod::Clock& clock) {
     }
   }
   if (const char* v = std::getenv("HPOD_FAKE_CAPACITY")) o.capacity = std::atoi(v);
-  return std::make_unique<hpod::provider::FakeProvider>(clock, o);
+  return std::unique_ptr<hpod::provider::Provider>(
+      std::make_unique<hpod::provider::FakeProvider>(clock, o));
 }
 
 }  // namespace

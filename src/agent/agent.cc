@@ -1,0 +1,230 @@
+#include "hpod/agent/agent.h"
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "hpod/agent/fs_util.h"
+#include "hpod/agent/session.h"
+
+namespace hpod::agent {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string ReadBootId() {
+  auto text = ReadFile("/proc/sys/kernel/random/boot_id");
+  if (!text.ok()) return "";
+  std::string id = *text;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+std::string Hostname(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Forwards formatted log lines to the channel's outbox. Channel::SendLog never logs,
+// so there is no recursion through this sink.
+class ChannelLogSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit ChannelLogSink(std::shared_ptr<Agent::LogTarget> target) : target_(std::move(target)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    std::lock_guard<std::mutex> lock(target_->mu);
+    if (target_->channel != nullptr) {
+      target_->channel->SendLog("Agent", std::string_view(formatted.data(), formatted.size()));
+    }
+  }
+  void flush_() override {}
+
+ private:
+  const std::shared_ptr<Agent::LogTarget> target_;
+};
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, const Clock& clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      started_(clock_.SteadyNow()),
+      boot_id_(ReadBootId()),
+      lifecycle_(
+          LifecycleRunnerOptions{options_.config_dir, options_.lifecycle_root, options_.state_dir},
+          clock_,
+          [this](const LifecycleStatus& s) {
+            Json message = s.ToJson();
+            message["type"] = "lifecycle";
+            channel_->Send(message);
+          },
+          [this](std::string_view chunk) { channel_->SendLog("LifecycleConfig", chunk); }),
+      commands_(
+          CommandRunnerOptions{options_.max_concurrent_commands, options_.max_queued_commands},
+          [this](Json reply) { channel_->Send(reply); }) {
+  ChannelOptions channel;
+  channel.endpoint = options_.endpoint;
+  channel.instance_id = options_.instance_id;
+  channel.bootstrap_token = options_.bootstrap_token;
+  channel.state_dir = options_.state_dir;
+  channel.backoff_initial = options_.backoff_initial;
+  channel.backoff_max = options_.backoff_max;
+  channel.connect_timeout = options_.connect_timeout;
+  channel.heartbeat_interval = options_.default_heartbeat_interval;
+  channel_ = std::make_unique<Channel>(channel, this);
+  log_target_->channel = channel_.get();
+}
+
+Agent::~Agent() {
+  {
+    // A sink that outlives the agent (it sits in spdlog's logger) goes quiet.
+    std::lock_guard<std::mutex> lock(log_target_->mu);
+    log_target_->channel = nullptr;
+  }
+  Stop();
+  commands_.Shutdown();
+  if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
+  ReapSessions(/*all=*/true);
+}
+
+std::shared_ptr<spdlog::sinks::sink> Agent::MakeLogSink() {
+  return std::make_shared<ChannelLogSink>(log_target_);
+}
+
+int Agent::Run() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.state_dir, ec);
+  if (Status loaded = lifecycle_.LoadState(); !loaded.ok()) {
+    spdlog::warn("ignoring lifecycle state: {}", loaded.ToString());
+  }
+  spdlog::info("hpod-agent {} for {} starting; endpoint {}", kAgentVersion, options_.instance_id,
+               options_.endpoint);
+  Status served = channel_->Run();
+  Stop();
+  commands_.Shutdown();
+  // A script running when the agent stops is left to its timeout (it may be
+  // installing software); Run only returns after it, so the outcome is persisted.
+  if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
+  ReapSessions(/*all=*/true);
+  if (!served.ok()) {
+    spdlog::error("hpod-agent exiting: {}", served.message());
+    return kExitConfig;
+  }
+  return 0;
+}
+
+void Agent::Stop() {
+  stopping_ = true;
+  channel_->Stop();
+}
+
+Json Agent::Hello() {
+  return Json{{"type", "hello"},
+              {"agent_version", std::string(kAgentVersion)},
+              {"hostname", Hostname(options_.hostname)},
+              {"private_ip", options_.private_ip},
+              {"boot_id", boot_id_},
+              {"lifecycle", lifecycle_.status().ToJson()}};
+}
+
+Json Agent::HeartbeatFields() {
+  auto uptime = std::chrono::duration_cast<std::chrono::seconds>(clock_.SteadyNow() - started_);
+  return Json{{"lifecycle", lifecycle_.status().ToJson()}, {"uptime_s", uptime.count()}};
+}
+
+void Agent::OnConnected() {
+  if (!have_config_) {
+    channel_->Send(Json{{"type", "get_config"}});
+    get_config_at_.reset();
+  }
+}
+
+void Agent::OnIdle() {
+  if (get_config_at_ && !have_config_ && clock_.SteadyNow() >= *get_config_at_) {
+    get_config_at_.reset();
+    channel_->Send(Json{{"type", "get_config"}});
+  }
+  ReapSessions(/*all=*/false);
+}
+
+void Agent::OnMessage(const Json& message) {
+  const std::string type = message.value("type", "");
+  if (type == "config") {
+    OnConfig(message);
+  } else if (type == "config_pending") {
+    int64_t retry_ms = 500;
+    if (auto it = message.find("retry_ms"); it != message.end() && it->is_number()) {
+      retry_ms = std::clamp<int64_t>(it->get<int64_t>(), 50, 60000);
+    }
+    get_config_at_ = clock_.SteadyNow() + std::chrono::milliseconds(retry_ms);
+  } else if (type == "command") {
+    commands_.Submit(ParseCommandRequest(message));
+  } else if (type == "open_session") {
+    OpenSession(message);
+  } else if (type == "reprovision") {
+    spdlog::warn("reprovision is not supported by this agent version; ignored");
+  } else {
+    spdlog::warn("ignoring channel message of type '{}'", type);
+  }
+}
+
+void Agent::OnConfig(const Json& message) {
+  if (auto it = message.find("heartbeat_interval_ms"); it != message.end() && it->is_number()) {
+    channel_->SetHeartbeatInterval(std::chrono::milliseconds(it->get<int64_t>()));
+  }
+  if (have_config_) return;  // the lifecycle runs once per agent process
+  have_config_ = true;
+  auto spec = ParseLifecycleSpec(message.value("lifecycle", Json()));
+  Json resource_config = message.value("resource_config", Json::object());
+  Json provisioning = message.value("provisioning", Json());
+  lifecycle_thread_ = std::thread([this, spec, resource_config, provisioning] {
+    if (!spec.ok()) {
+      // A config hpodd should never send; report it as the node's failure.
+      LifecycleSpec invalid;
+      invalid.source_uri = "(invalid lifecycle configuration: " + spec.status().message() + ")";
+      invalid.on_create = "on_create.sh";
+      lifecycle_.Run(invalid, resource_config, provisioning);
+      return;
+    }
+    lifecycle_.Run(*spec, resource_config, provisioning);
+  });
+}
+
+void Agent::OpenSession(const Json& message) {
+  SessionRequest request = ParseSessionRequest(message);
+  auto dial = channel_->SessionDial(request.session_id);
+  if (!dial.ok() || request.session_id.empty()) {
+    spdlog::warn("cannot open session '{}': {}", request.session_id,
+                 dial.ok() ? "no session_id" : dial.status().message());
+    return;
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard<std::mutex> lock(sessions_mu_);
+  sessions_.push_back(SessionThread{std::thread([this, dial = *dial, request, done] {
+                                      RunSession(dial, request, stopping_);
+                                      *done = true;
+                                    }),
+                                    done});
+}
+
+void Agent::ReapSessions(bool all) {
+  std::list<SessionThread> finished;
+  {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (all || it->done->load()) {
+        finished.splice(finished.end(), sessions_, it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& session : finished) session.thread.join();
+}
+
+}  // namespace hpod::agent

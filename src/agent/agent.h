@@ -1,0 +1,92 @@
+#pragma once
+
+// The agent's composition root: owns the channel to hpodd, the lifecycle runner,
+// the command runner and the shell sessions, and routes hpodd's messages to them.
+// Members are declared in dependency order (the channel last, so it is destroyed
+// first and nothing calls into a destroyed runner).
+//
+// Thread contract: Run is called once from one thread; Stop is thread-safe (main's
+// signal thread calls it).
+
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "hpod/agent/agent_options.h"
+#include "hpod/agent/channel.h"
+#include "hpod/agent/commands.h"
+#include "hpod/agent/lifecycle.h"
+#include "hpod/base/clock.h"
+
+namespace spdlog::sinks {
+class sink;
+}
+
+namespace hpod::agent {
+
+class Agent final : public ChannelHandler {
+ public:
+  Agent(AgentOptions options, const Clock& clock);
+  ~Agent() override;
+
+  // Serves until Stop(); returns the process exit code: 0, or kExitConfig when hpodd
+  // refuses this node (the reason is logged).
+  int Run();
+  void Stop();
+
+  // A spdlog sink that forwards the agent's own log lines to hpodd as `log`
+  // frames (stream "Agent"). main adds it to the default logger before Run.
+  std::shared_ptr<spdlog::sinks::sink> MakeLogSink();
+
+  Channel& channel() { return *channel_; }
+  LifecycleStatus lifecycle_status() const { return lifecycle_.status(); }
+
+  // Where the log sink forwards to; cleared when the agent goes away.
+  struct LogTarget {
+    std::mutex mu;
+    Channel* channel = nullptr;  // GUARDED_BY(mu)
+  };
+
+  // ChannelHandler.
+  nlohmann::json Hello() override;
+  nlohmann::json HeartbeatFields() override;
+  void OnConnected() override;
+  void OnMessage(const nlohmann::json& message) override;
+  void OnIdle() override;
+
+ private:
+  void OnConfig(const nlohmann::json& message);
+  void OpenSession(const nlohmann::json& message);
+  void ReapSessions(bool all);
+
+  const AgentOptions options_;
+  const Clock& clock_;
+  const std::chrono::steady_clock::time_point started_;
+  const std::string boot_id_;
+  std::atomic<bool> stopping_{false};
+
+  LifecycleRunner lifecycle_;
+  CommandRunner commands_;
+  std::unique_ptr<Channel> channel_;
+  const std::shared_ptr<LogTarget> log_target_ = std::make_shared<LogTarget>();
+
+  // Run's thread only.
+  bool have_config_ = false;
+  std::optional<std::chrono::steady_clock::time_point> get_config_at_;
+  std::thread lifecycle_thread_;
+
+  struct SessionThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex sessions_mu_;
+  std::list<SessionThread> sessions_;  // GUARDED_BY(sessions_mu_)
+};
+
+}  // namespace hpod::agent

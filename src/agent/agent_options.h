@@ -1,0 +1,61 @@
+#pragma once
+
+// The agent's configuration: the JSON file the provider writes (PROTOCOL.md, "Agent
+// config file") plus roots that tests override. Parsed once in main; no globals.
+//
+// Thread contract: plain values; not synchronized.
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "hpod/base/status.h"
+
+namespace hpod::agent {
+
+// The exit status of an agent that cannot run with its configuration (sysexits
+// EX_CONFIG): a bad config file, or a node credential hpodd refuses. Supervisors
+// (systemd, hpod-node-init) must not restart it in a loop.
+inline constexpr int kExitConfig = 78;
+
+inline constexpr std::string_view kAgentVersion = "0.1.0";
+
+struct AgentOptions {
+  // From the config file. instance_id, endpoint and state_dir are required;
+  // bootstrap_token may be empty once a node credential is on disk.
+  std::string instance_id;
+  std::string cluster_id;
+  // "unix:///abs/path.sock" or "http://host:port".
+  std::string endpoint;
+  std::string bootstrap_token;
+  // On the node's own disk: node-credential, lifecycle.json, lifecycle.log.
+  std::string state_dir;
+  std::string hostname;    // empty: gethostname()
+  std::string private_ip;  // empty: reported as ""
+
+  // Not in the file; overridable by tests.
+  // Where resource_config.json and provisioning_parameters.json go (HyperPod path).
+  std::string config_dir = "/opt/ml/config";
+  // Scripts are fetched to <lifecycle_root>/sagemaker-lifecycle-<id>/src/.
+  std::string lifecycle_root = "/tmp";
+  // Reconnect backoff (full jitter) between these bounds.
+  std::chrono::milliseconds backoff_initial{100};
+  std::chrono::milliseconds backoff_max{10000};
+  // WebSocket connect + handshake limit.
+  std::chrono::milliseconds connect_timeout{5000};
+  // Heartbeat interval until hpodd's config says otherwise.
+  std::chrono::milliseconds default_heartbeat_interval{2000};
+  // Commands run at once; more wait in a queue of max_queued_commands.
+  int max_concurrent_commands = 8;
+  int max_queued_commands = 64;
+};
+
+// Parses the config JSON. kInvalidArgument with a one-line message naming the field
+// ("agent config: missing \"instance_id\"") on any problem. Unknown fields are
+// ignored so that hpodd can add fields before agents learn them.
+StatusOr<AgentOptions> ParseAgentConfig(std::string_view json_text);
+
+// Reads and parses `path` (kInvalidArgument also when it cannot be read).
+StatusOr<AgentOptions> LoadAgentConfig(const std::string& path);
+
+}  // namespace hpod::agent

@@ -1,0 +1,323 @@
+#include "hpod/agent/channel.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "hpod/agent/fs_util.h"
+
+namespace hpod::agent {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr size_t kMaxLogChunk = 64 * 1024;
+
+// Output of scripts and commands need not be UTF-8; JSON must be.
+std::string Serialize(const Json& message) {
+  return message.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+StatusOr<Dial> MakeDial(std::string_view endpoint, std::string_view path,
+                        std::string_view instance_id, std::string_view authorization,
+                        std::chrono::milliseconds connect_timeout) {
+  Dial dial;
+  dial.options.connect_timeout = connect_timeout;
+  if (endpoint.rfind("unix://", 0) == 0) {
+    dial.options.unix_socket_path = std::string(endpoint.substr(7));
+    if (dial.options.unix_socket_path.empty() || dial.options.unix_socket_path[0] != '/') {
+      return InvalidArgumentError("endpoint " + std::string(endpoint) + " needs an absolute path");
+    }
+    dial.url = "ws://localhost" + std::string(path);
+  } else if (endpoint.rfind("http://", 0) == 0 || endpoint.rfind("https://", 0) == 0) {
+    std::string base(endpoint);
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    dial.url = base + std::string(path);
+  } else {
+    return InvalidArgumentError("unsupported endpoint " + std::string(endpoint));
+  }
+  dial.headers = {{"X-Hpod-Instance-Id", std::string(instance_id)},
+                  {"Authorization", std::string(authorization)}};
+  return dial;
+}
+
+Channel::Channel(ChannelOptions options, ChannelHandler* handler)
+    : options_(std::move(options)),
+      handler_(handler),
+      heartbeat_interval_(options_.heartbeat_interval) {}
+
+Channel::~Channel() {
+  Stop();
+  if (writer_.joinable()) writer_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+std::string Channel::credential_path() const {
+  return (std::filesystem::path(options_.state_dir) / "node-credential").string();
+}
+
+void Channel::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+}
+
+bool Channel::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_ != nullptr;
+}
+
+void Channel::SetHeartbeatInterval(std::chrono::milliseconds interval) {
+  std::lock_guard<std::mutex> lock(mu_);
+  heartbeat_interval_ = std::max(interval, std::chrono::milliseconds(100));
+  cv_.notify_all();
+}
+
+StatusOr<Dial> Channel::SessionDial(std::string_view session_id) const {
+  std::string secret;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    secret = secret_;
+  }
+  if (secret.empty()) return FailedPreconditionError("no node credential yet");
+  return MakeDial(options_.endpoint, "/agent/v1/sessions/" + std::string(session_id),
+                  options_.instance_id, "HpodNode " + secret, options_.connect_timeout);
+}
+
+void Channel::Send(const Json& message) { Enqueue(Serialize(message), true); }
+
+void Channel::SendLog(std::string_view stream, std::string_view data) {
+  for (size_t i = 0; i < data.size(); i += kMaxLogChunk) {
+    Json frame{{"type", "log"},
+               {"stream", std::string(stream)},
+               {"data", std::string(data.substr(i, kMaxLogChunk))}};
+    Enqueue(Serialize(frame), true);
+  }
+}
+
+void Channel::Enqueue(std::string frame, bool keep_while_disconnected) {
+  // No logging in here: the Agent log sink calls this, under spdlog's sink lock.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!keep_while_disconnected && conn_ == nullptr) return;
+  outbox_bytes_ += frame.size();
+  outbox_.push_back(std::move(frame));
+  while (outbox_bytes_ > options_.outbox_max_bytes && outbox_.size() > 1) {
+    outbox_bytes_ -= outbox_.front().size();
+    outbox_.pop_front();
+    ++dropped_;
+  }
+  cv_.notify_all();
+}
+
+void Channel::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || (conn_ != nullptr && !outbox_.empty()); });
+    if (stopping_) return;
+    std::shared_ptr<http::WebSocketClient> conn = conn_;
+    std::string frame;
+    bool is_marker = false;
+    if (dropped_ > 0) {
+      frame = Serialize(Json{{"type", "log"},
+                             {"stream", "Agent"},
+                             {"data", "[hpod-agent] " + std::to_string(dropped_) +
+                                          " earlier messages were dropped while disconnected\n"}});
+      is_marker = true;
+    } else {
+      frame = std::move(outbox_.front());
+      outbox_.pop_front();
+      outbox_bytes_ -= frame.size();
+    }
+    lock.unlock();
+    Status sent = conn->Send(frame, /*binary=*/false);
+    lock.lock();
+    if (sent.ok()) {
+      if (is_marker) dropped_ = 0;
+      continue;
+    }
+    // The connection is gone: keep the frame for the next one (Run notices the loss).
+    if (!is_marker) {
+      outbox_bytes_ += frame.size();
+      outbox_.push_front(std::move(frame));
+    }
+    if (conn_ == conn) conn_ = nullptr;
+  }
+}
+
+void Channel::HeartbeatLoop() {
+  uint64_t seq = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    auto interval = heartbeat_interval_;
+    cv_.wait_for(lock, interval, [&] { return stopping_ || heartbeat_interval_ != interval; });
+    if (stopping_) return;
+    if (heartbeat_interval_ != interval || conn_ == nullptr) continue;
+    lock.unlock();
+    Json beat = handler_->HeartbeatFields();
+    beat["type"] = "heartbeat";
+    beat["seq"] = ++seq;
+    Enqueue(Serialize(beat), /*keep_while_disconnected=*/false);
+    lock.lock();
+  }
+}
+
+bool Channel::SleepUnlessStopped(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [&] { return stopping_; });
+}
+
+StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
+  std::string secret;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    secret = secret_;
+  }
+  const bool bootstrap = secret.empty();
+  std::string authorization =
+      bootstrap ? "HpodBootstrap " + options_.bootstrap_token : "HpodNode " + secret;
+  HPOD_ASSIGN_OR_RETURN(Dial dial,
+                        MakeDial(options_.endpoint, "/agent/v1/channel", options_.instance_id,
+                                 authorization, options_.connect_timeout));
+  auto client = http::WebSocketClient::Connect(dial.url, dial.headers, dial.options);
+  if (!client.ok()) {
+    StatusCode code = client.status().code();
+    if (code == StatusCode::kUnauthenticated || code == StatusCode::kNotFound) {
+      return FailedPreconditionError(
+          std::string("hpodd refused this node's ") +
+          (bootstrap ? "bootstrap token" : "credential " + credential_path()) + " (" +
+          (code == StatusCode::kNotFound ? "404: the node was deleted" : "401") + ": " +
+          Trim(client.status().message()) + "); not retrying");
+    }
+    return client.status();
+  }
+  std::shared_ptr<http::WebSocketClient> conn(std::move(*client).release());
+  if (bootstrap) {
+    // The token is dead once hpodd answered: the credential must reach the disk
+    // before anything else happens, or this node could never connect again.
+    auto first = conn->Receive(options_.connect_timeout);
+    if (!first.ok())
+      return UnavailableError("no credential after bootstrap: " + first.status().message());
+    Json message = Json::parse(first->data, nullptr, false);
+    if (!message.is_object() || message.value("type", "") != "credential" ||
+        !message.contains("secret") || !message["secret"].is_string()) {
+      return UnavailableError("first message after bootstrap was not a credential");
+    }
+    std::string new_secret = message["secret"].get<std::string>();
+    Status persisted = WriteFileAtomic(credential_path(), new_secret, 0600);
+    if (!persisted.ok()) {
+      return FailedPreconditionError("cannot persist the node credential: " + persisted.message());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    secret_ = new_secret;
+  }
+  HPOD_RETURN_IF_ERROR(conn->Send(Serialize(handler_->Hello()), false));
+  return conn;
+}
+
+Status Channel::Run() {
+  if (auto stored = ReadFile(credential_path()); stored.ok() && !Trim(*stored).empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    secret_ = Trim(*stored);
+  } else if (options_.bootstrap_token.empty()) {
+    return FailedPreconditionError("no node credential at " + credential_path() +
+                                   " and no bootstrap_token in the agent config");
+  }
+  writer_ = std::thread([this] { WriterLoop(); });
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  Status result;
+  int failures = 0;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) break;
+    }
+    auto conn = Connect();
+    if (!conn.ok()) {
+      if (conn.status().code() == StatusCode::kFailedPrecondition) {
+        spdlog::error("{}", conn.status().message());
+        result = conn.status();
+        break;
+      }
+      // Full jitter: a thousand agents restarted together must not reconnect together.
+      auto cap = std::min<int64_t>(options_.backoff_max.count(), options_.backoff_initial.count()
+                                                                     << std::min(failures, 20));
+      ++failures;
+      auto wait = std::chrono::milliseconds(
+          std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(cap, 1))(rng_));
+      spdlog::warn("channel to {} unavailable ({}); retrying in {} ms", options_.endpoint,
+                   conn.status().message(), wait.count());
+      SleepUnlessStopped(wait);
+      continue;
+    }
+    failures = 0;
+    spdlog::info("channel connected to {}", options_.endpoint);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      conn_ = *conn;
+      cv_.notify_all();
+    }
+    handler_->OnConnected();
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+      }
+      auto message = (*conn)->Receive(options_.poll_interval);
+      if (!message.ok()) {
+        if (message.status().code() == StatusCode::kDeadlineExceeded) {
+          handler_->OnIdle();
+          continue;
+        }
+        spdlog::warn("channel lost: {}", message.status().message());
+        break;
+      }
+      if (message->binary) continue;
+      Json parsed = Json::parse(message->data, nullptr, false);
+      if (!parsed.is_object()) {
+        spdlog::warn("ignoring a channel message that is not a JSON object");
+        continue;
+      }
+      handler_->OnMessage(parsed);
+      handler_->OnIdle();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (conn_ == *conn) conn_ = nullptr;
+    }
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+    }
+    if (stopping) {
+      // Best effort: what is queued (the last lifecycle report, logs) goes out now.
+      std::deque<std::string> rest;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        rest.swap(outbox_);
+        outbox_bytes_ = 0;
+      }
+      for (const auto& frame : rest) {
+        if (!(*conn)->Send(frame, false).ok()) break;
+      }
+      (*conn)->Close("agent stopping");
+      break;
+    }
+    SleepUnlessStopped(std::chrono::milliseconds(
+        std::uniform_int_distribution<int64_t>(0, options_.backoff_initial.count())(rng_)));
+  }
+  Stop();
+  if (writer_.joinable()) writer_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  return result;
+}
+
+}  // namespace hpod::agent

@@ -1,0 +1,130 @@
+#pragma once
+
+// The agent's end of the control channel (PROTOCOL.md): one WebSocket to hpodd,
+// opened with the bootstrap token the first time and the node credential after
+// that, kept open with heartbeats, and re-opened with full-jitter backoff whenever
+// it drops. Messages the agent sends while disconnected wait in a bounded outbox
+// (the oldest are dropped first, and a marker says how many) and go out, in order,
+// right after the next `hello`.
+//
+// Thread contract: Send, SendLog, SetHeartbeatInterval, SessionDial and Stop are
+// thread-safe; Run is called once, from one thread, and calls the handler from it.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "hpod/base/status.h"
+#include "hpod/http/message.h"
+#include "hpod/http/websocket.h"
+
+namespace hpod::agent {
+
+// Where and how to open one WebSocket to hpodd.
+struct Dial {
+  std::string url;  // "ws://localhost/agent/v1/channel"
+  std::vector<http::Header> headers;
+  http::WebSocketClientOptions options;
+};
+
+// The Dial for `path` on `endpoint` ("unix:///abs.sock" → ws://localhost<path>
+// through the socket; "http://host:port" → ws://host:port<path>).
+StatusOr<Dial> MakeDial(std::string_view endpoint, std::string_view path,
+                        std::string_view instance_id, std::string_view authorization,
+                        std::chrono::milliseconds connect_timeout);
+
+struct ChannelOptions {
+  std::string endpoint;
+  std::string instance_id;
+  std::string bootstrap_token;  // used only while no credential is on disk
+  // Holds node-credential (0600).
+  std::string state_dir;
+  std::chrono::milliseconds backoff_initial{100};
+  std::chrono::milliseconds backoff_max{10000};
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds heartbeat_interval{2000};
+  // How long Receive waits before the handler's OnIdle runs and Stop is noticed.
+  std::chrono::milliseconds poll_interval{200};
+  // Bytes of queued messages kept while disconnected.
+  size_t outbox_max_bytes = 4 * 1024 * 1024;
+};
+
+class Channel;
+
+// What the agent plugs into the channel. All methods run on Run's thread, except
+// HeartbeatFields (heartbeat thread); none may call Channel::Run or block for long.
+class ChannelHandler {
+ public:
+  virtual ~ChannelHandler() = default;
+  // The `hello` message, sent first on every connection.
+  virtual nlohmann::json Hello() = 0;
+  // Fields added to each heartbeat (lifecycle, uptime_s); type and seq are added.
+  virtual nlohmann::json HeartbeatFields() = 0;
+  // After `hello` went out on a new connection.
+  virtual void OnConnected() = 0;
+  // Each JSON message from hpodd (except `credential`, handled by the channel).
+  virtual void OnMessage(const nlohmann::json& message) = 0;
+  // At least every poll_interval while running (timers: config retries).
+  virtual void OnIdle() {}
+};
+
+class Channel {
+ public:
+  Channel(ChannelOptions options, ChannelHandler* handler);
+  ~Channel();  // Stop() and joins
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Connects and serves until Stop() (returns OK) or until hpodd refuses this node
+  // for good: 401/404 for the node credential or the bootstrap token, or no way to
+  // authenticate at all — kFailedPrecondition whose message says what to fix (the
+  // agent then exits 78).
+  Status Run();
+  void Stop();
+
+  // Queues a message for hpodd (kept across disconnects, bounded).
+  void Send(const nlohmann::json& message);
+  // A `log` message; `data` longer than 64 KiB is split.
+  void SendLog(std::string_view stream, std::string_view data);
+  void SetHeartbeatInterval(std::chrono::milliseconds interval);
+  // The Dial for a shell session, authenticated with the node credential.
+  StatusOr<Dial> SessionDial(std::string_view session_id) const;
+
+  bool connected() const;
+  // Path of the persisted node credential.
+  std::string credential_path() const;
+
+ private:
+  StatusOr<std::shared_ptr<http::WebSocketClient>> Connect();
+  void Enqueue(std::string frame, bool keep_while_disconnected);
+  void WriterLoop();
+  void HeartbeatLoop();
+  bool SleepUnlessStopped(std::chrono::milliseconds d);
+
+  const ChannelOptions options_;
+  ChannelHandler* const handler_;
+  std::mt19937_64 rng_{std::random_device{}()};  // Run's thread only
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                         // GUARDED_BY(mu_)
+  std::string secret_;                            // GUARDED_BY(mu_); empty until known
+  std::shared_ptr<http::WebSocketClient> conn_;   // GUARDED_BY(mu_); set after hello
+  std::deque<std::string> outbox_;                // GUARDED_BY(mu_)
+  size_t outbox_bytes_ = 0;                       // GUARDED_BY(mu_)
+  uint64_t dropped_ = 0;                          // GUARDED_BY(mu_)
+  std::chrono::milliseconds heartbeat_interval_;  // GUARDED_BY(mu_)
+  std::thread writer_;
+  std::thread heartbeat_;
+};
+
+}  // namespace hpod::agent

@@ -1,0 +1,118 @@
+#include "hpod/agent/commands.h"
+
+#include <spdlog/spdlog.h>
+
+#include "hpod/base/subprocess.h"
+
+namespace hpod::agent {
+
+using Json = nlohmann::json;
+
+namespace {
+
+Json Result(const std::string& id, int exit_code, std::string out, std::string err, bool timed_out,
+            std::string error) {
+  return Json{{"type", "command_result"}, {"id", id},
+              {"exit_code", exit_code},   {"stdout", std::move(out)},
+              {"stderr", std::move(err)}, {"timed_out", timed_out},
+              {"error", std::move(error)}};
+}
+
+}  // namespace
+
+CommandRequest ParseCommandRequest(const Json& message) {
+  CommandRequest request;
+  if (auto it = message.find("id"); it != message.end() && it->is_string()) request.id = *it;
+  if (auto it = message.find("argv"); it != message.end() && it->is_array()) {
+    for (const auto& arg : *it) {
+      if (!arg.is_string()) return CommandRequest{request.id, {}, {}, {}, {}};
+      request.argv.push_back(arg.get<std::string>());
+    }
+  }
+  if (auto it = message.find("env"); it != message.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      if (value.is_string()) request.env[key] = value.get<std::string>();
+    }
+  }
+  if (auto it = message.find("cwd"); it != message.end() && it->is_string()) request.cwd = *it;
+  if (auto it = message.find("timeout_ms"); it != message.end() && it->is_number()) {
+    request.timeout = std::chrono::milliseconds(it->get<int64_t>());
+  }
+  return request;
+}
+
+CommandRunner::CommandRunner(CommandRunnerOptions options, std::function<void(Json)> reply)
+    : options_(options), reply_(std::move(reply)) {
+  for (int i = 0; i < std::max(1, options_.max_concurrent); ++i) {
+    workers_.emplace_back([this] { Work(); });
+  }
+}
+
+CommandRunner::~CommandRunner() {
+  Shutdown();
+  for (auto& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
+}
+
+void CommandRunner::Submit(CommandRequest request) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_ && queue_.size() < static_cast<size_t>(options_.max_queued)) {
+      queue_.push_back(std::move(request));
+      cv_.notify_one();
+      return;
+    }
+  }
+  reply_(Result(request.id, -1, "", "", false, "the agent is busy or stopping; try again"));
+}
+
+void CommandRunner::Shutdown() {
+  std::deque<CommandRequest> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+    cv_.notify_all();
+  }
+  for (const auto& request : dropped) {
+    reply_(Result(request.id, -1, "", "", false, "the agent is stopping"));
+  }
+}
+
+void CommandRunner::Work() {
+  while (true) {
+    CommandRequest request;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping
+      request = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    reply_(Execute(request));
+  }
+}
+
+Json CommandRunner::Execute(const CommandRequest& request) const {
+  if (request.argv.empty()) {
+    return Result(request.id, -1, "", "", false, "command has no argv");
+  }
+  SubprocessOptions run;
+  run.argv = request.argv;
+  run.env = request.env;
+  run.cwd = request.cwd;
+  run.timeout = request.timeout.count() <= 0 || request.timeout > options_.max_timeout
+                    ? options_.max_timeout
+                    : request.timeout;
+  run.max_captured_bytes = options_.max_output_bytes;
+  auto result = RunCommand(run);
+  if (!result.ok()) {
+    spdlog::warn("command {} could not start: {}", request.id, result.status().message());
+    return Result(request.id, -1, "", "", false, result.status().message());
+  }
+  return Result(request.id, result->exit_code, result->stdout_data, result->stderr_data,
+                result->timed_out, "");
+}
+
+}  // namespace hpod::agent

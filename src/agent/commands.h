@@ -1,0 +1,75 @@
+#pragma once
+
+// Runs hpodd's `command` messages on the node (as root): several at once, each with
+// its own timeout, answering with a `command_result` message.
+//
+// Thread contract: CommandRunner is thread-safe; the reply callback is called from
+// the runner's worker threads (concurrently) and must be thread-safe.
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hpod::agent {
+
+struct CommandRequest {
+  std::string id;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string cwd;
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Parses a `command` message; on a malformed one returns a request whose argv is
+// empty and whose id is what could be read (the runner answers it with an error).
+CommandRequest ParseCommandRequest(const nlohmann::json& message);
+
+struct CommandRunnerOptions {
+  int max_concurrent = 8;
+  // Requests waiting for a free slot beyond this are answered at once with an error.
+  int max_queued = 64;
+  // stdout and stderr are each cut at this size in the reply.
+  size_t max_output_bytes = 1024 * 1024;
+  // A request without a timeout (or a longer one) gets this one: nothing runs
+  // unbounded on the node.
+  std::chrono::milliseconds max_timeout{std::chrono::hours(1)};
+};
+
+class CommandRunner {
+ public:
+  // `reply` receives each `command_result` message.
+  CommandRunner(CommandRunnerOptions options, std::function<void(nlohmann::json)> reply);
+  // Shutdown() then joins the workers.
+  ~CommandRunner();
+
+  // Queues the command (never blocks).
+  void Submit(CommandRequest request);
+
+  // Stops taking work and waits until running commands finish (each is bounded by
+  // its timeout); queued ones are answered with an error.
+  void Shutdown();
+
+  // The reply for `request` run to completion (used by the workers; public for tests).
+  nlohmann::json Execute(const CommandRequest& request) const;
+
+ private:
+  void Work();
+
+  const CommandRunnerOptions options_;
+  const std::function<void(nlohmann::json)> reply_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<CommandRequest> queue_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;             // GUARDED_BY(mu_)
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace hpod::agent

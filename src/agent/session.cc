@@ -1,0 +1,288 @@
+#include "hpod/agent/session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "hpod/base/subprocess.h"
+
+extern char** environ;
+
+namespace hpod::agent {
+namespace {
+
+using Json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// The child of a session and the descriptors that reach it: a Subprocess on a PTY,
+// or (without a PTY) a child of our own with pipes, because Subprocess has no
+// streamed stdin yet.
+class SessionChild {
+ public:
+  ~SessionChild() {
+    Kill();
+    if (input_fd_ >= 0) ::close(input_fd_);
+    if (output_fd_ >= 0 && output_fd_ != input_fd_) ::close(output_fd_);
+    if (pid_ > 0 && !exit_code_) ::waitpid(pid_, nullptr, 0);
+  }
+
+  static StatusOr<std::unique_ptr<SessionChild>> Start(const SessionRequest& request) {
+    auto child = std::make_unique<SessionChild>();
+    std::vector<std::string> argv = request.argv;
+    if (argv.empty()) argv = {"/bin/bash", "-l"};
+    std::error_code ec;
+    const std::string cwd = std::filesystem::is_directory("/root", ec) ? "/root" : "/";
+    if (request.pty) {
+      SubprocessOptions options;
+      options.argv = argv;
+      options.cwd = cwd;
+      options.env = {{"TERM", "xterm-256color"}, {"HOME", "/root"}};
+      int master = -1;
+      HPOD_ASSIGN_OR_RETURN(child->pty_child_,
+                            Subprocess::Start(options, &master, request.rows, request.cols));
+      child->input_fd_ = child->output_fd_ = master;
+      return child;
+    }
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) return InternalError("pipe failed");
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      ::close(in[0]);
+      ::close(in[1]);
+      return InternalError("pipe failed");
+    }
+    // Everything the child needs is built before fork: only async-signal-safe calls
+    // happen between fork and exec.
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    std::vector<std::string> env_strings = {"HOME=/root"};
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).rfind("HOME=", 0) != 0) env_strings.emplace_back(*e);
+    }
+    std::vector<char*> cenv;
+    for (auto& e : env_strings) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) return InternalError("fork failed");
+    if (pid == 0) {
+      ::setsid();
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::dup2(out[1], 2);
+      if (::chdir(cwd.c_str()) != 0) _exit(126);
+      ::signal(SIGPIPE, SIG_DFL);
+      ::execvpe(cargv[0], cargv.data(), cenv.data());
+      _exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    child->pid_ = pid;
+    child->input_fd_ = in[1];
+    child->output_fd_ = out[0];
+    return child;
+  }
+
+  int output_fd() const { return output_fd_; }
+  bool is_pty() const { return pty_child_ != nullptr; }
+
+  // Writes all of `data` to the child's stdin, waiting at most 30 s for room.
+  bool WriteInput(std::string_view data) {
+    if (input_fd_ < 0) return false;
+    while (!data.empty()) {
+      pollfd pfd{input_fd_, POLLOUT, 0};
+      if (::poll(&pfd, 1, 30000) <= 0) return false;
+      ssize_t n = ::write(input_fd_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  void Resize(unsigned short rows, unsigned short cols) {
+    if (!is_pty()) return;
+    struct winsize ws = {};
+    ws.ws_row = rows;
+    ws.ws_col = cols;
+    ::ioctl(input_fd_, TIOCSWINSZ, &ws);
+  }
+
+  // The client's stdin ended: close the child's stdin (a PTY gets ^D instead, which
+  // a line-reading program takes as end of input).
+  void CloseInput() {
+    if (is_pty()) {
+      WriteInput("\x04");
+    } else if (input_fd_ >= 0) {
+      ::close(input_fd_);
+      input_fd_ = -1;
+    }
+  }
+
+  std::optional<int> Poll() {
+    if (pty_child_) return pty_child_->Wait(milliseconds(0));
+    if (exit_code_) return exit_code_;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return exit_code_;
+  }
+
+  void Kill() {
+    if (pty_child_) {
+      pty_child_->Kill();
+    } else if (pid_ > 0 && !exit_code_) {
+      ::kill(-pid_, SIGKILL);
+    }
+  }
+
+ private:
+  std::unique_ptr<Subprocess> pty_child_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+  int input_fd_ = -1;
+  int output_fd_ = -1;
+};
+
+}  // namespace
+
+SessionRequest ParseSessionRequest(const Json& message) {
+  SessionRequest request;
+  request.session_id = message.value("session_id", "");
+  if (auto it = message.find("argv"); it != message.end() && it->is_array()) {
+    for (const auto& arg : *it) {
+      if (arg.is_string()) request.argv.push_back(arg.get<std::string>());
+    }
+  }
+  if (auto it = message.find("rows"); it != message.end() && it->is_number_unsigned()) {
+    request.rows = static_cast<unsigned short>(it->get<unsigned>());
+  }
+  if (auto it = message.find("cols"); it != message.end() && it->is_number_unsigned()) {
+    request.cols = static_cast<unsigned short>(it->get<unsigned>());
+  }
+  if (auto it = message.find("pty"); it != message.end() && it->is_boolean()) request.pty = *it;
+  return request;
+}
+
+std::string EncodeFrame(FrameKind kind, std::string_view payload) {
+  std::string frame(1, static_cast<char>(kind));
+  frame.append(payload);
+  return frame;
+}
+
+std::string EncodeExitFrame(int32_t status) {
+  uint32_t v = static_cast<uint32_t>(status);
+  char bytes[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                   static_cast<char>(v >> 8), static_cast<char>(v)};
+  return EncodeFrame(FrameKind::kExit, std::string_view(bytes, 4));
+}
+
+void RunSession(const Dial& dial, const SessionRequest& request, const std::atomic<bool>& stop) {
+  auto ws = http::WebSocketClient::Connect(dial.url, dial.headers, dial.options);
+  if (!ws.ok()) {
+    spdlog::warn("session {}: cannot open its socket: {}", request.session_id,
+                 ws.status().message());
+    return;
+  }
+  http::WebSocketClient& socket = **ws;
+  auto started = SessionChild::Start(request);
+  if (!started.ok()) {
+    (void)socket.Send(
+        EncodeFrame(FrameKind::kError,
+                    "cannot start " +
+                        (request.argv.empty() ? std::string("/bin/bash") : request.argv[0]) + ": " +
+                        started.status().message()),
+        true);
+    socket.Close("start failed");
+    return;
+  }
+  SessionChild& child = **started;
+  spdlog::info("session {} started", request.session_id);
+
+  // Output relay: its own thread, so a child that prints while we wait for input
+  // is never held up.
+  std::atomic<bool> output_done{false};
+  std::atomic<bool> reader_stop{false};
+  std::thread reader([&] {
+    char buf[32 * 1024];
+    while (!reader_stop.load()) {
+      pollfd pfd{child.output_fd(), POLLIN, 0};
+      int ready = ::poll(&pfd, 1, 100);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) continue;
+      ssize_t n = ::read(child.output_fd(), buf, sizeof(buf));
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) break;  // EOF, or EIO once a PTY's last slave closed
+      if (!socket.Send(EncodeFrame(FrameKind::kData, std::string_view(buf, n)), true).ok()) break;
+    }
+    output_done = true;
+  });
+
+  bool socket_closed = false;
+  std::optional<int> exit_code;
+  while (!stop.load()) {
+    exit_code = child.Poll();
+    if (exit_code) break;
+    auto message = socket.Receive(milliseconds(100));
+    if (!message.ok()) {
+      if (message.status().code() == StatusCode::kDeadlineExceeded) continue;
+      socket_closed = true;
+      break;
+    }
+    if (!message->binary || message->data.empty()) continue;
+    auto kind = static_cast<FrameKind>(message->data[0]);
+    std::string_view payload = std::string_view(message->data).substr(1);
+    switch (kind) {
+      case FrameKind::kData:
+        child.WriteInput(payload);
+        break;
+      case FrameKind::kResize:
+        if (payload.size() >= 4) {
+          auto b = [&](size_t i) { return static_cast<unsigned char>(payload[i]); };
+          child.Resize(static_cast<unsigned short>(b(0) << 8 | b(1)),
+                       static_cast<unsigned short>(b(2) << 8 | b(3)));
+        }
+        break;
+      case FrameKind::kEof:
+        child.CloseInput();
+        break;
+      case FrameKind::kError:
+        socket_closed = true;
+        break;
+      default:
+        break;
+    }
+    if (socket_closed) break;
+  }
+
+  if (!exit_code) {
+    // The client went away (or the agent is stopping): nobody is left to talk to.
+    child.Kill();
+    for (int i = 0; i < 50 && !exit_code; ++i) {
+      exit_code = child.Poll();
+      if (!exit_code) std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+  // Let the reader drain what the child wrote last; background processes that keep
+  // the terminal open must not hold the session forever.
+  for (int i = 0; i < 50 && !output_done.load(); ++i) std::this_thread::sleep_for(milliseconds(20));
+  reader_stop = true;
+  reader.join();
+  if (!socket_closed && exit_code) {
+    (void)socket.Send(EncodeExitFrame(*exit_code), true);
+  }
+  socket.Close(socket_closed ? "client closed" : "exited");
+  spdlog::info("session {} ended (exit {})", request.session_id, exit_code.value_or(-1));
+}
+
+}  // namespace hpod::agent

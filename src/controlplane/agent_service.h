@@ -1,0 +1,157 @@
+#pragma once
+
+// hpodd's side of the node agents (protocol: src/agent/PROTOCOL.md). Each agent
+// holds one WebSocket channel to hpodd. Through it the agent registers (one-time
+// bootstrap token → per-node credential), fetches its configuration (lifecycle
+// scripts, resource_config.json), heartbeats, reports lifecycle progress and
+// streams logs; hpodd sends it commands and shell sessions.
+//
+// Bootstrap tokens are derived, not stored: HMAC(daemon key, instance id). The
+// reconciler can hand the same token to a repeated Launch after a crash, and the
+// token is dead once the agent has confirmed its credential (its first `hello`
+// after receiving it), because from then on only the credential is accepted.
+// Credentials are stored as SHA-256 hashes (they are 256-bit random strings).
+//
+// Lifecycle results are written to the store (node_agents) and the cluster is
+// queued for reconciliation; heartbeats are kept in memory only (they carry no
+// state that must survive a restart, and 200 nodes beating every few seconds
+// should cost no disk writes).
+//
+// Thread contract: thread-safe. Channel callbacks run on the HTTP server's I/O
+// strands, upgrades on its handler pool; one mutex guards the connection tables
+// and is never held across a store transaction or a socket send that could block
+// (WebSocket::Send only queues).
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hpod/base/clock.h"
+#include "hpod/base/status.h"
+#include "hpod/controlplane/node_logs.h"
+#include "hpod/http/message.h"
+#include "hpod/http/websocket.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+struct S3Settings {
+  std::string endpoint;  // "http://127.0.0.1:8080"; empty: s3:// lifecycle sources fail clearly
+  std::string region = "us-east-1";
+  std::string access_key_id;
+  std::string secret_access_key;
+  // Where agents reach the endpoint through hpodd's S3 relay, as a path inside the
+  // node (empty: agents connect to `endpoint` directly).
+  std::string relay_socket;
+};
+
+struct AgentServiceOptions {
+  std::chrono::milliseconds heartbeat_interval{5000};
+  // Longest an OnCreate script may run before the node fails.
+  std::chrono::seconds lifecycle_timeout{1800};
+  S3Settings s3;
+  // A session the client has not connected to within this time is dropped.
+  std::chrono::seconds session_connect_timeout{60};
+  // Bytes buffered for one side of a session while the other has not connected.
+  size_t session_buffer_bytes = 1 << 20;
+};
+
+struct CommandResult {
+  int exit_code = 0;
+  bool timed_out = false;
+  std::string stdout_data;
+  std::string stderr_data;
+};
+
+struct SessionGrant {
+  std::string session_id;
+  std::string token;  // one-time; the client presents it as `HpodSession <token>`
+};
+
+struct AgentLiveness {
+  bool connected = false;
+  std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
+};
+
+class AgentService {
+ public:
+  // `bootstrap_key` is the daemon's secret (BootstrapKey below). `on_change` is
+  // called with a cluster id whenever agent-reported state changed.
+  AgentService(store::Store& store, NodeLogs& logs, const Clock& clock,
+               AgentServiceOptions options, std::string bootstrap_key,
+               std::function<void(const std::string& cluster_id)> on_change);
+  ~AgentService();
+
+  // The daemon's bootstrap key, created on first use and kept in the store.
+  static StatusOr<std::string> BootstrapKey(store::Store& store);
+
+  // The one-time token the provider delivers to the node `instance_id`.
+  std::string BootstrapToken(const std::string& instance_id) const;
+
+  // WebSocket upgrades on the agent listener: /agent/v1/channel and
+  // /agent/v1/sessions/<id>.
+  http::UpgradeResult HandleAgentUpgrade(const http::Request& request,
+                                         std::shared_ptr<http::WebSocket> socket);
+  // WebSocket upgrades on the API listener: /v1/sessions/<id> (hpod start-session).
+  http::UpgradeResult HandleClientSessionUpgrade(const http::Request& request,
+                                                 std::shared_ptr<http::WebSocket> socket);
+
+  // Runs argv as root on the node through its agent. kFailedPrecondition when the
+  // agent is not connected; kDeadlineExceeded when no result came in time.
+  StatusOr<CommandResult> RunCommand(const std::string& instance_id,
+                                     const std::vector<std::string>& argv,
+                                     std::chrono::milliseconds timeout);
+
+  // Asks the node's agent to open a shell session (an interactive PTY shell when
+  // `command` is empty, else `bash -lc command` without a PTY). The node must be
+  // connected (kFailedPrecondition otherwise, saying so).
+  StatusOr<SessionGrant> StartSession(const std::string& instance_id, const std::string& command,
+                                      int rows, int cols);
+
+  AgentLiveness Liveness(const std::string& instance_id) const;
+
+  // Closes every channel and session (daemon shutdown).
+  void Shutdown();
+
+ private:
+  struct Channel;
+  struct Session;
+  struct PendingCommand;
+
+  void OnChannelMessage(const std::shared_ptr<Channel>& ch, const http::WebSocketMessage& m);
+  void OnChannelClosed(const std::shared_ptr<Channel>& ch);
+  void HandleHello(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
+  void HandleLifecycle(const std::shared_ptr<Channel>& ch, const nlohmann::json& lifecycle);
+  nlohmann::json BuildConfig(const std::string& instance_id);
+  http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
+                                          const std::string& instance_id,
+                                          std::shared_ptr<http::WebSocket> socket);
+  void EndSession(const std::string& session_id);
+  void SweepSessions();
+  // The node the request names, if its credential (or bootstrap token) is right.
+  StatusOr<store::NodeRecord> AuthenticateAgent(const http::Request& request,
+                                                bool allow_bootstrap, bool* bootstrapped);
+
+  store::Store& store_;
+  NodeLogs& logs_;
+  const Clock& clock_;
+  const AgentServiceOptions options_;
+  const std::string bootstrap_key_;
+  const std::function<void(const std::string&)> on_change_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Channel>> channels_;  // GUARDED_BY(mu_), by instance id
+  std::map<std::string, std::shared_ptr<Session>> sessions_;  // GUARDED_BY(mu_), by session id
+  std::map<std::string, std::shared_ptr<PendingCommand>> commands_;  // GUARDED_BY(mu_)
+  bool shut_down_ = false;                                            // GUARDED_BY(mu_)
+};
+
+}  // namespace hpod::controlplane

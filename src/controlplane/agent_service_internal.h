@@ -1,0 +1,46 @@
+#pragma once
+
+// AgentService's private state, shared by agent_service.cc (channels, commands)
+// and agent_sessions.cc (shell sessions). Not for use outside AgentService.
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpod/controlplane/agent_service.h"
+
+namespace hpod::controlplane {
+
+struct AgentService::Channel {
+  std::shared_ptr<http::WebSocket> socket;
+  std::string instance_id;
+  std::string cluster_id;
+  std::string group_name;
+  uint64_t serial = 0;  // distinguishes a reconnect from the connection it replaced
+  bool confirm_bootstrap = false;
+  std::string lifecycle_state;  // last state written to the store
+  std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
+};
+
+struct AgentService::Session {
+  std::string id;
+  std::string token_hash;
+  std::string instance_id;
+  std::chrono::steady_clock::time_point created;
+  std::shared_ptr<http::WebSocket> client;  // set once the user connects
+  std::shared_ptr<http::WebSocket> agent;   // set once the agent connects
+  // Frames that arrived before the other side connected.
+  std::vector<std::string> to_agent, to_client;
+  size_t buffered = 0;
+};
+
+struct AgentService::PendingCommand {
+  std::string instance_id;
+  std::promise<CommandResult> result;
+  bool done = false;
+};
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,192 @@
+// AgentService: shell sessions (hpod start-session). The user's WebSocket (API
+// listener) and the agent's (agent listener) are paired by session id and hpodd
+// relays frames between them verbatim; see src/agent/PROTOCOL.md "Session frames".
+
+#include <spdlog/spdlog.h>
+
+#include "hpod/base/crypto.h"
+#include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/agent_service_internal.h"
+
+namespace hpod::controlplane {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+http::Response Refuse(int status, const std::string& message) {
+  http::Response r;
+  r.status = status;
+  r.headers.push_back({"Content-Type", "text/plain"});
+  r.body = message;
+  return r;
+}
+
+std::string ErrorFrame(const std::string& text) { return std::string(1, '\x03') + text; }
+
+}  // namespace
+
+StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id,
+                                                  const std::string& command, int rows,
+                                                  int cols) {
+  SweepSessions();
+  auto s = std::make_shared<Session>();
+  s->id = "s-" + RandomString(17, "0123456789abcdef");
+  SessionGrant grant{s->id, RandomString(43, kAlnum)};
+  s->token_hash = HexEncode(Sha256(grant.token));
+  s->instance_id = instance_id;
+  s->created = clock_.SteadyNow();
+  std::shared_ptr<Channel> ch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = channels_.find(instance_id);
+    if (it == channels_.end()) {
+      return FailedPreconditionError("The agent of node " + instance_id +
+                                     " is not connected to hpodd, so no session can be opened");
+    }
+    ch = it->second;
+    sessions_[s->id] = s;
+  }
+  json argv = json::array();
+  if (!command.empty()) argv = {"bash", "-lc", command};
+  json m = {{"type", "open_session"}, {"session_id", s->id}, {"argv", argv},
+            {"rows", rows},           {"cols", cols},       {"pty", command.empty()}};
+  if (!ch->socket->Send(m.dump(), false)) {
+    EndSession(s->id);
+    return UnavailableError("the agent of node " + instance_id + " disconnected; try again");
+  }
+  spdlog::info("session {} requested on {}", s->id, instance_id);
+  return grant;
+}
+
+http::UpgradeResult AgentService::HandleClientSessionUpgrade(
+    const http::Request& request, std::shared_ptr<http::WebSocket> socket) {
+  std::string path(request.Path());
+  const std::string kPrefix = "/v1/sessions/";
+  if (path.rfind(kPrefix, 0) != 0) return Refuse(404, "no such endpoint");
+  std::string id = path.substr(kPrefix.size());
+  std::string_view auth = request.HeaderValue("Authorization");
+  const std::string_view kScheme = "HpodSession ";
+  std::string token =
+      auth.substr(0, kScheme.size()) == kScheme ? std::string(auth.substr(kScheme.size())) : "";
+  std::shared_ptr<Session> s;
+  std::shared_ptr<http::WebSocket> agent;
+  std::vector<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return Refuse(404, "session " + id + " does not exist or expired");
+    s = it->second;
+    // One-time token: a second connection with it is refused.
+    if (token.empty() || s->client != nullptr ||
+        !ConstantTimeEquals(HexEncode(Sha256(token)), s->token_hash)) {
+      return Refuse(401, "invalid token for session " + id);
+    }
+    s->client = socket;
+    pending.swap(s->to_client);
+    agent = s->agent;
+  }
+  // Queued before the handshake completes; delivered first.
+  for (auto& frame : pending) socket->Send(std::move(frame), true);
+  http::WebSocketCallbacks cb;
+  cb.on_message = [this, s](http::WebSocketMessage m) {
+    std::shared_ptr<http::WebSocket> peer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      peer = s->agent;
+      if (!peer) {
+        if (s->buffered + m.data.size() > options_.session_buffer_bytes) return;
+        s->buffered += m.data.size();
+        s->to_agent.push_back(std::move(m.data));
+        return;
+      }
+    }
+    peer->Send(std::move(m.data), true);
+  };
+  cb.on_close = [this, s] {
+    std::shared_ptr<http::WebSocket> peer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      peer = s->agent;
+    }
+    if (peer) peer->Close("client left");
+    EndSession(s->id);
+  };
+  return cb;
+}
+
+http::UpgradeResult AgentService::AgentSessionUpgrade(const std::string& session_id,
+                                                      const std::string& instance_id,
+                                                      std::shared_ptr<http::WebSocket> socket) {
+  std::shared_ptr<Session> s;
+  std::vector<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end() || it->second->instance_id != instance_id || it->second->agent) {
+      return Refuse(404, "no session " + session_id + " for " + instance_id);
+    }
+    s = it->second;
+    s->agent = socket;
+    pending.swap(s->to_agent);
+  }
+  for (auto& frame : pending) socket->Send(std::move(frame), true);
+  http::WebSocketCallbacks cb;
+  cb.on_message = [this, s](http::WebSocketMessage m) {
+    std::shared_ptr<http::WebSocket> peer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      peer = s->client;
+      if (!peer) {
+        if (s->buffered + m.data.size() > options_.session_buffer_bytes) return;
+        s->buffered += m.data.size();
+        s->to_client.push_back(std::move(m.data));
+        return;
+      }
+    }
+    peer->Send(std::move(m.data), true);
+  };
+  cb.on_close = [this, s] {
+    std::shared_ptr<http::WebSocket> peer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      peer = s->client;
+    }
+    // Frames already queued (the exit status) go out before the close.
+    if (peer) peer->Close("session ended");
+    EndSession(s->id);
+  };
+  return cb;
+}
+
+void AgentService::EndSession(const std::string& session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sessions_.erase(session_id) > 0) spdlog::info("session {} ended", session_id);
+}
+
+void AgentService::SweepSessions() {
+  std::vector<std::shared_ptr<Session>> expired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto now = clock_.SteadyNow();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second->client == nullptr &&
+          now - it->second->created > options_.session_connect_timeout) {
+        expired.push_back(it->second);
+        it = sessions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& s : expired) {
+    if (s->agent) {
+      s->agent->Send(ErrorFrame("the client never connected"), true);
+      s->agent->Close("client never connected");
+    }
+  }
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,104 @@
+#include "hpod/controlplane/node_api.h"
+
+#include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/events.h"
+
+namespace hpod::controlplane {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+NodeApi::NodeApi(store::Store& store, const Clock& clock, AgentService* agents, NodeLogs& logs)
+    : store_(store), clock_(clock), agents_(agents), logs_(logs) {}
+
+bool NodeApi::Handles(const std::string& operation) {
+  return operation == "HpodStartSession" || operation == "HpodGetNodeLogs";
+}
+
+StatusOr<ordered_json> NodeApi::Call(const api::Operation& operation, const json& request,
+                                     const Caller& caller) {
+  if (operation.name == "HpodStartSession") return StartSession(request, caller);
+  if (operation.name == "HpodGetNodeLogs") return GetNodeLogs(request);
+  return UnimplementedError("operation " + operation.name + " is not served by NodeApi");
+}
+
+StatusOr<ordered_json> NodeApi::StartSession(const json& req, const Caller& caller) {
+  // sagemaker-cluster:<cluster-id>_<group>-<instance-id>; the model's pattern has
+  // checked the shape, so the split points exist.
+  const std::string target = req["Target"];
+  const std::string body = target.substr(target.find(':') + 1);
+  const std::string cluster_id = body.substr(0, body.find('_'));
+  const size_t i = body.rfind("-i-");
+  const std::string group = body.substr(cluster_id.size() + 1, i - cluster_id.size() - 1);
+  const std::string instance_id = body.substr(i + 1);
+  store::NodeRecord node;
+  store::ClusterRecord cluster;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    auto c = tx.GetCluster(cluster_id);
+    if (!c.ok()) {
+      return NotFoundError("Cluster with id " + cluster_id + " not found (target " + target + ")")
+          .WithAwsType("ResourceNotFound");
+    }
+    cluster = *c;
+    auto n = tx.GetNode(cluster_id, instance_id);
+    if (!n.ok() || n->group_name != group) {
+      return NotFoundError("Node " + instance_id + " of instance group " + group +
+                           " not found in cluster " + cluster.name)
+          .WithAwsType("ResourceNotFound");
+    }
+    node = *n;
+    return OkStatus();
+  }));
+  if (agents_ == nullptr) {
+    return FailedPreconditionError("hpodd runs no node agents (no node provider configured)");
+  }
+  int rows = req.value("Rows", 24), cols = req.value("Cols", 80);
+  HPOD_ASSIGN_OR_RETURN(SessionGrant grant,
+                        agents_->StartSession(instance_id, req.value("Command", ""), rows, cols));
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    std::string who = caller.access_key_id.empty() ? "an unauthenticated caller"
+                                                   : "access key " + caller.access_key_id;
+    return RecordEvent(tx, clock_, cluster, NodeSubject(group, instance_id), EventLevel::kInfo,
+                       "Session " + grant.session_id + " started by " + who +
+                           (req.contains("Command") ? " (command)" : " (interactive shell)"));
+  }));
+  ordered_json out;
+  out["SessionId"] = grant.session_id;
+  out["StreamUrl"] = "ws://" + caller.host + "/v1/sessions/" + grant.session_id;
+  out["TokenValue"] = grant.token;
+  return out;
+}
+
+StatusOr<ordered_json> NodeApi::GetNodeLogs(const json& req) {
+  const std::string instance_id = req["NodeId"];
+  std::string cluster_id;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, ClusterApi::FindCluster(tx, req["ClusterName"]));
+    cluster_id = c.id;
+    return OkStatus();
+  }));
+  const std::string stream = req.value("Stream", "LifecycleConfig");
+  const size_t limit = req.value("Limit", 1 << 20);
+  auto chunk = logs_.Read(cluster_id, instance_id, stream, req.value("NextToken", ""), limit);
+  if (!chunk.ok() && chunk.status().code() == StatusCode::kNotFound) {
+    // Distinguish "no such node" from "nothing logged yet".
+    Status known = store_.Read([&](store::ReadTx& tx) {
+      return tx.GetNode(cluster_id, instance_id).status();
+    });
+    if (!known.ok()) {
+      return NotFoundError("Node '" + instance_id + "' not found and has no logs.")
+          .WithAwsType("ResourceNotFound");
+    }
+    ordered_json out;
+    out["Data"] = "";
+    out["NextToken"] = "";
+    return out;
+  }
+  if (!chunk.ok()) return chunk.status();
+  ordered_json out;
+  out["Data"] = chunk->data;
+  out["NextToken"] = chunk->next_token;
+  return out;
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,46 @@
+#pragma once
+
+// hpod's own operations on nodes (src/api/hpod_extensions_model.json), served
+// beside the SageMaker ones with the same protocol and authentication:
+//   HpodStartSession  → a one-time WebSocket URL and token for a shell on a node
+//                       (the shape of SSM's StartSession), recorded as an event;
+//   HpodGetNodeLogs   → a node's lifecycle-script or agent log, resumable by token.
+//
+// Thread contract: safe for concurrent calls.
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "hpod/api/model.h"
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/node_logs.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+struct Caller {
+  std::string access_key_id;  // "" with --insecure-no-auth
+  std::string host;           // Host header the request came to (for StreamUrl)
+};
+
+class NodeApi {
+ public:
+  // `agents` may be null (no provider with agents): sessions then fail clearly.
+  NodeApi(store::Store& store, const Clock& clock, AgentService* agents, NodeLogs& logs);
+
+  static bool Handles(const std::string& operation);
+  StatusOr<nlohmann::ordered_json> Call(const api::Operation& operation,
+                                        const nlohmann::json& request, const Caller& caller);
+
+ private:
+  StatusOr<nlohmann::ordered_json> StartSession(const nlohmann::json& req, const Caller& caller);
+  StatusOr<nlohmann::ordered_json> GetNodeLogs(const nlohmann::json& req);
+
+  store::Store& store_;
+  const Clock& clock_;
+  AgentService* const agents_;
+  NodeLogs& logs_;
+};
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,144 @@
+#pragma once
+
+// Private to hpod_http (included by server.cc and server_websocket.cc only; it pulls
+// in Boost, which no public header may). What the HTTP sessions in server.cc and the
+// WebSocket connections in server_websocket.cc share.
+//
+// Both kinds of connection use one stream type over asio's generic stream protocol,
+// so that a TCP and a Unix-domain listener share all of the session code (and Beast
+// is instantiated once, not once per protocol).
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+// <utility> above must precede every Boost header (Boost 1.74 Asio under g++ 12).
+#include <sys/types.h>
+
+#include <boost/asio/basic_socket_acceptor.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/beast/core/basic_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "hpod/http/server.h"
+#include "hpod/http/websocket.h"
+
+namespace hpod::http::internal {
+
+using Protocol = boost::asio::generic::stream_protocol;
+using Stream = boost::beast::basic_stream<Protocol>;
+using BeastRequest = boost::beast::http::request<boost::beast::http::string_body>;
+
+using Acceptor = boost::asio::basic_socket_acceptor<Protocol>;
+
+// "127.0.0.1:53412", "[::1]:80", or "unix" for a Unix-domain peer.
+std::string FormatEndpoint(const Protocol::endpoint& endpoint);
+
+// Opens, binds and listens `acceptor` on an IP literal (or "localhost") and port;
+// returns the bound port. Errors as documented for Server::Start.
+StatusOr<uint16_t> ListenTcp(const std::string& address, uint16_t port, Acceptor& acceptor);
+// Same on a pathname Unix socket: removes a stale socket file first (anything else
+// at `path` is an error), sets mode 0660, returns the socket file's inode.
+StatusOr<ino_t> ListenUnix(const std::string& path, Acceptor& acceptor);
+// Removes the socket file at `path` if it is still the one with `inode`.
+void RemoveUnixSocket(const std::string& path, ino_t inode);
+
+// One open connection as the server's shutdown sees it.
+//
+// Thread contract: both methods may be called from any thread (they post to the
+// connection's strand).
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // HTTP: idle connections close now, busy ones after their request. WebSocket: the
+  // close handshake starts.
+  virtual void OnServerStopping() = 0;
+  // Closes the socket now.
+  virtual void ForceClose() = 0;
+};
+
+// The server as its connections see it.
+//
+// Thread contract: every method is safe from any thread.
+class ConnectionRegistry {
+ public:
+  virtual ~ConnectionRegistry() = default;
+  virtual const ServerOptions& options() const = 0;
+  virtual bool stopping() const = 0;
+  // Counts `connection` as open (open_connections, Shutdown's wait). Returns its id,
+  // or nothing once the server is stopping (the caller then closes it).
+  virtual std::optional<uint64_t> Register(std::weak_ptr<Connection> connection) = 0;
+  virtual void Unregister(uint64_t id) = 0;
+};
+
+// The server side of one WebSocket as the application holds it: the send queue and
+// the closed state live here, apart from the Beast stream, so that a handle the
+// application keeps after the server is gone touches nothing of the io_context.
+//
+// Thread contract: the WebSocket methods are thread-safe and never block; the
+// connection-side methods are called from the connection's strand.
+class ServerWebSocket final : public WebSocket {
+ public:
+  // What the handle needs from the connection serving it.
+  //
+  // Thread contract: both methods may be called from any thread and never block.
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    // Something was queued (a message or a close request): post a pump.
+    virtual void Wake() = 0;
+    // The send queue overflowed: drop the connection.
+    virtual void Kill() = 0;
+  };
+
+  ServerWebSocket(std::string remote_address, size_t send_queue_bytes)
+      : remote_address_(std::move(remote_address)), send_queue_bytes_(send_queue_bytes) {}
+
+  bool Send(std::string data, bool binary) override;
+  void Close(std::string_view reason) override;
+  const std::string& remote_address() const override { return remote_address_; }
+
+  // Connection side. Attach once the handshake is done: queued work is woken then.
+  void Attach(std::shared_ptr<Sink> sink);
+  // The connection is gone (or never came to be): Send fails from now on and the
+  // handle drops its reference to the connection.
+  void Detach();
+
+  enum class Next { kNothing, kMessage, kClose, kKill };
+  // The next thing the connection should do: write `*message`, send a close frame
+  // with `*close_reason`, or drop the connection (overflow before Attach).
+  Next TakeNext(WebSocketMessage* message, std::string* close_reason);
+  // A message of `bytes` taken by TakeNext has been written (or failed).
+  void Written(size_t bytes);
+
+ private:
+  const std::string remote_address_;
+  const size_t send_queue_bytes_;
+
+  std::mutex mu_;
+  std::shared_ptr<Sink> sink_;          // GUARDED_BY(mu_); null before Attach and after Detach
+  std::deque<WebSocketMessage> queue_;  // GUARDED_BY(mu_)
+  size_t queued_bytes_ = 0;             // GUARDED_BY(mu_); includes the one being written
+  bool closed_ = false;                 // GUARDED_BY(mu_); Send refuses
+  bool close_requested_ = false;        // GUARDED_BY(mu_)
+  std::string close_reason_;            // GUARDED_BY(mu_)
+  bool killed_ = false;                 // GUARDED_BY(mu_)
+  bool detached_ = false;               // GUARDED_BY(mu_)
+  bool wake_pending_ = false;           // GUARDED_BY(mu_)
+};
+
+// Called on the HTTP session's strand once the UpgradeHandler accepted: takes over
+// `stream`, answers 101 to `request` and serves the WebSocket until it closes, then
+// calls callbacks.on_close (exactly once, also when the handshake fails or the
+// server is stopping).
+void StartWebSocket(ConnectionRegistry* server, std::shared_ptr<ServerWebSocket> handle,
+                    WebSocketCallbacks callbacks, Stream stream, BeastRequest request);
+
+}  // namespace hpod::http::internal

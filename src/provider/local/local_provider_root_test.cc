@@ -1,0 +1,274 @@
+// The local provider on real namespaces: two nodes running `sleep` in place of the
+// agent. Needs root, iproute2 and util-linux; skips cleanly otherwise. Uses the
+// test-only node block 10.213.0.0/16 and the link prefix "ht", so it never touches
+// a running hpodd's nodes, and removes everything it made even when it fails.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "hpod/base/subprocess.h"
+#include "hpod/provider/local/local_provider.h"
+
+namespace hpod::provider::local {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+constexpr char kBlock[] = "10.213.0.0/16";
+constexpr char kPrefix[] = "ht";
+
+// Output of a command that is expected to run (stdout + stderr merged).
+std::string Sh(const std::string& script) {
+  SubprocessOptions o;
+  o.argv = {"bash", "-c", script};
+  o.merge_stderr = true;
+  o.timeout = 20s;
+  auto r = RunCommand(o);
+  if (!r.ok()) return "ERROR: " + r.status().ToString();
+  return r->stdout_data;
+}
+
+// Command lines of running processes that contain `needle` (node-init's --config).
+std::vector<std::string> ProcessesMentioning(const std::string& needle) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(needle) != std::string::npos) out.push_back(name + ": " + cmd);
+  }
+  return out;
+}
+
+bool Have(const std::string& program) {
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "command -v " + program};
+  auto r = RunCommand(o);
+  return r.ok() && r->exit_code == 0;
+}
+
+// Removes whatever carries our test-only names (safe: nothing else uses them).
+void ForceCleanup() {
+  Sh(std::string("for n in $(ls /run/netns 2>/dev/null | grep '^") + kPrefix +
+     "n'); do ip netns del $n; done; "
+     "for l in $(ls /sys/class/net | grep -E '^" +
+     kPrefix +
+     "(v|br)'); do ip link del $l; done; "
+     "ip route del unreachable " +
+     kBlock + " 2>/dev/null; true");
+}
+
+class LocalProviderRootTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root";
+    for (const char* p : {"ip", "unshare", "nsenter", "bash", "python3"}) {
+      if (!Have(p)) GTEST_SKIP() << "needs " << p;
+    }
+    if (Sh("unshare --net --uts --mount --pid --fork true && echo ok") != "ok\n") {
+      GTEST_SKIP() << "cannot create namespaces here";
+    }
+    if (!fs::exists(HPOD_NODE_INIT_BINARY)) GTEST_SKIP() << "no " << HPOD_NODE_INIT_BINARY;
+    ForceCleanup();
+    dir_ = fs::path("/tmp") / ("hpod-local-root-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "sock");
+    LocalProviderOptions o;
+    o.state_dir = (dir_ / "local").string();
+    o.node_block = kBlock;
+    o.link_prefix = kPrefix;
+    o.node_init_binary = HPOD_NODE_INIT_BINARY;
+    o.agent_endpoint = "unix://" + (dir_ / "sock/agent.sock").string();
+    o.node_program = {"sleep", "1000"};
+    options_ = o;
+    auto p = LocalProvider::Create(o, std::make_unique<RealNodeHost>());
+    if (!p.ok() && p.status().code() == StatusCode::kFailedPrecondition) {
+      GTEST_SKIP() << "test block unusable here: " << p.status().ToString();
+    }
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    provider_ = std::move(*p);
+  }
+
+  void TearDown() override {
+    if (provider_) {
+      Status s = provider_->DestroyAll();
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      provider_.reset();
+    }
+    if (!dir_.empty()) {
+      ForceCleanup();
+      fs::remove_all(dir_);
+    }
+  }
+
+  LaunchSpec Spec(const std::string& id) {
+    LaunchSpec s;
+    s.instance_id = id;
+    s.cluster_id = "rootc";
+    s.group_name = "g";
+    s.instance_type = "ml.t3.medium";
+    s.bootstrap_token = "t";
+    return s;
+  }
+
+  // Waits for the node to report Running (its PID 1 set the hostname).
+  NodeObservation WaitRunning(const std::string& id) {
+    NodeObservation o;
+    for (int i = 0; i < 200; ++i) {
+      auto r = provider_->Describe(id);
+      if (!r.ok()) break;
+      o = *r;
+      if (o.state != NodeState::kPending) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    return o;
+  }
+
+  std::string InNode(const std::string& id, const std::string& ns_flags,
+                     const std::string& script) {
+    auto pid = provider_->NodeProcess(id);
+    if (!pid) return "no such node";
+    return Sh("nsenter -t " + std::to_string(pid->pid) + " " + ns_flags + " -- bash -c '" + script +
+              "'");
+  }
+
+  fs::path dir_;
+  LocalProviderOptions options_;
+  std::unique_ptr<LocalProvider> provider_;
+};
+
+TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehind) {
+  ASSERT_TRUE(provider_->Launch(Spec("i-a")).ok());
+  ASSERT_TRUE(provider_->Launch(Spec("i-b")).ok());
+  auto a = WaitRunning("i-a");
+  auto b = WaitRunning("i-b");
+  std::string log_a = Sh("cat " + provider_->NodeDir("i-a") + "/node-init.log");
+  ASSERT_EQ(a.state, NodeState::kRunning) << a.message << "\n" << log_a;
+  ASSERT_EQ(b.state, NodeState::kRunning) << b.message;
+  EXPECT_EQ(a.private_ip, "10.213.0.10");
+  EXPECT_EQ(b.private_ip, "10.213.0.11");
+
+  // Guard and bridge: node addresses route via the bridge, never a gateway.
+  EXPECT_THAT(Sh("ip route show type unreachable"), HasSubstr(kBlock));
+  std::string route = Sh("ip route get 10.213.0.11");
+  EXPECT_THAT(route, HasSubstr("dev htbr0"));
+  EXPECT_THAT(route, Not(HasSubstr(" via ")));
+  EXPECT_THAT(Sh("ip route get 10.213.7.7 2>&1"),
+              ::testing::ContainsRegex("unreachable|No route to host"));
+
+  // Identity.
+  EXPECT_EQ(InNode("i-a", "-u", "hostname"), "ip-10-213-0-10\n");
+  EXPECT_EQ(InNode("i-b", "-u", "hostname"), "ip-10-213-0-11\n");
+  EXPECT_EQ(InNode("i-a", "-n", "ip route | grep -c default || true"), "0\n");
+  EXPECT_THAT(InNode("i-a", "-m", "cat /etc/hosts"),
+              HasSubstr("10.213.0.10 ip-10-213-0-10\n10.213.0.11 ip-10-213-0-11\n"));
+  EXPECT_EQ(InNode("i-a", "-p -m", "cat /proc/1/cmdline | tr \"\\0\" \" \""),
+            std::string(HPOD_NODE_INIT_BINARY) + " --config " + provider_->NodeDir("i-a") +
+                "/node-init.json ");
+
+  // A TCP connection from node A to node B (listener inside B's netns).
+  SubprocessOptions listen;
+  listen.argv = {"nsenter",
+                 "-t",
+                 std::to_string(provider_->NodeProcess("i-b")->pid),
+                 "-n",
+                 "python3",
+                 "-c",
+                 "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,"
+                 "socket.SO_REUSEADDR,1)\ns.bind(('10.213.0.11',7777))\ns.listen()\n"
+                 "c,_=s.accept()\nc.sendall(b'hello-from-b')\nc.close()"};
+  auto listener = Subprocess::Start(listen);
+  ASSERT_TRUE(listener.ok());
+  std::string got;
+  for (int i = 0; i < 50 && got.find("hello-from-b") == std::string::npos; ++i) {
+    got = InNode("i-a", "-n", "exec 3<>/dev/tcp/10.213.0.11/7777 && cat <&3");
+    if (got.find("hello-from-b") == std::string::npos) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_THAT(got, HasSubstr("hello-from-b"));
+  (*listener)->Wait(5s);
+  listener->reset();
+  // Outside the /24 a node reaches nothing.
+  EXPECT_THAT(InNode("i-a", "-n", "exec 3<>/dev/tcp/192.0.2.1/80 2>&1 || true"),
+              HasSubstr("unreachable"));
+
+  // /fsx is shared, /tmp is private, /opt is the node's own.
+  EXPECT_EQ(InNode("i-a", "-m",
+                   "echo shared > /fsx/f.txt && echo private > /tmp/p.txt && "
+                   "ls -d /opt/sagemaker_cluster /opt/ml/config"),
+            "/opt/ml/config\n/opt/sagemaker_cluster\n");
+  EXPECT_EQ(InNode("i-b", "-m", "cat /fsx/f.txt; test -e /tmp/p.txt && echo leaked || echo no"),
+            "shared\nno\n");
+  EXPECT_TRUE(fs::exists(dir_ / "local/fsx/rootc/f.txt"));
+  EXPECT_FALSE(fs::exists("/tmp/p.txt"));
+  EXPECT_TRUE(fs::exists(provider_->NodeDir("i-a") + "/disk/tmp/p.txt"));
+  EXPECT_EQ(InNode("i-a", "-m", "cat /var/lib/hpod-agent/agent.json | grep -o run/hpod/agent.sock"),
+            "run/hpod/agent.sock\n");
+
+  // With a time namespace, the node's boot time is its creation.
+  if (Sh("unshare --time --fork true && echo ok") == "ok\n") {
+    EXPECT_LT(std::stoi(InNode("i-a", "-T", "cut -d. -f1 /proc/uptime")), 120);
+  }
+
+  // hpodd restarts: the new provider adopts the running nodes without touching them.
+  auto pid_a = *provider_->NodeProcess("i-a");
+  provider_.reset();
+  auto again = LocalProvider::Create(options_, std::make_unique<RealNodeHost>());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  provider_ = std::move(*again);
+  EXPECT_EQ(*provider_->NodeProcess("i-a"), pid_a);
+  EXPECT_EQ(WaitRunning("i-a").state, NodeState::kRunning);
+  EXPECT_EQ(WaitRunning("i-b").state, NodeState::kRunning);
+
+  // Reboot: new PID 1, same address, node disk kept.
+  EXPECT_THAT(Sh("cat " + provider_->NodeDir("i-a") + "/node-init.log"),
+              Not(HasSubstr("continuing without it")));  // the /opt overlay worked
+  auto old_pid = *provider_->NodeProcess("i-a");
+  ASSERT_TRUE(provider_->Reboot("i-a").ok());
+  EXPECT_NE(provider_->NodeProcess("i-a")->pid, old_pid.pid);
+  EXPECT_EQ(WaitRunning("i-a").state, NodeState::kRunning);
+  EXPECT_EQ(InNode("i-a", "-m", "cat /tmp/p.txt"), "private\n");
+
+  // Failure detection: kill node B's PID 1.
+  auto pid_b = *provider_->NodeProcess("i-b");
+  ::kill(pid_b.pid, SIGKILL);
+  NodeObservation dead;
+  for (int i = 0; i < 100; ++i) {
+    dead = *provider_->Describe("i-b");
+    if (dead.state == NodeState::kFailed) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(dead.state, NodeState::kFailed);
+  EXPECT_THAT(dead.message, HasSubstr("its first process"));
+
+  std::vector<pid_t> pids = {provider_->NodeProcess("i-a")->pid, pid_b.pid};
+  // The leftover check below can fail: node A's init is visible now.
+  EXPECT_THAT(ProcessesMentioning(dir_.string() + "/local/nodes"), Not(::testing::IsEmpty()));
+  Status ta = provider_->Terminate("i-a");
+  ASSERT_TRUE(ta.ok()) << ta.ToString();
+  Status tb = provider_->Terminate("i-b");
+  ASSERT_TRUE(tb.ok()) << tb.ToString();
+  EXPECT_EQ(Sh("ls /run/netns 2>/dev/null | grep -c '^htn' || true"), "0\n");
+  EXPECT_EQ(Sh("ls /sys/class/net | grep -cE '^ht(v|br)' || true"), "0\n");
+  EXPECT_EQ(Sh("grep -c " + dir_.string() + " /proc/self/mountinfo || true"), "0\n");
+  for (pid_t p : pids) EXPECT_FALSE(fs::exists("/proc/" + std::to_string(p))) << p;
+  EXPECT_THAT(ProcessesMentioning(dir_.string() + "/local/nodes"), ::testing::IsEmpty());
+  EXPECT_FALSE(fs::exists(dir_ / "local/nodes/i-a"));
+  ASSERT_TRUE(provider_->DestroyAll().ok());
+  EXPECT_THAT(Sh("ip route show type unreachable"), Not(HasSubstr(kBlock)));
+}
+
+}  // namespace
+}  // namespace hpod::provider::local

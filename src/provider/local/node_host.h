@@ -1,0 +1,169 @@
+#pragma once
+
+// NodeHost: the outside world of the local provider — host routes, bridges, veth
+// pairs, network namespaces and the process that is a node's PID 1. The provider
+// decides names and addresses; a NodeHost only carries them out, so unit tests run
+// the provider against FakeNodeHost and assert the actions it asked for (the guard
+// route before any bridge), while RealNodeHost drives `ip`, `nsenter` and `unshare`.
+//
+// Every method is idempotent where the world allows it (creating what exists or
+// deleting what is gone succeeds), because the provider repeats calls after a
+// crash.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hpod/base/status.h"
+
+namespace hpod {
+class Subprocess;
+}
+
+namespace hpod::provider::local {
+
+// A process identified so that pid reuse cannot fool us: the kernel's start time
+// (clock ticks since boot, /proc/<pid>/stat field 22) goes with the pid.
+struct ProcessId {
+  pid_t pid = 0;
+  uint64_t start_time = 0;
+  bool operator==(const ProcessId&) const = default;
+};
+
+struct NodeNetwork {
+  std::string netns;      // "hpn3" (a file under /run/netns)
+  std::string veth_host;  // "hpv3h", enslaved to the bridge
+  std::string veth_node;  // "hpv3c", renamed eth0 inside the netns
+  std::string bridge;     // "hpbr0"
+  std::string address;    // "10.77.0.12/24" for the node's eth0
+};
+
+struct NodeSpawn {
+  std::string netns;        // joined with nsenter --net=/run/netns/<netns>
+  std::string init_binary;  // hpod-node-init
+  std::string config_path;  // its --config
+  std::string log_path;     // nsenter/unshare/node-init stdout+stderr (appended)
+  std::string hostname;     // what PID 1 sets; Spawn does not wait for it
+};
+
+class NodeHost {
+ public:
+  virtual ~NodeHost() = default;
+
+  // The main routing table, one route per entry as `ip -4 route show` prints it
+  // ("default via 10.0.2.2 dev eth0", "10.0.2.0/24 dev eth0 proto kernel ...").
+  virtual StatusOr<std::vector<std::string>> ListRoutes() = 0;
+  // `ip route replace unreachable <cidr>` / its removal.
+  virtual Status AddGuardRoute(const std::string& cidr) = 0;
+  virtual Status DeleteGuardRoute(const std::string& cidr) = 0;
+
+  // A bridge with `gateway` ("10.77.0.1/24") as its address, up.
+  virtual Status CreateBridge(const std::string& name, const std::string& gateway) = 0;
+  virtual Status DeleteBridge(const std::string& name) = 0;
+
+  // Netns + veth pair (node end renamed eth0 with the address, lo and eth0 up;
+  // host end on the bridge, up). Replaces leftovers of the same names.
+  virtual Status CreateNodeNetwork(const NodeNetwork& net) = 0;
+  // Deletes the netns (which destroys the veth) and the host end if it is left.
+  virtual Status DeleteNodeNetwork(const std::string& netns, const std::string& veth_host) = 0;
+  virtual bool NetnsExists(const std::string& netns) = 0;
+
+  // Starts a node's process tree in fresh uts/mount/pid(/time) namespaces inside
+  // the netns and returns its PID 1 (as the host sees it) once it exists. The
+  // node outlives this object and the provider.
+  virtual StatusOr<ProcessId> SpawnNode(const NodeSpawn& spawn) = 0;
+  // True when the process runs (not a zombie) and is the one we started.
+  virtual bool IsAlive(const ProcessId& id) = 0;
+  // SIGKILL, then waits (up to `timeout`) until it is gone; OK if already gone.
+  virtual Status Kill(const ProcessId& id, std::chrono::milliseconds timeout) = 0;
+  // The hostname in the process's UTS namespace; empty when it cannot be read.
+  virtual std::string HostnameOf(const ProcessId& id) = 0;
+};
+
+// Thread contract: safe for concurrent calls (the provider serializes anyway).
+class RealNodeHost final : public NodeHost {
+ public:
+  RealNodeHost();
+  ~RealNodeHost() override;
+
+  StatusOr<std::vector<std::string>> ListRoutes() override;
+  Status AddGuardRoute(const std::string& cidr) override;
+  Status DeleteGuardRoute(const std::string& cidr) override;
+  Status CreateBridge(const std::string& name, const std::string& gateway) override;
+  Status DeleteBridge(const std::string& name) override;
+  Status CreateNodeNetwork(const NodeNetwork& net) override;
+  Status DeleteNodeNetwork(const std::string& netns, const std::string& veth_host) override;
+  bool NetnsExists(const std::string& netns) override;
+  StatusOr<ProcessId> SpawnNode(const NodeSpawn& spawn) override;
+  bool IsAlive(const ProcessId& id) override;
+  Status Kill(const ProcessId& id, std::chrono::milliseconds timeout) override;
+  std::string HostnameOf(const ProcessId& id) override;
+
+  // /proc/<pid>/stat start time; nullopt when the pid does not exist or is a zombie.
+  static std::optional<uint64_t> StartTimeOf(pid_t pid);
+
+ private:
+  void ReapExited();
+
+  std::mutex mu_;
+  bool time_ns_ = false;  // unshare --time works here (kernel >= 5.6, util-linux >= 2.36)
+  // The unshare processes we started (the node PID 1's parents), reaped once they
+  // exit; released (never killed) when we go.
+  std::vector<std::unique_ptr<Subprocess>> holders_;  // GUARDED_BY(mu_)
+};
+
+// Records every call; networks and processes exist only in memory. Processes stay
+// alive until Kill() or SimulateDeath().
+//
+// Thread contract: safe for concurrent use.
+class FakeNodeHost final : public NodeHost {
+ public:
+  StatusOr<std::vector<std::string>> ListRoutes() override;
+  Status AddGuardRoute(const std::string& cidr) override;
+  Status DeleteGuardRoute(const std::string& cidr) override;
+  Status CreateBridge(const std::string& name, const std::string& gateway) override;
+  Status DeleteBridge(const std::string& name) override;
+  Status CreateNodeNetwork(const NodeNetwork& net) override;
+  Status DeleteNodeNetwork(const std::string& netns, const std::string& veth_host) override;
+  bool NetnsExists(const std::string& netns) override;
+  StatusOr<ProcessId> SpawnNode(const NodeSpawn& spawn) override;
+  bool IsAlive(const ProcessId& id) override;
+  Status Kill(const ProcessId& id, std::chrono::milliseconds timeout) override;
+  std::string HostnameOf(const ProcessId& id) override;
+
+  // Test controls and observations.
+  void SetRoutes(std::vector<std::string> routes);
+  std::vector<std::string> calls() const;  // "AddGuardRoute 10.77.0.0/16", ...
+  void ClearCalls();
+  void SimulateDeath(pid_t pid);
+  void RemoveNetns(const std::string& netns);  // as a host reboot would
+  void FailNextSpawn();
+  // While false, spawned nodes report an empty hostname (PID 1 not yet set up).
+  void SetHostnamesReady(bool ready);
+  std::set<std::string> bridges() const;
+  std::set<std::string> netns() const;
+  std::vector<NodeSpawn> spawns() const;
+  size_t live_processes() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> calls_;
+  std::vector<std::string> routes_;
+  std::set<std::string> guards_, bridges_, netns_;
+  std::map<std::string, std::string> bridge_gateways_;
+  std::map<pid_t, std::pair<ProcessId, std::string>> processes_;  // pid -> (id, hostname)
+  std::vector<NodeSpawn> spawns_;
+  pid_t next_pid_ = 1000;
+  bool fail_next_spawn_ = false;
+  bool hostnames_ready_ = true;
+};
+
+}  // namespace hpod::provider::local

@@ -1,0 +1,70 @@
+#pragma once
+
+// hpod-node-init: PID 1 of a local node. The local provider starts it in fresh
+// uts/mount/pid namespaces inside the node's netns; it gives the node its identity
+// and private filesystem view, then runs the node's program (hpod-agent) and lives
+// exactly as long as it does: the agent's exit is the node's death.
+//
+// Order matters (see RunNodeInit): every bind source is a HOST path, and some live
+// under /tmp or /run (tests use temp dirs; hpodd's socket may be under /run), so
+// all sources are opened before anything covers /run or /tmp, and /tmp is covered
+// last.
+//
+// Thread contract: RunNodeInit runs on the only thread of the node's PID 1; the
+// config helpers are pure functions.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hpod/base/status.h"
+
+namespace hpod::provider::local {
+
+// node-init.json, written by the provider into the node dir.
+struct NodeInitConfig {
+  std::string hostname;    // "ip-10-77-0-11"
+  std::string log_file;    // <node dir>/node-init.log (host path)
+  std::string hosts_file;  // cluster hosts file, bound on /etc/hosts
+  std::string fsx_dir;     // cluster shared dir, bound on /fsx
+  // Directory holding hpodd's agent socket, bound on /run/hpod; empty: none (an
+  // agent endpoint over TCP).
+  std::string agent_socket_dir;
+  // Node-local disk: spool/, log/, state/, tmp/, opt-upper/, opt-work/ below it.
+  std::string node_disk;
+  // Copied to <node_disk>/state/agent.json = /var/lib/hpod-agent/agent.json.
+  std::string agent_config;
+  // What PID 1 runs (hpod-agent --config /var/lib/hpod-agent/agent.json).
+  std::vector<std::string> program;
+};
+
+StatusOr<NodeInitConfig> NodeInitConfigFromJson(const nlohmann::json& j);
+nlohmann::json NodeInitConfigToJson(const NodeInitConfig& c);
+StatusOr<NodeInitConfig> LoadNodeInitConfig(const std::string& path);
+
+// One step of the node's filesystem setup, in order.
+struct MountStep {
+  enum class Kind { kBind, kTmpfs, kOverlay };
+  Kind kind = Kind::kBind;
+  std::string source;     // host path (bind), unused for tmpfs
+  std::string target;     // path inside the node
+  std::string data;       // tmpfs options, or overlay lowerdir/upperdir/workdir
+  bool optional = false;  // a failure is logged, not fatal (overlay falls back)
+};
+
+// The mounts RunNodeInit performs, in order: /etc/hosts, /fsx, /var/spool,
+// /var/log, /var/lib/hpod-agent, /opt (overlay), /run (tmpfs), /run/hpod, and
+// /tmp last. Pure, so the order is unit-tested.
+std::vector<MountStep> PlanMounts(const NodeInitConfig& c);
+
+// The agent's state dir inside the node, and where agent.json appears there.
+inline constexpr char kAgentStateDir[] = "/var/lib/hpod-agent";
+inline constexpr char kAgentConfigInNode[] = "/var/lib/hpod-agent/agent.json";
+inline constexpr char kAgentSocketDirInNode[] = "/run/hpod";
+
+// Runs as the node's PID 1: sets up the node, runs the program, reaps orphans,
+// forwards SIGTERM/SIGINT to the program, and returns its exit status (128 + n for
+// a signal) once it exits. Returns 1 (after logging why) if setup fails.
+int RunNodeInit(const NodeInitConfig& c);
+
+}  // namespace hpod::provider::local

@@ -1,0 +1,75 @@
+#include "hpod/provider/local/node_init.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace hpod::provider::local {
+namespace {
+
+NodeInitConfig Config() {
+  NodeInitConfig c;
+  c.hostname = "ip-10-77-0-10";
+  c.log_file = "/tmp/x/node-init.log";
+  c.hosts_file = "/tmp/x/clusters/c1/hosts";
+  c.fsx_dir = "/tmp/x/fsx/c1";
+  c.agent_socket_dir = "/run/hpodd";
+  c.node_disk = "/tmp/x/nodes/i-1/disk";
+  c.agent_config = "/tmp/x/nodes/i-1/agent.json";
+  c.program = {"sleep", "1000"};
+  return c;
+}
+
+TEST(NodeInitConfigTest, RoundTripsThroughJson) {
+  auto c = NodeInitConfigFromJson(NodeInitConfigToJson(Config()));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hostname, "ip-10-77-0-10");
+  EXPECT_EQ(c->agent_socket_dir, "/run/hpodd");
+  EXPECT_EQ(c->program, (std::vector<std::string>{"sleep", "1000"}));
+}
+
+TEST(NodeInitConfigTest, RejectsMissingOrRelativeFields) {
+  auto j = NodeInitConfigToJson(Config());
+  j.erase("hostname");
+  EXPECT_EQ(NodeInitConfigFromJson(j).status().code(), StatusCode::kInvalidArgument);
+  j = NodeInitConfigToJson(Config());
+  j["program"] = nlohmann::json::array();
+  EXPECT_EQ(NodeInitConfigFromJson(j).status().code(), StatusCode::kInvalidArgument);
+  j = NodeInitConfigToJson(Config());
+  j["fsx_dir"] = "relative/fsx";
+  EXPECT_EQ(NodeInitConfigFromJson(j).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(NodeInitConfigFromJson(nlohmann::json::array()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadNodeInitConfig("/nonexistent/node-init.json").status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST(PlanMountsTest, CoversRunBeforeItsSocketDirAndTmpLast) {
+  auto steps = PlanMounts(Config());
+  std::vector<std::string> targets;
+  for (const auto& s : steps) targets.push_back(s.target);
+  EXPECT_EQ(targets,
+            (std::vector<std::string>{"/etc/hosts", "/fsx", "/var/spool", "/var/log",
+                                      "/var/lib/hpod-agent", "/opt", "/run", "/run/hpod", "/tmp"}));
+  EXPECT_EQ(steps[0].source, "/tmp/x/clusters/c1/hosts");
+  EXPECT_EQ(steps[4].source, "/tmp/x/nodes/i-1/disk/state");
+  EXPECT_EQ(steps[5].kind, MountStep::Kind::kOverlay);
+  EXPECT_TRUE(steps[5].optional);
+  EXPECT_EQ(steps[5].data,
+            "lowerdir=/opt,upperdir=/tmp/x/nodes/i-1/disk/opt-upper,workdir=/tmp/x/nodes/i-1/"
+            "disk/opt-work");
+  EXPECT_EQ(steps[6].kind, MountStep::Kind::kTmpfs);
+  EXPECT_EQ(steps[6].data, "mode=755");
+  EXPECT_EQ(steps[7].source, "/run/hpodd");
+  EXPECT_EQ(steps.back().source, "/tmp/x/nodes/i-1/disk/tmp");
+}
+
+TEST(PlanMountsTest, NoSocketDirForTcpEndpoints) {
+  auto c = Config();
+  c.agent_socket_dir.clear();
+  for (const auto& s : PlanMounts(c)) EXPECT_NE(s.target, "/run/hpod");
+}
+
+}  // namespace
+}  // namespace hpod::provider::local

@@ -1,0 +1,249 @@
+"""Support for end-to-end tests on real nodes: the real hpodd (local provider,
+Linux namespaces) as root, a test-only node block and link prefix so several
+tests and a user's own hpodd never collide, and helpers that look at nodes from
+the host (nsenter) and through hpod's own CLI (start-session, logs).
+
+Everything a test starts is stopped by PID and every namespace, link, route and
+directory it made is checked for and removed in cleanup()."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import hpodtest
+
+HPODD = os.path.join(hpodtest.BIN_DIR, "cmd", "hpodd", "hpodd")
+HPOD = hpodtest.HPOD_CLI
+
+
+def require_nodes():
+    """Exit with SKIP unless this process may create namespaces (root + tools)."""
+    if os.geteuid() != 0:
+        print("SKIP: real nodes need root")
+        sys.exit(hpodtest.SKIP)
+    for tool in ("ip", "unshare", "nsenter"):
+        if not shutil.which(tool):
+            print("SKIP: %s is not installed" % tool)
+            sys.exit(hpodtest.SKIP)
+    if not os.path.exists(HPODD):
+        print("SKIP: %s not built" % HPODD)
+        sys.exit(hpodtest.SKIP)
+
+
+def run(*cmd, check=True, timeout=60, **kw):
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError("%s failed (%d): %s%s" % (" ".join(cmd), p.returncode, p.stdout,
+                                                         p.stderr))
+    return p
+
+
+def host_routes():
+    return run("ip", "-o", "route", "show", "table", "all").stdout
+
+
+def free_block():
+    """A 10.X.0.0/16 that no host route touches (the provider would refuse it)."""
+    routes = host_routes()
+    for x in range(200, 250):
+        if ("10.%d." % x) not in routes:
+            return "10.%d.0.0/16" % x
+    raise RuntimeError("no free 10.x.0.0/16 for test nodes")
+
+
+class NodesDaemon:
+    """The real hpodd with the local provider, in a private data dir under /var/tmp
+    (nodes have their own /tmp, so anything they must read lives elsewhere)."""
+
+    def __init__(self, prefix, extra_args=(), env=None):
+        self.prefix = prefix  # link/netns name prefix: unique per test file
+        self.root = tempfile.mkdtemp(prefix="hpod-e2e-%s-" % prefix, dir="/var/tmp")
+        self.data_dir = os.path.join(self.root, "data")
+        self.aws_dir = os.path.join(self.root, "aws")
+        self.fsx_root = os.path.join(self.root, "fsx")
+        self.block = free_block()
+        self.extra_args = list(extra_args)
+        self.env_extra = dict(env or {})
+        self.proc = None
+        self.port = None
+        run(HPODD, "--data-dir", self.data_dir, "init", "--aws-dir", self.aws_dir,
+            "--region", hpodtest.REGION, "--listen", "127.0.0.1:1")
+
+    def start(self):
+        self.log = open(os.path.join(self.root, "hpodd.out"), "a")
+        env = dict(os.environ, **self.env_extra)
+        self.proc = subprocess.Popen(
+            [HPODD, "--data-dir", self.data_dir, "--listen", "127.0.0.1:0",
+             "--region", hpodtest.REGION, "--node-block", self.block, "--link-prefix",
+             self.prefix, "--fsx-root", self.fsx_root, "--heartbeat-interval-ms", "1000",
+             "--log-level", "debug"] + self.extra_args,
+            stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
+        line = self.proc.stdout.readline()
+        m = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.wait(timeout=10)
+            raise RuntimeError("hpodd did not start: %r\n%s" % (line, self.log_tail()))
+        self.port = int(m.group(1))
+        return self
+
+    def log_tail(self, n=60):
+        try:
+            with open(os.path.join(self.root, "hpodd.out")) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    @property
+    def endpoint(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def env(self, **extra):
+        e = dict(os.environ)
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                  "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
+            e.pop(k, None)
+        e.update({
+            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(self.aws_dir, "credentials"),
+            "AWS_CONFIG_FILE": os.path.join(self.aws_dir, "config"),
+            "AWS_PROFILE": "hpod", "AWS_EC2_METADATA_DISABLED": "true",
+        })
+        e.update(extra)
+        return e
+
+    def hpod(self, *args, check=True, timeout=120, input=None):
+        """Runs the hpod CLI against this daemon; returns the CompletedProcess."""
+        cmd = [HPOD, "--endpoint-url", self.endpoint, "--region", hpodtest.REGION] + list(args)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env(), timeout=timeout,
+                           input=input)
+        if check and p.returncode != 0:
+            raise AssertionError("%s failed (%d): %s %s\n--- hpodd log ---\n%s" % (
+                " ".join(cmd), p.returncode, p.stdout, p.stderr, self.log_tail()))
+        return p
+
+    def hpod_json(self, *args):
+        return json.loads(self.hpod(*args, "--output", "json").stdout)
+
+    def wait_status(self, name, want, timeout=180):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            p = self.hpod("describe-cluster", "--cluster-name", name, "--output", "json",
+                          check=False)
+            if want is None and p.returncode != 0 and "ResourceNotFound" in p.stderr:
+                return None
+            if p.returncode == 0:
+                out = json.loads(p.stdout)
+                last = out["ClusterStatus"]
+                if last == want:
+                    return out
+                if last == "Failed" and want != "Failed":
+                    raise AssertionError("cluster %s Failed: %s\n%s" % (
+                        name, out.get("FailureMessage"), self.log_tail()))
+            time.sleep(0.5)
+        raise AssertionError("cluster %s never reached %s (last %s)\n%s" % (
+            name, want, last, self.log_tail()))
+
+    def nodes(self, name):
+        return self.hpod_json("list-cluster-nodes", "--cluster-name", name)["ClusterNodeSummaries"]
+
+    def node_pid(self, instance_id):
+        """PID 1 of a node as the host sees it (from the provider's node.json)."""
+        with open(os.path.join(self.data_dir, "local", "nodes", instance_id, "node.json")) as f:
+            rec = json.load(f)
+        return int(rec.get("pid") or rec["process"]["pid"])
+
+    def in_node(self, instance_id, script, check=True, timeout=60):
+        """Runs a bash script inside the node (all its namespaces) via nsenter."""
+        pid = self.node_pid(instance_id)
+        return run("nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--wd=/", "--",
+                   "bash", "-c", script, check=check, timeout=timeout)
+
+    def leftovers(self):
+        """What of ours still exists on the host: netns, links, mounts, processes."""
+        found = []
+        netns = run("ip", "netns", "list", check=False).stdout.split()
+        found += ["netns " + n for n in netns if n.startswith(self.prefix + "n")]
+        for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
+            name = line.split(":")[1].strip().split("@")[0]
+            if name.startswith(self.prefix + "v") or name.startswith(self.prefix + "br"):
+                found.append("link " + name)
+        with open("/proc/self/mountinfo") as f:
+            found += ["mount " + l.split()[4] for l in f if self.root in l]
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if self.root in cmd and "hpodd " not in cmd and not cmd.startswith(HPODD):
+                found.append("process %s: %s" % (pid, cmd[:120]))
+        return found
+
+    def cleanup(self):
+        """Deletes every cluster, stops hpodd, and removes anything left."""
+        if self.proc and self.proc.poll() is None:
+            try:
+                for c in self.hpod_json("list-clusters").get("ClusterSummaries", []):
+                    self.hpod("delete-cluster", "--cluster-name", c["ClusterName"], check=False)
+                    try:
+                        self.wait_status(c["ClusterName"], None, timeout=60)
+                    except AssertionError:
+                        pass
+            except Exception:  # noqa: BLE001 - best effort; the sweep below is the net
+                pass
+        self.stop()
+        # Safety net: nothing of ours may outlive the test, whatever failed above.
+        nodes_dir = os.path.join(self.data_dir, "local", "nodes")
+        for iid in os.listdir(nodes_dir) if os.path.isdir(nodes_dir) else []:
+            try:
+                os.kill(self.node_pid(iid), signal.SIGKILL)
+            except (OSError, ValueError, KeyError):
+                pass
+        for n in run("ip", "netns", "list", check=False).stdout.split():
+            if n.startswith(self.prefix + "n"):
+                run("ip", "netns", "del", n, check=False)
+        for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
+            name = line.split(":")[1].strip().split("@")[0]
+            if name.startswith(self.prefix + "br") or name.startswith(self.prefix + "v"):
+                run("ip", "link", "del", name, check=False)
+        run("ip", "route", "del", "unreachable", self.block, check=False)
+        with open("/proc/self/mountinfo") as f:
+            mounts = [l.split()[4] for l in f if self.root in l]
+        for m in sorted(mounts, key=len, reverse=True):
+            run("umount", "-l", m, check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def write_script(path, body):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(body)
+    os.chmod(path, 0o755)
+
+
+def cluster_json(groups):
+    return json.dumps(groups)
+
+
+def lcs_group(name, count, source, on_create="on_create.sh", instance_type="ml.c5.xlarge",
+              **extra):
+    g = {"InstanceGroupName": name, "InstanceType": instance_type, "InstanceCount": count,
+         "LifeCycleConfig": {"SourceS3Uri": source, "OnCreate": on_create},
+         "ExecutionRole": "arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole"}
+    g.update(extra)
+    return g
