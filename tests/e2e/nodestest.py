@@ -109,6 +109,16 @@ class NodesDaemon:
         if self.proc and self.proc.stdout:
             self.proc.stdout.close()
         self.proc = None
+        log = getattr(self, "log", None)
+        if log is not None and not log.closed:
+            log.close()
+
+    def kill(self):
+        """kill -9 hpodd (nodes keep running: they are re-adopted by the next start)."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        self.stop()
 
     def env(self, **extra):
         e = dict(os.environ)
