@@ -1,8 +1,10 @@
 #include "hpod/agent/commands.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 
 namespace hpod::agent {
@@ -39,22 +41,35 @@ TEST(CommandsTest, TimeoutAndStartFailureAndCap) {
 }
 
 TEST(CommandsTest, SubmitRunsConcurrentlyAndReplies) {
+  // Each command waits until all four have started, so a runner that ran them one
+  // at a time would see the first one time out instead of exiting 0.
+  char dir_template[] = "/tmp/hpod-commands-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<std::string> ids;
+  std::vector<json> replies;
   CommandRunner runner({}, [&](json reply) {
     std::lock_guard<std::mutex> lock(mu);
-    ids.push_back(reply["id"]);
+    replies.push_back(std::move(reply));
     cv.notify_all();
   });
-  auto start = std::chrono::steady_clock::now();
+  const std::string script = "touch " + dir + "/$0; while [ $(ls " + dir +
+                             " | wc -l) -lt 4 ]; do sleep 0.02; done";
   for (int i = 0; i < 4; ++i) {
-    runner.Submit(CommandRequest{"c-" + std::to_string(i), {"sleep", "0.5"}, {}, "", {}});
+    runner.Submit(CommandRequest{"c-" + std::to_string(i),
+                                 {"sh", "-c", script, "c" + std::to_string(i)},
+                                 {},
+                                 "",
+                                 std::chrono::milliseconds(20000)});
   }
   std::unique_lock<std::mutex> lock(mu);
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return ids.size() == 4; }));
-  // Four half-second commands in parallel take well under their serial 2 s.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1800));
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return replies.size() == 4; }));
+  for (const auto& r : replies) {
+    EXPECT_EQ(r["exit_code"], 0) << r.dump();
+    EXPECT_FALSE(r["timed_out"].get<bool>()) << r.dump();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -74,7 +74,8 @@ TEST(RunCommandTest, TimeoutKillsTheWholeGroup) {
   EXPECT_TRUE(r->timed_out);
   EXPECT_TRUE(r->signaled);
   EXPECT_EQ(r->exit_code, 128 + SIGTERM);
-  EXPECT_LT(took, 300ms + 1s + 1s);
+  // Far below the 100 s the sleeps would take: the timeout, not the sleep, ended it.
+  EXPECT_LT(took, 30s);
   pid_t grandchild = std::stoi(r->stdout_data);
   ASSERT_GT(grandchild, 1);
   // SIGTERM was delivered to the group, so the grandchild is dying or dead; give
