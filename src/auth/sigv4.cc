@@ -430,8 +430,13 @@ Status SignRequest(SignableRequest& request, const Credentials& credentials,
       declared.empty() ? HexEncode(Sha256(request.body)) : std::string(declared.front());
 
   const auto [path, query] = internal::SplitTarget(request.target);
+  // S3 is the exception to SigV4's path rules: its canonical URI is the path
+  // encoded once and not normalized (object keys may hold "//" or "..").
+  const std::string canonical_path =
+      service == "s3" ? internal::UriEncode(internal::PercentDecode(path), /*keep_slash=*/true)
+                      : internal::CanonicalPath(path);
   const std::string canonical =
-      internal::CanonicalRequest(request.method, internal::CanonicalPath(path),
+      internal::CanonicalRequest(request.method, canonical_path,
                                  internal::CanonicalQuery(internal::ParseQuery(query)),
                                  request.headers, signed_names, payload_hash);
   const std::string scope = internal::CredentialScope(date, region, service);

@@ -40,7 +40,8 @@ struct SignableRequest {
 // X-Amz-Security-Token already present is replaced, so a retry can re-sign. The
 // payload hash is the x-amz-content-sha256 header when present, else the SHA-256
 // of the body. `region`/`service` form the credential scope ("us-west-2",
-// "sagemaker"). kInvalidArgument (request untouched) when there is no host header
+// "sagemaker"). For service "s3" the path is encoded once and not normalized, as
+// S3 requires. kInvalidArgument (request untouched) when there is no host header
 // or a credential or scope field is empty or contains '/'.
 Status SignRequest(SignableRequest& request, const Credentials& credentials,
                    std::string_view region, std::string_view service,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hpod/auth/canonical.h"
 #include "hpod/auth/sigv4_test_util.h"
 #include "hpod/base/crypto.h"
 
@@ -85,6 +86,33 @@ TEST_F(SigV4Test, PathAndQueryRoundTrip) {
   SignableRequest changed = request;
   changed.target = "/clusters/my%3Acluster/nodes?b=%2F&a=x%20y&a=first&flag&c=a%20b";
   ExpectAuthError(Verify(changed), "InvalidSignatureException", kMismatch);
+}
+
+TEST_F(SigV4Test, S3PathsAreEncodedOnceAndNotNormalized) {
+  // An object key with a space, a plus and a dot segment, encoded once on the wire.
+  SignableRequest request;
+  request.method = "GET";
+  request.target = "/bucket/a/../with%20space%2Bplus.sh";
+  request.headers = {{"Host", "127.0.0.1:8080"},
+                     {"x-amz-content-sha256", HexEncode(Sha256(""))}};
+  ASSERT_TRUE(SignRequest(request, {kKey, kSecret, ""}, "us-east-1", "s3", At(kNow)).ok());
+  std::string amz_date;
+  for (const auto& [name, value] : request.headers) {
+    if (name == "X-Amz-Date") amz_date = value;
+  }
+  ASSERT_FALSE(amz_date.empty());
+  // What S3 computes: the path as sent (encoded once), dot segments kept.
+  const std::string canonical = internal::CanonicalRequest(
+      "GET", "/bucket/a/../with%20space%2Bplus.sh", "", request.headers,
+      {"host", "x-amz-content-sha256", "x-amz-date"}, HexEncode(Sha256("")));
+  const std::string scope = internal::CredentialScope(amz_date.substr(0, 8), "us-east-1", "s3");
+  const std::string want = internal::Signature(kSecret, amz_date.substr(0, 8), "us-east-1", "s3",
+                                               internal::StringToSign(amz_date, scope, canonical));
+  std::string authorization;
+  for (const auto& [name, value] : request.headers) {
+    if (name == "Authorization") authorization = value;
+  }
+  EXPECT_THAT(authorization, ::testing::EndsWith("Signature=" + want));
 }
 
 TEST_F(SigV4Test, TamperedRequestsAreRefused) {

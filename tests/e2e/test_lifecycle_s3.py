@@ -16,6 +16,7 @@ import s3server  # noqa: E402
 ON_CREATE = r"""#!/bin/bash
 set -euo pipefail
 source ./utils/common.sh
+source "./utils/with space+plus.sh"   # keys that need URI encoding (S3's SigV4 rules)
 mkdir -p /fsx/markers
 echo "$(hostname) $(common_word)" > "/fsx/markers/$(hostname)"
 test -f /opt/ml/config/provisioning_parameters.json
@@ -38,6 +39,7 @@ class S3LifecycleTest(unittest.TestCase):
             cls.s3.put("sagemaker-lcs", "base-config/on_create.sh", ON_CREATE.encode())
             cls.s3.put("sagemaker-lcs", "base-config/utils/common.sh",
                        b"common_word() { echo fetched-from-s3; }\n")
+            cls.s3.put("sagemaker-lcs", "base-config/utils/with space+plus.sh", b"true\n")
             cls.s3.put("sagemaker-lcs", "base-config/provisioning_parameters.json",
                        json.dumps({"version": "1.0.0", "workload_manager": "slurm",
                                    "controller_group": "controller-machine",
