@@ -1,0 +1,282 @@
+// AgentService against real WebSocket clients playing the agent and the user, over
+// the real http::Server (Unix socket for agents, TCP loopback for users).
+
+#include "hpod/controlplane/agent_service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "hpod/base/clock.h"
+#include "hpod/http/server.h"
+#include "hpod/http/websocket.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+
+constexpr auto kWait = std::chrono::seconds(10);
+
+class AgentServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hpod-agents-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = std::move(store::OpenSqliteStore({}).value());
+    logs_ = std::make_unique<NodeLogs>(NodeLogsOptions{(dir_ / "logs").string()});
+    AgentServiceOptions o;
+    o.heartbeat_interval = std::chrono::milliseconds(1234);
+    o.lifecycle_timeout = seconds(99);
+    agents_ = std::make_unique<AgentService>(*store_, *logs_, clock_, o, "key",
+                                             [this](const std::string& id) {
+                                               std::lock_guard<std::mutex> l(mu_);
+                                               changed_.push_back(id);
+                                             });
+    http::ServerOptions so;
+    so.unix_path = (dir_ / "agent.sock").string();
+    auto refuse = [](const http::Request&) { return http::Response{404, {}, ""}; };
+    agent_server_ = std::move(
+        http::Server::Start(so, refuse, [this](const http::Request& r, auto ws) {
+          return agents_->HandleAgentUpgrade(r, std::move(ws));
+        }).value());
+    user_server_ = std::move(
+        http::Server::Start({}, refuse, [this](const http::Request& r, auto ws) {
+          return agents_->HandleClientSessionUpgrade(r, std::move(ws));
+        }).value());
+    // One cluster, two nodes; the second has no address yet.
+    ASSERT_TRUE(store_
+                    ->Write([](store::WriteTx& tx) -> Status {
+                      store::ClusterRecord c;
+                      c.id = "abcdefabcdef";
+                      c.name = "demo";
+                      c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef";
+                      c.status = "Creating";
+                      HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
+                      store::GroupRecord g;
+                      g.cluster_id = c.id;
+                      g.name = "workers";
+                      g.spec = {{"InstanceType", "ml.c5.xlarge"},
+                                {"LifeCycleConfig",
+                                 {{"SourceS3Uri", "file:///lcs/"}, {"OnCreate", "on_create.sh"}}}};
+                      g.target_count = 2;
+                      HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
+                      for (int i = 1; i <= 2; ++i) {
+                        store::NodeRecord n;
+                        n.instance_id = "i-0000000000000000" + std::to_string(i);
+                        n.cluster_id = c.id;
+                        n.group_name = "workers";
+                        n.ordinal = i;
+                        n.status = "Pending";
+                        n.private_ip = i == 1 ? "10.77.0.10" : "";
+                        HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+                      }
+                      return OkStatus();
+                    })
+                    .ok());
+  }
+  void TearDown() override {
+    agents_->Shutdown();
+    user_server_->Shutdown(std::chrono::milliseconds(100));
+    agent_server_->Shutdown(std::chrono::milliseconds(100));
+    std::filesystem::remove_all(dir_);
+  }
+
+  StatusOr<std::unique_ptr<http::WebSocketClient>> Dial(const std::string& path,
+                                                        const std::string& id,
+                                                        const std::string& auth) {
+    http::WebSocketClientOptions o;
+    o.unix_socket_path = (dir_ / "agent.sock").string();
+    return http::WebSocketClient::Connect("ws://localhost" + path,
+                                          {{"X-Hpod-Instance-Id", id}, {"Authorization", auth}}, o);
+  }
+  static json Next(http::WebSocketClient& ws) {
+    auto m = ws.Receive(kWait);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? json::parse(m->data) : json();
+  }
+  // Bootstraps node 1 and returns its channel after `hello`.
+  std::unique_ptr<http::WebSocketClient> Register(std::string* secret) {
+    auto ws = Dial("/agent/v1/channel", kNode1, "HpodBootstrap " + agents_->BootstrapToken(kNode1));
+    EXPECT_TRUE(ws.ok()) << ws.status().ToString();
+    json cred = Next(**ws);
+    EXPECT_EQ(cred["type"], "credential");
+    *secret = cred["secret"];
+    EXPECT_TRUE((*ws)->Send(json{{"type", "hello"}, {"agent_version", "t"}}.dump(), false).ok());
+    // hello is handled in order before anything this test sends next.
+    EXPECT_TRUE((*ws)->Send(json{{"type", "get_config"}}.dump(), false).ok());
+    EXPECT_EQ(Next(**ws)["type"], "config_pending");
+    return std::move(*ws);
+  }
+
+  const std::string kNode1 = "i-00000000000000001";
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<NodeLogs> logs_;
+  std::unique_ptr<AgentService> agents_;
+  std::unique_ptr<http::Server> agent_server_, user_server_;
+  std::mutex mu_;
+  std::vector<std::string> changed_;
+};
+
+TEST_F(AgentServiceTest, BootstrapTokenIsOneTimeAndCredentialWorks) {
+  EXPECT_EQ(Dial("/agent/v1/channel", kNode1, "HpodBootstrap wrong").status().code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(Dial("/agent/v1/channel", "i-0000000000000000f", "HpodBootstrap x").status().code(),
+            StatusCode::kNotFound);
+  std::string secret;
+  auto ws = Register(&secret);
+  ws->Close();
+  // Confirmed by hello: the bootstrap token is dead, the credential is not.
+  auto again = Dial("/agent/v1/channel", kNode1, "HpodBootstrap " + agents_->BootstrapToken(kNode1));
+  EXPECT_EQ(again.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(again.status().message().find("already used"), std::string::npos);
+  EXPECT_EQ(Dial("/agent/v1/channel", kNode1, "HpodNode " + secret + "x").status().code(),
+            StatusCode::kUnauthenticated);
+  auto ok = Dial("/agent/v1/channel", kNode1, "HpodNode " + secret);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  // Another node's id with this node's secret is refused.
+  EXPECT_EQ(Dial("/agent/v1/channel", "i-00000000000000002", "HpodNode " + secret).status().code(),
+            StatusCode::kUnauthenticated);
+}
+
+TEST_F(AgentServiceTest, ConfigWaitsForEveryAddressThenDescribesTheCluster) {
+  std::string secret;
+  auto ws = Register(&secret);
+  ASSERT_TRUE(store_
+                  ->Write([](store::WriteTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto n, tx.GetNodeById("i-00000000000000002"));
+                    n.private_ip = "10.77.0.11";
+                    return tx.PutNode(n);
+                  })
+                  .ok());
+  ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+  json config = Next(*ws);
+  ASSERT_EQ(config["type"], "config") << config.dump();
+  EXPECT_EQ(config["heartbeat_interval_ms"], 1234);
+  EXPECT_EQ(config["lifecycle"]["source_s3_uri"], "file:///lcs/");
+  EXPECT_EQ(config["lifecycle"]["timeout_s"], 99);
+  const json& rc = config["resource_config"];
+  EXPECT_EQ(rc["ClusterConfig"]["ClusterName"], "demo");
+  ASSERT_EQ(rc["InstanceGroups"].size(), 1u);
+  const json& instances = rc["InstanceGroups"][0]["Instances"];
+  ASSERT_EQ(instances.size(), 2u);
+  EXPECT_EQ(instances[1]["InstanceName"], "workers-2");
+  EXPECT_EQ(instances[1]["CustomerIpAddress"], "10.77.0.11");
+}
+
+TEST_F(AgentServiceTest, LifecycleLogsAndCommands) {
+  std::string secret;
+  auto ws = Register(&secret);
+  ASSERT_TRUE(ws->Send(json{{"type", "log"}, {"stream", "LifecycleConfig"}, {"data", "hi\n"}}
+                           .dump(),
+                       false)
+                  .ok());
+  ASSERT_TRUE(ws->Send(json{{"type", "lifecycle"},
+                            {"state", "Failed"},
+                            {"exit_code", 3},
+                            {"message", "Lifecycle script on_create.sh exited with code 3"}}
+                           .dump(),
+                       false)
+                  .ok());
+  // A command round trip also proves the frames above were handled (in order).
+  auto result = std::async(std::launch::async, [&] {
+    return agents_->RunCommand(kNode1, {"echo", "x"}, std::chrono::milliseconds(5000));
+  });
+  json cmd = Next(*ws);
+  ASSERT_EQ(cmd["type"], "command");
+  EXPECT_EQ(cmd["argv"], json({"echo", "x"}));
+  ASSERT_TRUE(ws->Send(json{{"type", "command_result"},
+                            {"id", cmd["id"]},
+                            {"exit_code", 0},
+                            {"stdout", "x\n"}}
+                           .dump(),
+                       false)
+                  .ok());
+  auto r = result.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data, "x\n");
+
+  store::AgentRecord a;
+  ASSERT_TRUE(store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(a, tx.GetAgent(kNode1));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(a.lifecycle_state, "Failed");
+  EXPECT_EQ(a.lifecycle_message, "Lifecycle script on_create.sh exited with code 3");
+  EXPECT_GT(a.registered_time, 0);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    EXPECT_EQ(changed_, std::vector<std::string>{"abcdefabcdef"});
+  }
+  auto log = logs_->Read("abcdefabcdef", kNode1, "LifecycleConfig", "", 100);
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->data, "hi\n");
+  // No agent, no command.
+  EXPECT_EQ(agents_->RunCommand("i-00000000000000002", {"true"}, std::chrono::seconds(1))
+                .status()
+                .code(),
+            StatusCode::kFailedPrecondition);
+}
+
+TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
+  EXPECT_EQ(agents_->StartSession(kNode1, "", 24, 80).status().code(),
+            StatusCode::kFailedPrecondition);
+  std::string secret;
+  auto ws = Register(&secret);
+  auto grant = agents_->StartSession(kNode1, "hostname", 30, 100);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  json open = Next(*ws);
+  ASSERT_EQ(open["type"], "open_session");
+  EXPECT_EQ(open["session_id"], grant->session_id);
+  EXPECT_EQ(open["argv"], json({"bash", "-lc", "hostname"}));
+  EXPECT_EQ(open["pty"], false);
+
+  // The node speaks first; hpodd keeps it until the user connects.
+  auto node = Dial("/agent/v1/sessions/" + grant->session_id, kNode1, "HpodNode " + secret);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  ASSERT_TRUE((*node)->Send(std::string("\0ip-10-77-0-10\n", 15), true).ok());
+
+  const std::string url = "ws://127.0.0.1:" + std::to_string(user_server_->port()) +
+                          "/v1/sessions/" + grant->session_id;
+  EXPECT_EQ(http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession nope"}})
+                .status()
+                .code(),
+            StatusCode::kUnauthenticated);
+  auto user =
+      http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession " + grant->token}});
+  ASSERT_TRUE(user.ok()) << user.status().ToString();
+  auto first = (*user)->Receive(kWait);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->data, std::string("\0ip-10-77-0-10\n", 15));
+  ASSERT_TRUE((*user)->Send(std::string("\0ls\n", 4), true).ok());
+  auto typed = (*node)->Receive(kWait);
+  ASSERT_TRUE(typed.ok());
+  EXPECT_EQ(typed->data, std::string("\0ls\n", 4));
+  // The token was for one connection.
+  EXPECT_EQ(http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession " + grant->token}})
+                .status()
+                .code(),
+            StatusCode::kUnauthenticated);
+  // The node's exit frame reaches the user, then the close.
+  ASSERT_TRUE((*node)->Send(std::string("\x02\0\0\0\x07", 5), true).ok());
+  (*node)->Close();
+  auto exit = (*user)->Receive(kWait);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->data, std::string("\x02\0\0\0\x07", 5));
+  EXPECT_EQ((*user)->Receive(kWait).status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace hpod::controlplane
