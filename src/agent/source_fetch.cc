@@ -15,23 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Percent-encodes all but the unreserved characters (and '/' when `keep_slash`).
-std::string UriEncode(std::string_view text, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        (keep_slash && c == '/')) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 // Finds the first element <tag>…</tag> in [from, xml.size()) and returns its raw
 // inner text; `pos` receives the index just past the closing tag. Attributes on the
 // opening tag and the self-closing form are accepted.
@@ -143,8 +126,8 @@ Status FetchS3(const FetchOptions& options, const fs::path& dest, const Clock& c
   std::string token;
   for (int page = 0; page < 10000; ++page) {
     std::string target =
-        "/" + UriEncode(bucket, false) + "?list-type=2&prefix=" + UriEncode(prefix, false);
-    if (!token.empty()) target += "&continuation-token=" + UriEncode(token, false);
+        "/" + auth::UriEncode(bucket, false) + "?list-type=2&prefix=" + auth::UriEncode(prefix, false);
+    if (!token.empty()) target += "&continuation-token=" + auth::UriEncode(token, false);
     HPOD_ASSIGN_OR_RETURN(http::Response response,
                           S3Get(client, *options.s3, *base, target, clock));
     if (response.status != 200) return S3Failure(response, uri);
@@ -165,7 +148,7 @@ Status FetchS3(const FetchOptions& options, const fs::path& dest, const Clock& c
   for (const std::string& key : keys) {
     HPOD_ASSIGN_OR_RETURN(std::string relative, RelativePathForKey(key, prefix));
     if (relative.empty()) continue;  // a "folder" marker object
-    std::string target = "/" + UriEncode(bucket, false) + "/" + UriEncode(key, true);
+    std::string target = "/" + auth::UriEncode(bucket, false) + "/" + auth::UriEncode(key, true);
     HPOD_ASSIGN_OR_RETURN(http::Response response,
                           S3Get(client, *options.s3, *base, target, clock));
     if (response.status != 200) return S3Failure(response, uri);

@@ -574,4 +574,8 @@ StatusOr<VerifiedCaller> VerifyRequest(const SignableRequest& request, const Sec
   return VerifiedCaller{claim.access_key_id, claim.region, claim.session_token, body_covered};
 }
 
+std::string UriEncode(std::string_view text, bool keep_slash) {
+  return internal::UriEncode(text, keep_slash);
+}
+
 }  // namespace hpod::auth

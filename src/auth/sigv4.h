@@ -47,6 +47,10 @@ Status SignRequest(SignableRequest& request, const Credentials& credentials,
                    std::string_view region, std::string_view service,
                    std::chrono::system_clock::time_point now);
 
+// Percent-encodes every byte but A-Z a-z 0-9 - _ . ~ (and '/' when `keep_slash`),
+// with uppercase hex: how SigV4 clients put S3 keys and query values on the wire.
+std::string UriEncode(std::string_view text, bool keep_slash);
+
 // Returns `request.target` with the presigned query parameters appended (only
 // "host" is signed; payload hash UNSIGNED-PAYLOAD), valid for `expires`. The
 // parameters come in botocore's order (X-Amz-Algorithm, -Credential, -Date,

@@ -17,13 +17,6 @@ namespace {
 constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 constexpr size_t kMaxLogChunk = 64 * 1024;
 
-http::Response Refuse(int status, const std::string& message) {
-  http::Response r;
-  r.status = status;
-  r.headers.push_back({"Content-Type", "text/plain"});
-  r.body = message;
-  return r;
-}
 
 std::string HashSecret(const std::string& secret) { return HexEncode(Sha256(secret)); }
 
@@ -109,13 +102,13 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
   std::string path(request.Path());
   const std::string kSessions = "/agent/v1/sessions/";
   bool is_channel = path == "/agent/v1/channel";
-  if (!is_channel && path.rfind(kSessions, 0) != 0) return Refuse(404, "no such endpoint");
+  if (!is_channel && path.rfind(kSessions, 0) != 0) return RefuseUpgrade(404, "no such endpoint");
   bool bootstrapped = false;
   auto node = AuthenticateAgent(request, is_channel, &bootstrapped);
   if (!node.ok()) {
     int status = node.status().code() == StatusCode::kNotFound ? 404 : 401;
     spdlog::warn("agent upgrade refused: {}", node.status().message());
-    return Refuse(status, std::string(node.status().message()));
+    return RefuseUpgrade(status, std::string(node.status().message()));
   }
   if (!is_channel) {
     return AgentSessionUpgrade(path.substr(kSessions.size()), node->instance_id, socket);
@@ -137,14 +130,14 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
       a.credential_hash = HashSecret(secret);
       return tx.PutAgent(a);
     });
-    if (!s.ok()) return Refuse(503, "cannot record the node credential: " + s.ToString());
+    if (!s.ok()) return RefuseUpgrade(503, "cannot record the node credential: " + s.ToString());
     ch->confirm_bootstrap = true;
     // Queued now, delivered as the first frame once the handshake completes.
     socket->Send(json{{"type", "credential"}, {"secret", secret}}.dump(), false);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shut_down_) return Refuse(503, "hpodd is shutting down");
+    if (shut_down_) return RefuseUpgrade(503, "hpodd is shutting down");
     static uint64_t serial = 0;
     ch->serial = ++serial;
     auto old = channels_.find(ch->instance_id);

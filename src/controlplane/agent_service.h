@@ -134,6 +134,7 @@ class AgentService {
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,
                                           std::shared_ptr<http::WebSocket> socket);
+  http::WebSocketCallbacks RelayCallbacks(const std::shared_ptr<Session>& s, bool from_client);
   void EndSession(const std::string& session_id);
   void SweepSessions();
   // The node the request names, if its credential (or bootstrap token) is right.

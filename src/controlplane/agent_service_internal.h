@@ -14,6 +14,15 @@
 
 namespace hpod::controlplane {
 
+// A refused WebSocket upgrade: plain-text `message` with `status`.
+inline http::Response RefuseUpgrade(int status, const std::string& message) {
+  http::Response r;
+  r.status = status;
+  r.headers.push_back({"Content-Type", "text/plain"});
+  r.body = message;
+  return r;
+}
+
 struct AgentService::Channel {
   std::shared_ptr<http::WebSocket> socket;
   std::string instance_id;

@@ -16,13 +16,6 @@ namespace {
 
 constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
-http::Response Refuse(int status, const std::string& message) {
-  http::Response r;
-  r.status = status;
-  r.headers.push_back({"Content-Type", "text/plain"});
-  r.body = message;
-  return r;
-}
 
 std::string ErrorFrame(const std::string& text) { return std::string(1, '\x03') + text; }
 
@@ -65,7 +58,7 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
     const http::Request& request, std::shared_ptr<http::WebSocket> socket) {
   std::string path(request.Path());
   const std::string kPrefix = "/v1/sessions/";
-  if (path.rfind(kPrefix, 0) != 0) return Refuse(404, "no such endpoint");
+  if (path.rfind(kPrefix, 0) != 0) return RefuseUpgrade(404, "no such endpoint");
   std::string id = path.substr(kPrefix.size());
   std::string_view auth = request.HeaderValue("Authorization");
   const std::string_view kScheme = "HpodSession ";
@@ -77,12 +70,12 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) return Refuse(404, "session " + id + " does not exist or expired");
+    if (it == sessions_.end()) return RefuseUpgrade(404, "session " + id + " does not exist or expired");
     s = it->second;
     // One-time token: a second connection with it is refused.
     if (token.empty() || s->client != nullptr ||
         !ConstantTimeEquals(HexEncode(Sha256(token)), s->token_hash)) {
-      return Refuse(401, "invalid token for session " + id);
+      return RefuseUpgrade(401, "invalid token for session " + id);
     }
     s->client = socket;
     pending.swap(s->to_client);
@@ -90,31 +83,7 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   }
   // Queued before the handshake completes; delivered first.
   for (auto& frame : pending) socket->Send(std::move(frame), true);
-  http::WebSocketCallbacks cb;
-  cb.on_message = [this, s](http::WebSocketMessage m) {
-    std::shared_ptr<http::WebSocket> peer;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      peer = s->agent;
-      if (!peer) {
-        if (s->buffered + m.data.size() > options_.session_buffer_bytes) return;
-        s->buffered += m.data.size();
-        s->to_agent.push_back(std::move(m.data));
-        return;
-      }
-    }
-    peer->Send(std::move(m.data), true);
-  };
-  cb.on_close = [this, s] {
-    std::shared_ptr<http::WebSocket> peer;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      peer = s->agent;
-    }
-    if (peer) peer->Close("client left");
-    EndSession(s->id);
-  };
-  return cb;
+  return RelayCallbacks(s, /*from_client=*/true);
 }
 
 http::UpgradeResult AgentService::AgentSessionUpgrade(const std::string& session_id,
@@ -126,36 +95,43 @@ http::UpgradeResult AgentService::AgentSessionUpgrade(const std::string& session
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(session_id);
     if (it == sessions_.end() || it->second->instance_id != instance_id || it->second->agent) {
-      return Refuse(404, "no session " + session_id + " for " + instance_id);
+      return RefuseUpgrade(404, "no session " + session_id + " for " + instance_id);
     }
     s = it->second;
     s->agent = socket;
     pending.swap(s->to_agent);
   }
   for (auto& frame : pending) socket->Send(std::move(frame), true);
+  return RelayCallbacks(s, /*from_client=*/false);
+}
+
+http::WebSocketCallbacks AgentService::RelayCallbacks(const std::shared_ptr<Session>& s,
+                                                      bool from_client) {
+  // Frames go to the other side, or wait in a bounded buffer until it connects.
+  auto peer_of = [s, from_client] { return from_client ? s->agent : s->client; };
   http::WebSocketCallbacks cb;
-  cb.on_message = [this, s](http::WebSocketMessage m) {
+  cb.on_message = [this, s, from_client, peer_of](http::WebSocketMessage m) {
     std::shared_ptr<http::WebSocket> peer;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      peer = s->client;
+      peer = peer_of();
       if (!peer) {
         if (s->buffered + m.data.size() > options_.session_buffer_bytes) return;
         s->buffered += m.data.size();
-        s->to_client.push_back(std::move(m.data));
+        (from_client ? s->to_agent : s->to_client).push_back(std::move(m.data));
         return;
       }
     }
     peer->Send(std::move(m.data), true);
   };
-  cb.on_close = [this, s] {
+  cb.on_close = [this, s, from_client, peer_of] {
     std::shared_ptr<http::WebSocket> peer;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      peer = s->client;
+      peer = peer_of();
     }
-    // Frames already queued (the exit status) go out before the close.
-    if (peer) peer->Close("session ended");
+    // Frames already queued to the peer (the exit status) go out before the close.
+    if (peer) peer->Close(from_client ? "client left" : "session ended");
     EndSession(s->id);
   };
   return cb;

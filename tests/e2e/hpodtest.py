@@ -146,19 +146,7 @@ class Daemon:
     # Clients -----------------------------------------------------------------
     def env(self, **extra):
         """Environment for the aws CLI / hpod CLI using the profile hpodd init wrote."""
-        e = dict(os.environ)
-        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                  "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
-            e.pop(k, None)
-        e.update({
-            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(self.aws_dir, "credentials"),
-            "AWS_CONFIG_FILE": os.path.join(self.aws_dir, "config"),
-            "AWS_PROFILE": "hpod",
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "AWS_MAX_ATTEMPTS": "1",
-        })
-        e.update(extra)
-        return e
+        return client_env(self.aws_dir, AWS_MAX_ATTEMPTS="1", **extra)
 
     def aws(self, *args, check=True, **env):
         """Runs `aws sagemaker <args>`; returns (rc, parsed stdout or text, stderr)."""
@@ -196,6 +184,23 @@ class Daemon:
                     return out
             time.sleep(0.2)
         raise AssertionError("cluster %s never reached %s (last %s)" % (name, want, last))
+
+
+def client_env(aws_dir, **extra):
+    """os.environ without ambient AWS credentials, pointed at the 'hpod' profile that
+    `hpodd init --aws-dir aws_dir` wrote, plus `extra`."""
+    e = dict(os.environ)
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+              "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        e.pop(k, None)
+    e.update({
+        "AWS_SHARED_CREDENTIALS_FILE": os.path.join(aws_dir, "credentials"),
+        "AWS_CONFIG_FILE": os.path.join(aws_dir, "config"),
+        "AWS_PROFILE": "hpod",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    })
+    e.update(extra)
+    return e
 
 
 def wait_cluster(client, name, want, timeout=60):

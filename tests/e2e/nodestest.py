@@ -121,17 +121,7 @@ class NodesDaemon:
         self.stop()
 
     def env(self, **extra):
-        e = dict(os.environ)
-        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                  "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
-            e.pop(k, None)
-        e.update({
-            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(self.aws_dir, "credentials"),
-            "AWS_CONFIG_FILE": os.path.join(self.aws_dir, "config"),
-            "AWS_PROFILE": "hpod", "AWS_EC2_METADATA_DISABLED": "true",
-        })
-        e.update(extra)
-        return e
+        return hpodtest.client_env(self.aws_dir, **extra)
 
     def hpod(self, *args, check=True, timeout=120, input=None):
         """Runs the hpod CLI against this daemon; returns the CompletedProcess."""
