@@ -192,6 +192,11 @@ class NodesTest(unittest.TestCase):
         self.assertIn("to-stderr", p.stdout + p.stderr)
         events = self.d.hpod_json("list-cluster-events", "--cluster-name", "demo")["Events"]
         self.assertTrue(any("Session s-" in e.get("Description", "") for e in events), events)
+        # Nothing of hpodd's environment reaches the node.
+        env = self.d.in_node(iid, "cat /proc/1/environ | tr '\\0' '\\n'").stdout
+        self.assertNotIn("AWS_", env)
+        self.assertNotIn("HPOD_", env)
+        self.assertIn("PATH=", env)
 
     def test_7_scale_up_and_down(self):
         cid = self.described["ClusterArn"].split("/")[-1]

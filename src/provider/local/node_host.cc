@@ -183,6 +183,12 @@ StatusOr<ProcessId> RealNodeHost::SpawnNode(const NodeSpawn& spawn) {
     }
   }
   o.argv.insert(o.argv.end(), {spawn.init_binary, "--config", spawn.config_path});
+  // A node starts from a clean environment, as a machine boots: nothing of
+  // hpodd's (its secrets such as HPOD_S3_SECRET_ACCESS_KEY, its cwd, AWS_*) leaks in.
+  o.clear_env = true;
+  o.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+           {"HOME", "/root"},
+           {"LANG", "C.UTF-8"}};
   o.output_file = spawn.log_path;
   HPOD_ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> holder, Subprocess::Start(o));
   pid_t holder_pid = holder->pid();
