@@ -152,6 +152,12 @@ void Agent::OnIdle() {
   ReapSessions(/*all=*/false);
 }
 
+std::optional<std::chrono::milliseconds> Agent::NextIdle() {
+  if (!get_config_at_ || have_config_) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*get_config_at_ -
+                                                               clock_.SteadyNow());
+}
+
 void Agent::OnMessage(const Json& message) {
   const std::string type = message.value("type", "");
   if (type == "config") {

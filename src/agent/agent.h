@@ -59,6 +59,7 @@ class Agent final : public ChannelHandler {
   void OnConnected() override;
   void OnMessage(const nlohmann::json& message) override;
   void OnIdle() override;
+  std::optional<std::chrono::milliseconds> NextIdle() override;
 
  private:
   void OnConfig(const nlohmann::json& message);

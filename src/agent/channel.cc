@@ -65,9 +65,15 @@ std::string Channel::credential_path() const {
 }
 
 void Channel::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stopping_ = true;
-  cv_.notify_all();
+  std::shared_ptr<http::WebSocketClient> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    conn = conn_;
+    cv_.notify_all();
+  }
+  // Ends a Receive in progress, so Run notices the stop without polling.
+  if (conn) conn->Close("agent stopping");
 }
 
 bool Channel::connected() const {
@@ -270,7 +276,11 @@ Status Channel::Run() {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) break;
       }
-      auto message = (*conn)->Receive(options_.poll_interval);
+      std::chrono::milliseconds wait = options_.poll_interval;
+      if (auto due = handler_->NextIdle()) {
+        wait = std::clamp(*due, std::chrono::milliseconds(0), wait);
+      }
+      auto message = (*conn)->Receive(wait);
       if (!message.ok()) {
         if (message.status().code() == StatusCode::kDeadlineExceeded) {
           handler_->OnIdle();

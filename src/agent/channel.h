@@ -18,6 +18,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -52,8 +53,9 @@ struct ChannelOptions {
   std::chrono::milliseconds backoff_max{10000};
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds heartbeat_interval{2000};
-  // How long Receive waits before the handler's OnIdle runs and Stop is noticed.
-  std::chrono::milliseconds poll_interval{200};
+  // Longest wait for a message before the handler's OnIdle runs anyway (sooner
+  // when the handler's NextIdle asks for it). Stop() wakes the wait at once.
+  std::chrono::milliseconds poll_interval{5000};
   // Bytes of queued messages kept while disconnected.
   size_t outbox_max_bytes = 4 * 1024 * 1024;
 };
@@ -73,8 +75,11 @@ class ChannelHandler {
   virtual void OnConnected() = 0;
   // Each JSON message from hpodd (except `credential`, handled by the channel).
   virtual void OnMessage(const nlohmann::json& message) = 0;
-  // At least every poll_interval while running (timers: config retries).
+  // After each message, and when NextIdle's time (or poll_interval) has come.
   virtual void OnIdle() {}
+  // How long the channel may wait for a message before OnIdle is due (a timer of
+  // the handler, e.g. a config retry); nullopt: no timer pending.
+  virtual std::optional<std::chrono::milliseconds> NextIdle() { return std::nullopt; }
 };
 
 class Channel {

@@ -16,6 +16,7 @@
 
 #include "hpod/base/clock.h"
 #include "hpod/cli/client.h"
+#include "hpod/cli/main.h"
 
 namespace hpod::cli {
 
@@ -104,5 +105,25 @@ class FakeSleeper final : public Sleeper {
  private:
   FakeClock& clock_;
 };
+
+// A Runtime for cli::Run in tests: fixed credentials (no profile is read), the
+// fake transport, clock and sleeper, and output captured in `out` / `err`.
+inline Runtime FakeRuntime(FakeTransport& transport, FakeClock& clock, Sleeper& sleeper,
+                           std::ostream& out, std::ostream& err) {
+  Runtime rt;
+  rt.env = {{"AWS_ACCESS_KEY_ID", "AKID"},
+            {"AWS_SECRET_ACCESS_KEY", "secret"},
+            {"AWS_REGION", "us-west-2"},
+            {"AWS_MAX_ATTEMPTS", "1"},
+            {"HOME", "/nonexistent/hpod-cli-test"}};
+  rt.out = &out;
+  rt.err = &err;
+  rt.make_transport = [&transport](const http::ClientOptions&) {
+    return std::make_unique<BorrowedTransport>(transport);
+  };
+  rt.clock = &clock;
+  rt.sleeper = &sleeper;
+  return rt;
+}
 
 }  // namespace hpod::cli

@@ -91,19 +91,7 @@ class LogsCommandTest : public LogsTest {
   int Run(std::vector<std::string> args) {
     out_.str("");
     err_.str("");
-    Runtime rt;
-    rt.env = {{"AWS_ACCESS_KEY_ID", "AKID"},
-              {"AWS_SECRET_ACCESS_KEY", "secret"},
-              {"AWS_REGION", "us-west-2"},
-              {"AWS_MAX_ATTEMPTS", "1"},
-              {"HOME", "/nonexistent/hpod-cli-test"}};
-    rt.out = &out_;
-    rt.err = &err_;
-    rt.make_transport = [this](const http::ClientOptions&) {
-      return std::make_unique<BorrowedTransport>(transport_);
-    };
-    rt.clock = &clock_;
-    rt.sleeper = &sleeper_;
+    Runtime rt = FakeRuntime(transport_, clock_, sleeper_, out_, err_);
     rt.logs_max_calls = 4;
     return cli::Run(args, rt);
   }

@@ -65,7 +65,6 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   std::string token =
       auth.substr(0, kScheme.size()) == kScheme ? std::string(auth.substr(kScheme.size())) : "";
   std::shared_ptr<Session> s;
-  std::shared_ptr<http::WebSocket> agent;
   std::vector<std::string> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -79,7 +78,6 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
     }
     s->client = socket;
     pending.swap(s->to_client);
-    agent = s->agent;
   }
   // Queued before the handshake completes; delivered first.
   for (auto& frame : pending) socket->Send(std::move(frame), true);
