@@ -26,9 +26,15 @@ TEST_PKGS=(
   tmux                      # drives `hpod start-session` through a real PTY in e2e tests
   swift swift-proxy swift-account swift-container swift-object  # S3 server (s3api) for lifecycle tests
 )
+# Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
+# libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:
+# without it libslurm-dev drags in ~32 packages (hdf5, rrd, ipmi, rocm-smi…).
+RUN_PKGS=(
+  slurmctld slurmd slurm-client munge libslurm-dev
+)
 
 missing=()
-for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"; do
+for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}" "${RUN_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi

@@ -63,15 +63,18 @@ cid=${cid##*/}
 ctl=$("${hpod[@]}" list-cluster-nodes --cluster-name demo --instance-group-name-contains controller \
         --query 'ClusterNodeSummaries[0].InstanceId' --output text)
 target="sagemaker-cluster:${cid}_controller-machine-${ctl}"
-echo "--- hpod start-session --target $target --command 'hostname; ls /fsx/hpod-demo'"
-"${hpod[@]}" start-session --target "$target" --command 'hostname; ls /fsx/hpod-demo'
+cmd='hostname; sinfo; srun -N4 hostname | sort'
+echo "--- hpod start-session --target $target --command '$cmd'"
+"${hpod[@]}" start-session --target "$target" --command "$cmd"
 
 cat <<EOT
 
 The demo cluster is InService: 5 nodes, each with its own network, hostname, mounts
-and processes, sharing /fsx. hpodd (pid $(cat "$dir/hpodd.pid")) logs to $dir/data/hpodd.log.
+and processes, sharing /fsx, with Slurm (slurmctld on the controller, slurmd on the
+four workers). hpodd (pid $(cat "$dir/hpodd.pid")) logs to $dir/data/hpodd.log.
 
-  ${hpod[*]} start-session --target $target      # a root shell on the controller
+  ${hpod[*]} start-session --target $target      # a root shell on the controller: sinfo, sbatch, squeue
+  ${hpod[*]} list-cluster-nodes --cluster-name demo --with-slurm --output table
   ${hpod[*]} logs --cluster-name demo --node-id $ctl     # its lifecycle script output
   ${hpod[*]} list-cluster-events --cluster-name demo --output table
   aws --profile hpod --endpoint-url http://127.0.0.1:$port sagemaker describe-cluster --cluster-name demo

@@ -96,6 +96,7 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   std::string node_block = "10.77.0.0/16", fsx_root, s3_endpoint, s3_region = "us-east-1";
   std::string link_prefix = "hp";
   int heartbeat_ms = 5000, lifecycle_timeout_s = 1800, register_timeout_s = 120;
+  int slurmd_timeout_s = 30;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--listen", listen, "ADDRESS:PORT to serve on (default loopback)")
         ->capture_default_str();
@@ -132,6 +133,11 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     a->add_option("--agent-register-timeout", register_timeout_s,
                   "Seconds a started node's agent has to register before the node fails")
         ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
+    a->add_option("--slurmd-timeout", slurmd_timeout_s,
+                  "Slurm's SlurmdTimeout: seconds without an answer from a node's slurmd "
+                  "before Slurm marks it DOWN (hpod's node replacement must finish sooner)")
+        ->check(CLI::Range(5, 3600))
         ->capture_default_str();
   }
 
@@ -228,6 +234,11 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     spdlog::warn("--insecure-no-auth: every request is accepted as admin; never expose this");
   }
   options.control_plane.agent_register_timeout = std::chrono::seconds(register_timeout_s);
+  options.control_plane.slurm.slurmd_timeout_s = slurmd_timeout_s;
+  // Local nodes share a host without GPUs: GPU instance types get stand-in
+  // devices in each node's own /run, so Slurm's GRES accounting works as on AWS.
+  options.control_plane.slurm.gpu_device_dir = "/run/hpod-gpus";
+  options.control_plane.slurm.stand_in_gpus = true;
   options.agents.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   options.agents.lifecycle_timeout = std::chrono::seconds(lifecycle_timeout_s);
   options.agents.s3.endpoint = s3_endpoint;

@@ -78,6 +78,20 @@ Agent::Agent(AgentOptions options, const Clock& clock)
   channel.heartbeat_interval = options_.default_heartbeat_interval;
   channel_ = std::make_unique<Channel>(channel, this);
   log_target_->channel = channel_.get();
+  SlurmNodeOptions slurm = options_.slurm;
+  if (slurm.munge_dir.empty()) slurm.munge_dir = options_.state_dir + "/munge";
+  slurm_ = std::make_unique<SlurmNode>(
+      slurm, clock_,
+      [this](const Json& state) {
+        Json m = state;
+        m["type"] = "slurm_state";
+        channel_->Send(m);
+      },
+      [this](const std::vector<slurm::SlurmNodeState>& nodes) {
+        Json list = Json::array();
+        for (const auto& n : nodes) list.push_back(n.ToJson());
+        channel_->Send(Json{{"type", "slurm_nodes"}, {"nodes", list}});
+      });
 }
 
 Agent::~Agent() {
@@ -90,6 +104,7 @@ Agent::~Agent() {
   commands_.Shutdown();
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
   ReapSessions(/*all=*/true);
+  slurm_->Stop();
 }
 
 std::shared_ptr<spdlog::sinks::sink> Agent::MakeLogSink() {
@@ -134,7 +149,9 @@ Json Agent::Hello() {
 
 Json Agent::HeartbeatFields() {
   auto uptime = std::chrono::duration_cast<std::chrono::seconds>(clock_.SteadyNow() - started_);
-  return Json{{"lifecycle", lifecycle_.status().ToJson()}, {"uptime_s", uptime.count()}};
+  return Json{{"lifecycle", lifecycle_.status().ToJson()},
+              {"uptime_s", uptime.count()},
+              {"slurm", slurm_->State()}};
 }
 
 void Agent::OnConnected() {
@@ -142,6 +159,36 @@ void Agent::OnConnected() {
     channel_->Send(Json{{"type", "get_config"}});
     get_config_at_.reset();
   }
+  if (lifecycle_.status().state == "Succeeded") SendProvisioningParameters();
+  Json state = slurm_->State();
+  state["type"] = "slurm_state";
+  channel_->Send(state);
+  slurm_->ResendNodes();
+}
+
+void Agent::SendProvisioningParameters() {
+  auto text = ReadFile(options_.config_dir + "/provisioning_parameters.json");
+  Json params = text.ok() ? Json::parse(*text, nullptr, false) : Json();
+  if (params.is_discarded()) {
+    // Sent as text so hpodd can say what is wrong with it (a node-local parse
+    // error would only reach the node's log).
+    params = Json{{"unparsable", *text}};
+  }
+  channel_->Send(Json{{"type", "provisioning_parameters"}, {"content", params}});
+}
+
+void Agent::OnSlurm(const Json& message) {
+  auto spec = ParseSlurmSpec(message);
+  if (!spec.ok()) {
+    spdlog::error("ignoring a bad slurm message: {}", spec.status().message());
+    return;
+  }
+  if (lifecycle_.status().state != "Succeeded") {
+    // hpodd sends it only after the scripts succeeded; a stale one is dropped.
+    spdlog::warn("ignoring the Slurm role before the lifecycle scripts succeeded");
+    return;
+  }
+  slurm_->Apply(std::move(*spec));
 }
 
 void Agent::OnIdle() {
@@ -170,6 +217,8 @@ void Agent::OnMessage(const Json& message) {
     get_config_at_ = clock_.SteadyNow() + std::chrono::milliseconds(retry_ms);
   } else if (type == "command") {
     commands_.Submit(ParseCommandRequest(message));
+  } else if (type == "slurm") {
+    OnSlurm(message);
   } else if (type == "open_session") {
     OpenSession(message);
   } else if (type == "reprovision") {
@@ -197,7 +246,9 @@ void Agent::OnConfig(const Json& message) {
       lifecycle_.Run(invalid, resource_config, provisioning);
       return;
     }
-    lifecycle_.Run(*spec, resource_config, provisioning);
+    if (lifecycle_.Run(*spec, resource_config, provisioning).state == "Succeeded") {
+      SendProvisioningParameters();
+    }
   });
 }
 

@@ -22,6 +22,7 @@
 #include "hpod/agent/channel.h"
 #include "hpod/agent/commands.h"
 #include "hpod/agent/lifecycle.h"
+#include "hpod/agent/slurm_node.h"
 #include "hpod/base/clock.h"
 
 namespace spdlog::sinks {
@@ -63,6 +64,10 @@ class Agent final : public ChannelHandler {
 
  private:
   void OnConfig(const nlohmann::json& message);
+  void OnSlurm(const nlohmann::json& message);
+  // Tells hpodd what Slurm roles the lifecycle source declares (its
+  // provisioning_parameters.json), once the scripts succeeded.
+  void SendProvisioningParameters();
   void OpenSession(const nlohmann::json& message);
   void ReapSessions(bool all);
 
@@ -75,6 +80,7 @@ class Agent final : public ChannelHandler {
   LifecycleRunner lifecycle_;
   CommandRunner commands_;
   std::unique_ptr<Channel> channel_;
+  std::unique_ptr<SlurmNode> slurm_;  // after channel_: its callbacks send on it
   const std::shared_ptr<LogTarget> log_target_ = std::make_shared<LogTarget>();
 
   // Run's thread only.

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "hpod/agent/slurm_node.h"
 #include "hpod/base/status.h"
 
 namespace hpod::agent {
@@ -48,6 +49,8 @@ struct AgentOptions {
   // Commands run at once; more wait in a queue of max_queued_commands.
   int max_concurrent_commands = 8;
   int max_queued_commands = 64;
+  // The node's Slurm daemons; munge_dir empty means <state_dir>/munge.
+  SlurmNodeOptions slurm;
 };
 
 // Parses the config JSON. kInvalidArgument with a one-line message naming the field

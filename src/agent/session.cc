@@ -39,7 +39,11 @@ class SessionChild {
   static StatusOr<std::unique_ptr<SessionChild>> Start(const SessionRequest& request) {
     auto child = std::make_unique<SessionChild>();
     std::vector<std::string> argv = request.argv;
-    if (argv.empty()) argv = {"/bin/bash", "-l"};
+    if (argv.empty()) {
+      // A login shell greets with the node's motd (written with its Slurm role, as
+      // HyperPod's nodes do at login); `exec -l` keeps it a login shell.
+      argv = {"/bin/bash", "-c", "[ -r /opt/hpod/motd ] && cat /opt/hpod/motd; exec -l /bin/bash"};
+    }
     std::error_code ec;
     const std::string cwd = std::filesystem::is_directory("/root", ec) ? "/root" : "/";
     if (request.pty) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "hpod/cli/shorthand.h"
+#include "hpod/cli/slurm_nodes.h"
 
 namespace hpod::cli {
 namespace {
@@ -805,7 +806,9 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
     return inv;
   }
   inv.kind = Invocation::Kind::kOperation;
+  if (inv.operation->name == "ListClusterNodes") inv.with_slurm = TakeWithSlurmFlag(rest);
   HPOD_RETURN_IF_ERROR(ParseOperationArgs(rest, env, inv));
+  HPOD_RETURN_IF_ERROR(CheckWithSlurm(inv));
   return inv;
 }
 

@@ -81,6 +81,7 @@ struct Invocation {
   bool paginate = false;         // follow NextToken (paginated op, no manual token args)
   PaginationOptions pagination;
   std::optional<std::string> skeleton;  // --generate-cli-skeleton: "input" | "output"
+  bool with_slurm = false;              // list-cluster-nodes --with-slurm (slurm_nodes.h)
 
   // kWait.
   Waiter waiter = Waiter::kClusterInService;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "hpod/cli/args.h"
+#include "hpod/cli/slurm_nodes.h"
 
 namespace hpod::cli {
 namespace {
@@ -199,6 +200,7 @@ std::string OperationHelp(const api::Operation& op) {
       flag += " <value>";
     out += input.IsRequired(m.name) ? "    " + flag + "\n" : "    [" + flag + "]\n";
   }
+  if (op.name == "ListClusterNodes") out += "    [--with-slurm]\n";
   out += "    [--cli-input-json <value>]\n    [--generate-cli-skeleton <value>]\n";
   if (paginated) {
     out += "    [--starting-token <value>]\n    [--page-size <value>]\n    [--max-items <value>]\n";
@@ -239,6 +241,7 @@ std::string OperationHelp(const api::Operation& op) {
       "      The whole request as JSON (or file://path); flags given as well override its keys.\n"
       "  --generate-cli-skeleton (string) input | output\n"
       "      Print a request template (input, the default) or a sample response (output).\n";
+  if (op.name == "ListClusterNodes") out += WithSlurmHelp();
   if (paginated) {
     out +=
         "  --starting-token (string)\n      The NextToken printed by an earlier --max-items "

@@ -9,6 +9,7 @@
 #include "hpod/cli/output.h"
 #include "hpod/cli/params.h"
 #include "hpod/cli/session.h"
+#include "hpod/cli/slurm_nodes.h"
 #include "hpod/cli/wait.h"
 
 #ifndef HPOD_VERSION
@@ -62,6 +63,14 @@ int RunOperation(const Invocation& inv, const Settings& settings, OutputFormat f
   fmt.query = inv.query.has_value() ? &*inv.query : nullptr;
   fmt.title = op.name;
   fmt.table.terminal_width = rt.terminal_width;
+  if (inv.with_slurm) {
+    Status done = ListClusterNodesWithSlurm(*session.client, inv.params, inv.pagination.page_size,
+                                            fmt, *rt.out, *rt.err);
+    if (!done.ok()) {
+      return Fail(*rt.err, done.aws_type().empty() ? kExitOther : kExitService, done.message());
+    }
+    return kExitOk;
+  }
   if (inv.paginate) {
     StatusOr<PaginatedResult> result = Paginate(*session.client, op, inv.params, inv.pagination);
     if (!result.ok()) {

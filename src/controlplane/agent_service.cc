@@ -2,10 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-
 #include "hpod/base/crypto.h"
-#include "hpod/controlplane/events.h"
 #include "hpod/controlplane/agent_service_internal.h"
+#include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
 
 namespace hpod::controlplane {
@@ -16,7 +15,6 @@ namespace {
 
 constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 constexpr size_t kMaxLogChunk = 64 * 1024;
-
 
 std::string HashSecret(const std::string& secret) { return HexEncode(Sha256(secret)); }
 
@@ -157,7 +155,14 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = channels_.find(ch->instance_id);
-    if (it != channels_.end() && it->second->serial == ch->serial) channels_.erase(it);
+    if (it != channels_.end() && it->second->serial == ch->serial) {
+      channels_.erase(it);
+      // The table is only as live as its reporter's connection.
+      auto nodes = slurm_nodes_.find(ch->cluster_id);
+      if (nodes != slurm_nodes_.end() && nodes->second.reporter == ch->instance_id) {
+        slurm_nodes_.erase(nodes);
+      }
+    }
     for (auto& [id, cmd] : commands_) {
       if (cmd->instance_id == ch->instance_id && !cmd->done) orphaned.push_back(cmd);
     }
@@ -177,8 +182,7 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
 void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
                                     const http::WebSocketMessage& m) {
   json msg = json::parse(m.data, nullptr, false);
-  if (msg.is_discarded() || !msg.is_object() || !msg.contains("type") ||
-      !msg["type"].is_string()) {
+  if (msg.is_discarded() || !msg.is_object() || !msg.contains("type") || !msg["type"].is_string()) {
     spdlog::warn("agent of {} sent a malformed frame; closing", ch->instance_id);
     ch->socket->Close("malformed frame");
     return;
@@ -195,8 +199,15 @@ void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
       if (msg.contains("lifecycle") && msg["lifecycle"].is_object()) {
         HandleLifecycle(ch, msg["lifecycle"]);
       }
+      if (msg.contains("slurm") && msg["slurm"].is_object()) HandleSlurmState(ch, msg["slurm"]);
     } else if (type == "lifecycle") {
       HandleLifecycle(ch, msg);
+    } else if (type == "slurm_state") {
+      HandleSlurmState(ch, msg);
+    } else if (type == "slurm_nodes") {
+      HandleSlurmNodes(ch, msg);
+    } else if (type == "provisioning_parameters") {
+      HandleProvisioningParameters(ch, msg);
     } else if (type == "get_config") {
       ch->socket->Send(BuildConfig(ch->instance_id).dump(), false);
     } else if (type == "log") {
@@ -209,8 +220,7 @@ void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
       std::string id = msg.value("id", "");
       std::lock_guard<std::mutex> lock(mu_);
       auto it = commands_.find(id);
-      if (it == commands_.end() || it->second->done ||
-          it->second->instance_id != ch->instance_id) {
+      if (it == commands_.end() || it->second->done || it->second->instance_id != ch->instance_id) {
         return;
       }
       CommandResult r;
@@ -284,6 +294,94 @@ void AgentService::HandleLifecycle(const std::shared_ptr<Channel>& ch, const jso
   if (changed && on_change_) on_change_(ch->cluster_id);
 }
 
+void AgentService::HandleSlurmState(const std::shared_ptr<Channel>& ch, const json& m) {
+  json state = {{"role", m.value("role", "")},
+                {"conf_hash", m.value("conf_hash", "")},
+                {"daemon", m.value("daemon", "")},
+                {"restarts", m.value("restarts", 0)},
+                {"message", m.value("message", "")}};
+  std::string before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ch->slurm_state == state) return;  // heartbeats repeat it
+    if (ch->slurm_state.is_object()) before = ch->slurm_state.value("daemon", "");
+    ch->slurm_state = state;
+  }
+  const std::string daemon = state["daemon"];
+  const bool trouble = daemon == "restarting" || daemon == "failed";
+  const bool recovered = daemon == "running" && (before == "restarting" || before == "failed");
+  if (trouble || recovered) {
+    std::string text =
+        trouble ? "Slurm: " + state["message"].get<std::string>()
+                : "Slurm: the node's " +
+                      std::string(state["role"] == "controller" ? "slurmctld" : "Slurm daemons") +
+                      " running again after " + std::to_string(state["restarts"].get<int>()) +
+                      " restart(s)";
+    Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
+      return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
+                         trouble ? EventLevel::kWarn : EventLevel::kInfo, text);
+    });
+    if (!s.ok()) spdlog::warn("slurm state of {}: {}", ch->instance_id, s.ToString());
+  }
+  if (on_change_) on_change_(ch->cluster_id);
+}
+
+void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const json& m) {
+  if (!m.contains("nodes") || !m["nodes"].is_array()) return;
+  SlurmNodesReport report;
+  report.reporter = ch->instance_id;
+  for (const auto& n : m["nodes"]) {
+    if (n.is_object()) report.nodes.push_back(slurm::SlurmNodeState::FromJson(n));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slurm_nodes_[ch->cluster_id] = std::move(report);
+  }
+  if (on_change_) on_change_(ch->cluster_id);
+}
+
+void AgentService::HandleProvisioningParameters(const std::shared_ptr<Channel>& ch, const json& m) {
+  // The first report wins: every node fetched the same kind of source, and roles
+  // must not change under a running cluster.
+  bool stored = false;
+  Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+    auto existing = tx.GetSetting(ProvisioningParametersSetting(ch->cluster_id));
+    if (existing.ok()) return OkStatus();
+    if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+    stored = true;
+    return tx.PutSetting(ProvisioningParametersSetting(ch->cluster_id),
+                         m.value("content", json()).dump());
+  });
+  if (!s.ok()) spdlog::warn("provisioning parameters from {}: {}", ch->instance_id, s.ToString());
+  if (stored && on_change_) on_change_(ch->cluster_id);
+}
+
+json AgentService::SlurmState(const std::string& instance_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = channels_.find(instance_id);
+  if (it == channels_.end()) return nullptr;
+  return it->second->slurm_state;
+}
+
+std::optional<SlurmNodesReport> AgentService::SlurmNodes(const std::string& cluster_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slurm_nodes_.find(cluster_id);
+  if (it == slurm_nodes_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool AgentService::Send(const std::string& instance_id, const json& message) {
+  std::shared_ptr<Channel> ch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = channels_.find(instance_id);
+    if (it == channels_.end()) return false;
+    ch = it->second;
+  }
+  return ch->socket->Send(message.dump(), false);
+}
+
 json AgentService::BuildConfig(const std::string& instance_id) {
   json out;
   Status s = store_.Read([&](store::ReadTx& tx) -> Status {
@@ -330,6 +428,8 @@ json AgentService::BuildConfig(const std::string& instance_id) {
     out = {{"type", "config"},
            {"heartbeat_interval_ms", options_.heartbeat_interval.count()},
            {"lifecycle", lifecycle},
+           // Roles declared through the API reach the scripts as HyperPod's file.
+           {"provisioning", ProvisioningParametersFor(groups)},
            {"resource_config",
             {{"ClusterConfig", {{"ClusterArn", c.arn}, {"ClusterName", c.name}}},
              {"InstanceGroups", igs}}}};
@@ -362,8 +462,8 @@ StatusOr<CommandResult> AgentService::RunCommand(const std::string& instance_id,
   json m = {{"type", "command"}, {"id", id}, {"argv", argv}, {"timeout_ms", timeout.count()}};
   bool sent = ch->socket->Send(m.dump(), false);
   // The agent enforces `timeout`; the margin covers the round trip.
-  bool ready = sent && future.wait_for(timeout + std::chrono::seconds(5)) ==
-                           std::future_status::ready;
+  bool ready =
+      sent && future.wait_for(timeout + std::chrono::seconds(5)) == std::future_status::ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
     commands_.erase(id);

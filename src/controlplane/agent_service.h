@@ -28,15 +28,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
 #include "hpod/controlplane/node_logs.h"
+#include "hpod/controlplane/slurm_plan.h"
 #include "hpod/http/message.h"
 #include "hpod/http/websocket.h"
 #include "hpod/store/store.h"
@@ -81,12 +81,12 @@ struct AgentLiveness {
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
 };
 
-class AgentService {
+class AgentService final : public SlurmAgents {
  public:
   // `bootstrap_key` is the daemon's secret (BootstrapKey below). `on_change` is
   // called with a cluster id whenever agent-reported state changed.
-  AgentService(store::Store& store, NodeLogs& logs, const Clock& clock,
-               AgentServiceOptions options, std::string bootstrap_key,
+  AgentService(store::Store& store, NodeLogs& logs, const Clock& clock, AgentServiceOptions options,
+               std::string bootstrap_key,
                std::function<void(const std::string& cluster_id)> on_change);
   ~AgentService();
 
@@ -118,6 +118,16 @@ class AgentService {
 
   AgentLiveness Liveness(const std::string& instance_id) const;
 
+  // SlurmAgents. Slurm state and the controller's node table are kept in memory:
+  // agents report them again whenever they reconnect.
+  nlohmann::json SlurmState(const std::string& instance_id) const override;
+  std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const override;
+  bool Send(const std::string& instance_id, const nlohmann::json& message) override;
+  StatusOr<CommandResult> Run(const std::string& instance_id, const std::vector<std::string>& argv,
+                              std::chrono::milliseconds timeout) override {
+    return RunCommand(instance_id, argv, timeout);
+  }
+
   // Closes every channel and session (daemon shutdown).
   void Shutdown();
 
@@ -130,6 +140,9 @@ class AgentService {
   void OnChannelClosed(const std::shared_ptr<Channel>& ch);
   void HandleHello(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
   void HandleLifecycle(const std::shared_ptr<Channel>& ch, const nlohmann::json& lifecycle);
+  void HandleSlurmState(const std::shared_ptr<Channel>& ch, const nlohmann::json& state);
+  void HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
+  void HandleProvisioningParameters(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
   nlohmann::json BuildConfig(const std::string& instance_id);
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,
@@ -138,8 +151,8 @@ class AgentService {
   void EndSession(const std::string& session_id);
   void SweepSessions();
   // The node the request names, if its credential (or bootstrap token) is right.
-  StatusOr<store::NodeRecord> AuthenticateAgent(const http::Request& request,
-                                                bool allow_bootstrap, bool* bootstrapped);
+  StatusOr<store::NodeRecord> AuthenticateAgent(const http::Request& request, bool allow_bootstrap,
+                                                bool* bootstrapped);
 
   store::Store& store_;
   NodeLogs& logs_;
@@ -152,7 +165,8 @@ class AgentService {
   std::map<std::string, std::shared_ptr<Channel>> channels_;  // GUARDED_BY(mu_), by instance id
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // GUARDED_BY(mu_), by session id
   std::map<std::string, std::shared_ptr<PendingCommand>> commands_;  // GUARDED_BY(mu_)
-  bool shut_down_ = false;                                            // GUARDED_BY(mu_)
+  std::map<std::string, SlurmNodesReport> slurm_nodes_;  // GUARDED_BY(mu_), by cluster id
+  bool shut_down_ = false;                               // GUARDED_BY(mu_)
 };
 
 }  // namespace hpod::controlplane

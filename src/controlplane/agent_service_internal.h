@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ struct AgentService::Channel {
   bool confirm_bootstrap = false;
   std::string lifecycle_state;  // last state written to the store
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
+  nlohmann::json slurm_state;  // GUARDED_BY(AgentService::mu_); null until reported
 };
 
 struct AgentService::Session {

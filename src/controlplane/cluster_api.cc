@@ -7,6 +7,7 @@
 #include <set>
 
 #include "hpod/controlplane/events.h"
+#include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/render.h"
 
@@ -98,7 +99,8 @@ bool ClusterApi::IsReadOnly(const std::string& op) {
   static const std::set<std::string> kReadOnly = {"DescribeCluster",   "ListClusters",
                                                   "ListClusterNodes",  "DescribeClusterNode",
                                                   "ListClusterEvents", "DescribeClusterEvent",
-                                                  "HpodStartSession",  "HpodGetNodeLogs"};
+                                                  "HpodStartSession",  "HpodGetNodeLogs",
+                                                  "HpodListSlurmNodes"};
   return kReadOnly.count(op) > 0;
 }
 
@@ -156,6 +158,17 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
     return ResourceExhaustedError("The cluster would have " + std::to_string(total) +
                                   " instances; the limit is " +
                                   std::to_string(options_.max_nodes_per_cluster) + " per cluster");
+  }
+  {
+    std::vector<store::GroupRecord> proposed;
+    for (const json& g : req["InstanceGroups"]) {
+      store::GroupRecord gr;
+      gr.name = g["InstanceGroupName"];
+      gr.spec = g;
+      gr.target_count = g["InstanceCount"];
+      proposed.push_back(std::move(gr));
+    }
+    HPOD_RETURN_IF_ERROR(CheckSlurmConfig(proposed));
   }
 
   store::ClusterRecord c;
@@ -231,6 +244,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
                                      "; it can be updated only when InService");
     }
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
+    HPOD_ASSIGN_OR_RETURN(std::string controller_group, ControllerGroup(tx, c.id, groups));
     std::map<std::string, store::GroupRecord> by_name;
     int next_position = 0;
     for (auto& g : groups) {
@@ -243,8 +257,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
         return InvalidArgumentError("InstanceGroupsToDelete names '" + name +
                                     "', which is not an instance group of cluster " + c.name);
       }
-      if (it->second.spec.contains("SlurmConfig") &&
-          it->second.spec["SlurmConfig"].value("NodeType", "") == "Controller") {
+      if (name == controller_group) {
         return InvalidArgumentError("Instance group '" + name +
                                     "' is the Slurm controller group and cannot be deleted");
       }
@@ -302,6 +315,13 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
       HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, GroupSubject(name), EventLevel::kInfo,
                                        "Instance group deletion started"));
     }
+    {
+      // The groups as they will be: Slurm roles must still make sense (the
+      // transaction rolls back otherwise).
+      HPOD_ASSIGN_OR_RETURN(auto after, tx.ListGroups(c.id));
+      std::erase_if(after, [](const store::GroupRecord& g) { return g.deleting; });
+      HPOD_RETURN_IF_ERROR(CheckSlurmConfig(after));
+    }
     if (req.contains("NodeRecovery")) c.spec["NodeRecovery"] = req["NodeRecovery"];
     if (req.contains("Orchestrator")) c.spec["Orchestrator"] = req["Orchestrator"];
     c.status = "Updating";
@@ -347,6 +367,7 @@ StatusOr<ordered_json> ClusterApi::BatchDeleteClusterNodes(const json& req) {
     cluster_id = c.id;
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
+    HPOD_ASSIGN_OR_RETURN(std::string controller_group, ControllerGroup(tx, c.id, groups));
     std::map<std::string, store::GroupRecord> gmap;
     for (auto& g : groups) gmap[g.name] = g;
     // Returns "" on success, else the error code; fills `message`.
@@ -356,8 +377,7 @@ StatusOr<ordered_json> ClusterApi::BatchDeleteClusterNodes(const json& req) {
         return "InvalidNodeStatus";
       }
       auto& g = gmap[n->group_name];
-      if (g.spec.contains("SlurmConfig") &&
-          g.spec["SlurmConfig"].value("NodeType", "") == "Controller") {
+      if (n->group_name == controller_group) {
         *message = "Node " + n->instance_id + " is in the controller group and cannot be deleted";
         return "NodeIdInUse";
       }

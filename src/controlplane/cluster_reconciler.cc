@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
 
@@ -59,21 +60,23 @@ struct ClusterReconciler::Observation {
   std::string hostname;
 };
 
-ClusterReconciler::ClusterReconciler(
-    store::Store& store, provider::Provider* provider, const Clock& clock,
-    const ControlPlaneOptions& options,
-    std::function<std::string(const std::string&)> bootstrap_token)
+ClusterReconciler::ClusterReconciler(store::Store& store, provider::Provider* provider,
+                                     const Clock& clock, const ControlPlaneOptions& options,
+                                     std::function<std::string(const std::string&)> bootstrap_token,
+                                     SlurmAgents* slurm_agents)
     : store_(store),
       provider_(provider),
       clock_(clock),
       options_(options),
-      bootstrap_token_(std::move(bootstrap_token)) {}
+      bootstrap_token_(std::move(bootstrap_token)),
+      slurm_agents_(slurm_agents) {}
 
 WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
   Status s = PlanNodes(cluster_id);
   if (s.code() == StatusCode::kNotFound) return {OkStatus(), {}};  // deleted
   if (!s.ok()) return {s, {}};
-  auto observations = ActOnNodes(cluster_id);
+  bool slurm_busy = false;
+  auto observations = ActOnNodes(cluster_id, &slurm_busy);
   if (!observations.ok()) {
     if (observations.status().code() == StatusCode::kNotFound) return {OkStatus(), {}};
     return {observations.status(), {}};
@@ -85,7 +88,8 @@ WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
   }
   // A converged cluster is revisited by the daemon's periodic resync; one still
   // converging is polled.
-  return {OkStatus(), *converged ? std::chrono::milliseconds(0) : options_.poll_interval};
+  return {OkStatus(),
+          *converged && !slurm_busy ? std::chrono::milliseconds(0) : options_.poll_interval};
 }
 
 // Phase 1: write intents. Decides which nodes should exist (creating rows for
@@ -161,7 +165,7 @@ Status ClusterReconciler::PlanNodes(const std::string& cluster_id) {
 
 // Phase 2: provider calls, outside any transaction.
 StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNodes(
-    const std::string& cluster_id) {
+    const std::string& cluster_id, bool* slurm_busy) {
   ClusterRecord c;
   std::vector<GroupRecord> groups;
   std::vector<NodeRecord> nodes;
@@ -175,6 +179,24 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
     return OkStatus();
   }));
   const bool agents_decide = provider_ != nullptr && provider_->RunsAgents();
+  const bool winding_down = c.status == "Deleting" || c.status == "Failed";
+  std::optional<SlurmPlan> plan;
+  std::optional<SlurmNodesReport> report;
+  if (agents_decide && slurm_agents_ != nullptr && !winding_down) {
+    report = slurm_agents_->SlurmNodes(cluster_id);
+    // A node leaves Slurm in two steps: drained while still in slurm.conf, then
+    // dropped from it (see ReadyToTerminate).
+    std::set<std::string> draining;
+    for (const auto& n : nodes) {
+      const slurm::SlurmNodeState* s = report ? report->Find(n.hostname) : nullptr;
+      if (n.remove && s != nullptr && !s->Drained() && !RemovalTimedOut(n.instance_id)) {
+        draining.insert(n.instance_id);
+      }
+    }
+    auto p = BuildSlurmPlan(store_, cluster_id, options_.slurm, draining);
+    if (!p.ok()) return p.status();
+    plan = std::move(*p);
+  }
   std::map<std::string, const GroupRecord*> gmap;
   for (const auto& g : groups) gmap[g.name] = &g;
 
@@ -186,6 +208,9 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
     if (n.remove) {
       if (provider_ == nullptr) {
         o.gone = true;
+      } else if (plan && !ReadyToTerminate(*plan, n, report)) {
+        *slurm_busy = true;
+        o.status = "ShuttingDown";
       } else {
         // Terminate even when `launched` is false: a crash may have come between
         // an accepted Launch and recording it.
@@ -270,6 +295,17 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
             double age = clock_.NowEpochSeconds() - n.launch_time;
             if (a != agents.end() && a->second.lifecycle_state == "Succeeded") {
               o.status = "Running";
+              if (plan && plan->mode == SlurmPlan::Mode::kError && n.status != "Running") {
+                o.status = "Failure";
+                o.message = plan->error;
+              } else if (plan && plan->mode == SlurmPlan::Mode::kWaiting) {
+                if (n.status != "Running") o.status = "Pending";
+              } else if (plan && plan->mode == SlurmPlan::Mode::kSlurm) {
+                // Running only once the node's part of Slurm is up, as the user
+                // will use it right away.
+                bool up = plan->Ready() && SyncSlurm(*plan, n, report, slurm_busy);
+                if (!up && n.status != "Running") o.status = "Pending";
+              }
             } else if (a != agents.end() && a->second.lifecycle_state == "Failed") {
               o.status = "Failure";
               o.message = a->second.lifecycle_message;
@@ -308,6 +344,75 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
     return transient;
   }
   return out;
+}
+
+bool ClusterReconciler::SyncSlurm(const SlurmPlan& plan, const NodeRecord& n,
+                                  const std::optional<SlurmNodesReport>& report, bool* slurm_busy) {
+  auto role = plan.role_of.find(n.instance_id);
+  if (role == plan.role_of.end()) return false;  // no address yet
+  nlohmann::json state = slurm_agents_->SlurmState(n.instance_id);
+  bool current = state.is_object() && state.value("conf_hash", "") == plan.conf_hash;
+  if (!current && role->second != slurm::NodeRole::kController) {
+    // Workers and login nodes wait for slurmctld to run this configuration: a
+    // configless slurmd that starts earlier fails to fetch it and retries only a
+    // second later, and one the controller does not know yet is refused.
+    nlohmann::json ctl = slurm_agents_->SlurmState(plan.controller_instance);
+    if (!ctl.is_object() || ctl.value("conf_hash", "") != plan.conf_hash ||
+        ctl.value("daemon", "") != "running") {
+      *slurm_busy = true;
+      return false;
+    }
+  }
+  if (!current) {
+    *slurm_busy = true;
+    // Resent on every pass until the agent reports the new hash (it applies the
+    // same message idempotently).
+    slurm_agents_->Send(n.instance_id, SlurmMessage(plan, n, options_.slurm));
+    return false;
+  }
+  if (state.value("daemon", "") != "running") return false;
+  if (role->second != slurm::NodeRole::kCompute) return true;
+  const slurm::SlurmNodeState* s = report ? report->Find(n.hostname) : nullptr;
+  if (report && report->reporter != plan.controller_instance) s = nullptr;
+  return s != nullptr && s->Registered();
+}
+
+bool ClusterReconciler::RemovalTimedOut(const std::string& instance_id) {
+  const auto now = clock_.SteadyNow();
+  std::lock_guard<std::mutex> lock(removals_mu_);
+  auto started = removals_.emplace(instance_id, now).first->second;
+  return now - started > options_.slurm.remove_timeout;
+}
+
+bool ClusterReconciler::ReadyToTerminate(const SlurmPlan& plan, const NodeRecord& n,
+                                         const std::optional<SlurmNodesReport>& report) {
+  if (plan.mode != SlurmPlan::Mode::kSlurm || n.hostname.empty()) return true;
+  const slurm::SlurmNodeState* s = report ? report->Find(n.hostname) : nullptr;
+  // Without the controller's view (hpodd just restarted, the controller's agent is
+  // reconnecting) hpod cannot tell whether Slurm still has the node: wait for it.
+  const bool unknown = !report && !plan.controller_instance.empty();
+  if ((s == nullptr && !unknown) || RemovalTimedOut(n.instance_id)) {
+    if (s != nullptr || unknown) {
+      spdlog::warn("{} is still in Slurm {} s after its removal began; terminating it anyway",
+                   n.hostname, options_.slurm.remove_timeout.count());
+    }
+    std::lock_guard<std::mutex> lock(removals_mu_);
+    removals_.erase(n.instance_id);
+    return true;  // not (or no longer) in Slurm
+  }
+  // Drain first, so nothing new lands on it; once drained, the plan leaves it out
+  // of slurm.conf and the controller's restart removes it from Slurm.
+  if (s != nullptr && !s->Drained()) {
+    auto r = slurm_agents_->Run(plan.controller_instance,
+                                {"scontrol", "update", "nodename=" + n.hostname, "state=drain",
+                                 "reason=hpod: removing the node from the cluster"},
+                                std::chrono::seconds(10));
+    if (!r.ok() || r->exit_code != 0) {
+      spdlog::warn("draining {}: {}", n.hostname,
+                   r.ok() ? r->stderr_data : std::string(r.status().message()));
+    }
+  }
+  return false;
 }
 
 // Phase 3: record observations, then roll node states up into group and cluster

@@ -17,11 +17,15 @@
 // WorkQueue guarantees one call per cluster at a time. No lock is held across a
 // provider call.
 
+#include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/options.h"
+#include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/work_queue.h"
 #include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
@@ -35,14 +39,26 @@ class ClusterReconciler {
   // when the provider runs agents).
   ClusterReconciler(store::Store& store, provider::Provider* provider, const Clock& clock,
                     const ControlPlaneOptions& options,
-                    std::function<std::string(const std::string&)> bootstrap_token = nullptr);
+                    std::function<std::string(const std::string&)> bootstrap_token = nullptr,
+                    SlurmAgents* slurm_agents = nullptr);
 
   WorkQueue::Result Reconcile(const std::string& cluster_id);
 
  private:
   struct Observation;
   Status PlanNodes(const std::string& cluster_id);
-  StatusOr<std::vector<Observation>> ActOnNodes(const std::string& cluster_id);
+  // `slurm_busy` is set when Slurm is not yet in step with the cluster (an agent
+  // still has an old configuration, a removed node is still in Slurm).
+  StatusOr<std::vector<Observation>> ActOnNodes(const std::string& cluster_id, bool* slurm_busy);
+  // Brings one node's Slurm in step with `plan`; returns whether the node's part
+  // of Slurm is up (controller: slurmctld answers; compute: registered).
+  bool SyncSlurm(const SlurmPlan& plan, const store::NodeRecord& n,
+                 const std::optional<SlurmNodesReport>& report, bool* slurm_busy);
+  // Whether a node being removed may be terminated now; drains it first.
+  // Starts the removal clock of a node on first call; true once it ran out.
+  bool RemovalTimedOut(const std::string& instance_id);
+  bool ReadyToTerminate(const SlurmPlan& plan, const store::NodeRecord& n,
+                        const std::optional<SlurmNodesReport>& report);
   StatusOr<bool> RecordAndRollUp(const std::string& cluster_id,
                                  const std::vector<Observation>& observations);
 
@@ -51,6 +67,10 @@ class ClusterReconciler {
   const Clock& clock_;
   const ControlPlaneOptions options_;
   const std::function<std::string(const std::string&)> bootstrap_token_;
+  SlurmAgents* const slurm_agents_;
+  std::mutex removals_mu_;
+  // When hpod began removing a node from Slurm, by instance id.
+  std::map<std::string, std::chrono::steady_clock::time_point> removals_;  // GUARDED_BY
 };
 
 // HyperPod's FailureMessage for a node that failed to provision.

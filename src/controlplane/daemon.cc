@@ -60,11 +60,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     if (!options.agents.s3.endpoint.empty()) {
       // Local nodes see the directory of hpodd's agent socket at /run/hpod (the
       // local provider's layout), so the relay's socket sits beside it.
-      std::string agent_socket = options.agent_socket.empty()
-                                     ? AgentSocketPath(options.data_dir)
-                                     : options.agent_socket;
-      std::filesystem::path relay =
-          std::filesystem::path(agent_socket).parent_path() / "s3.sock";
+      std::string agent_socket =
+          options.agent_socket.empty() ? AgentSocketPath(options.data_dir) : options.agent_socket;
+      std::filesystem::path relay = std::filesystem::path(agent_socket).parent_path() / "s3.sock";
       HPOD_ASSIGN_OR_RETURN(d->s3_relay_,
                             S3Relay::Start(relay.string(), options.agents.s3.endpoint));
       agent_options.s3.relay_socket = "/run/hpod/s3.sock";
@@ -74,8 +72,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
         [self](const std::string& cluster_id) { self->queue_->Add(cluster_id); });
     bootstrap_token = [self](const std::string& id) { return self->agents_->BootstrapToken(id); };
   }
-  d->reconciler_ = std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
-                                                       options.control_plane, bootstrap_token);
+  d->reconciler_ =
+      std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
+                                          options.control_plane, bootstrap_token, d->agents_.get());
   WorkQueueOptions qo;
   qo.workers = options.reconcile_workers;
   d->queue_ = std::make_unique<WorkQueue>(
@@ -91,38 +90,37 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     // Agents dial in over a Unix socket: reachable from every local node (the
     // filesystem is shared) without opening a port on any network.
     http::ServerOptions so;
-    so.unix_path = options.agent_socket.empty() ? AgentSocketPath(options.data_dir)
-                                                : options.agent_socket;
-    HPOD_ASSIGN_OR_RETURN(
-        d->agent_server_,
-        http::Server::Start(
-            so,
-            [](const http::Request&) {
-              http::Response r;
-              r.status = 404;
-              r.body = "hpod agent endpoint: WebSocket upgrades only";
-              return r;
-            },
-            [self](const http::Request& r, std::shared_ptr<http::WebSocket> ws) {
-              return self->agents_->HandleAgentUpgrade(r, std::move(ws));
-            }));
+    so.unix_path =
+        options.agent_socket.empty() ? AgentSocketPath(options.data_dir) : options.agent_socket;
+    HPOD_ASSIGN_OR_RETURN(d->agent_server_,
+                          http::Server::Start(
+                              so,
+                              [](const http::Request&) {
+                                http::Response r;
+                                r.status = 404;
+                                r.body = "hpod agent endpoint: WebSocket upgrades only";
+                                return r;
+                              },
+                              [self](const http::Request& r, std::shared_ptr<http::WebSocket> ws) {
+                                return self->agents_->HandleAgentUpgrade(r, std::move(ws));
+                              }));
     spdlog::info("hpodd serving node agents on unix:{}", so.unix_path);
   }
   d->queue_->Start();
   d->resync_ = std::thread([self] { self->ResyncLoop(); });
   HPOD_ASSIGN_OR_RETURN(
-      d->server_,
-      http::Server::Start(
-          options.http, [self](const auto& r) { return self->api_server_->Handle(r); },
-          [self](const http::Request& r, std::shared_ptr<http::WebSocket> ws) -> http::UpgradeResult {
-            if (self->agents_ == nullptr) {
-              http::Response resp;
-              resp.status = 404;
-              resp.body = "hpodd runs no node agents, so it has no sessions";
-              return resp;
-            }
-            return self->agents_->HandleClientSessionUpgrade(r, std::move(ws));
-          }));
+      d->server_, http::Server::Start(
+                      options.http, [self](const auto& r) { return self->api_server_->Handle(r); },
+                      [self](const http::Request& r,
+                             std::shared_ptr<http::WebSocket> ws) -> http::UpgradeResult {
+                        if (self->agents_ == nullptr) {
+                          http::Response resp;
+                          resp.status = 404;
+                          resp.body = "hpodd runs no node agents, so it has no sessions";
+                          return resp;
+                        }
+                        return self->agents_->HandleClientSessionUpgrade(r, std::move(ws));
+                      }));
   spdlog::info("hpodd serving the SageMaker cluster API on {}:{} (auth: {})", options.http.address,
                d->server_->port(),
                options.insecure_no_auth ? "DISABLED (--insecure-no-auth)" : "SigV4");

@@ -1,7 +1,10 @@
 #include "hpod/controlplane/node_api.h"
 
+#include <optional>
+
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/events.h"
+#include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
 
@@ -12,13 +15,15 @@ NodeApi::NodeApi(store::Store& store, const Clock& clock, AgentService* agents, 
     : store_(store), clock_(clock), agents_(agents), logs_(logs) {}
 
 bool NodeApi::Handles(const std::string& operation) {
-  return operation == "HpodStartSession" || operation == "HpodGetNodeLogs";
+  return operation == "HpodStartSession" || operation == "HpodGetNodeLogs" ||
+         operation == "HpodListSlurmNodes";
 }
 
 StatusOr<ordered_json> NodeApi::Call(const api::Operation& operation, const json& request,
                                      const Caller& caller) {
   if (operation.name == "HpodStartSession") return StartSession(request, caller);
   if (operation.name == "HpodGetNodeLogs") return GetNodeLogs(request);
+  if (operation.name == "HpodListSlurmNodes") return ListSlurmNodes(request);
   return UnimplementedError("operation " + operation.name + " is not served by NodeApi");
 }
 
@@ -82,9 +87,8 @@ StatusOr<ordered_json> NodeApi::GetNodeLogs(const json& req) {
   auto chunk = logs_.Read(cluster_id, instance_id, stream, req.value("NextToken", ""), limit);
   if (!chunk.ok() && chunk.status().code() == StatusCode::kNotFound) {
     // Distinguish "no such node" from "nothing logged yet".
-    Status known = store_.Read([&](store::ReadTx& tx) {
-      return tx.GetNode(cluster_id, instance_id).status();
-    });
+    Status known = store_.Read(
+        [&](store::ReadTx& tx) { return tx.GetNode(cluster_id, instance_id).status(); });
     if (!known.ok()) {
       return NotFoundError("Node '" + instance_id + "' not found and has no logs.")
           .WithAwsType("ResourceNotFound");
@@ -98,6 +102,34 @@ StatusOr<ordered_json> NodeApi::GetNodeLogs(const json& req) {
   ordered_json out;
   out["Data"] = chunk->data;
   out["NextToken"] = chunk->next_token;
+  return out;
+}
+
+StatusOr<ordered_json> NodeApi::ListSlurmNodes(const json& req) {
+  std::string cluster_id;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, ClusterApi::FindCluster(tx, req["ClusterName"]));
+    cluster_id = c.id;
+    return OkStatus();
+  }));
+  // No report is not an error: a cluster whose controller has not connected yet
+  // (or has no Slurm at all) still lists its nodes, just without Slurm's view.
+  std::optional<SlurmNodesReport> report;
+  if (agents_ != nullptr) report = agents_->SlurmNodes(cluster_id);
+  ordered_json out;
+  out["SlurmNodes"] = ordered_json::array();
+  if (report.has_value()) {
+    for (const slurm::SlurmNodeState& n : report->nodes) {
+      ordered_json node;
+      node["NodeName"] = n.name;
+      node["State"] = n.state;
+      node["Reason"] = n.reason;
+      node["SlurmdStartTime"] = n.slurmd_start_time;
+      out["SlurmNodes"].push_back(std::move(node));
+    }
+    out["ReportedBy"] = report->reporter;
+  }
+  out["Available"] = report.has_value();
   return out;
 }
 

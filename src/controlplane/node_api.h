@@ -4,7 +4,10 @@
 // beside the SageMaker ones with the same protocol and authentication:
 //   HpodStartSession  → a one-time WebSocket URL and token for a shell on a node
 //                       (the shape of SSM's StartSession), recorded as an event;
-//   HpodGetNodeLogs   → a node's lifecycle-script or agent log, resumable by token.
+//   HpodGetNodeLogs   → a node's lifecycle-script or agent log, resumable by token;
+//   HpodListSlurmNodes → Slurm's view of the cluster's nodes (state, reason) as the
+//                       controller's agent last reported it; Available=false until
+//                       one has.
 //
 // Thread contract: safe for concurrent calls.
 
@@ -26,7 +29,8 @@ struct Caller {
 
 class NodeApi {
  public:
-  // `agents` may be null (no provider with agents): sessions then fail clearly.
+  // `agents` may be null (no provider with agents): sessions then fail clearly
+  // and HpodListSlurmNodes answers Available=false.
   NodeApi(store::Store& store, const Clock& clock, AgentService* agents, NodeLogs& logs);
 
   static bool Handles(const std::string& operation);
@@ -36,6 +40,7 @@ class NodeApi {
  private:
   StatusOr<nlohmann::ordered_json> StartSession(const nlohmann::json& req, const Caller& caller);
   StatusOr<nlohmann::ordered_json> GetNodeLogs(const nlohmann::json& req);
+  StatusOr<nlohmann::ordered_json> ListSlurmNodes(const nlohmann::json& req);
 
   store::Store& store_;
   const Clock& clock_;

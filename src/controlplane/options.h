@@ -9,6 +9,18 @@
 
 namespace hpod::controlplane {
 
+struct SlurmOptions {
+  // slurm.conf SlurmdTimeout (see slurm::SlurmClusterSpec).
+  int slurmd_timeout_s = 30;
+  // Where compute nodes find GPU device files, and whether the agent creates
+  // stand-ins there (local provider: the host has no GPUs for the nodes).
+  std::string gpu_device_dir = "/dev";
+  bool stand_in_gpus = false;
+  // How long removing a node waits for Slurm to drain and forget it before the
+  // node is terminated anyway.
+  std::chrono::seconds remove_timeout{30};
+};
+
 struct ControlPlaneOptions {
   // Used in ARNs and DNS names; scripts split the ARN to find the region.
   std::string region = "us-west-2";
@@ -24,6 +36,7 @@ struct ControlPlaneOptions {
   // A node whose machine is up but whose agent has not registered within this
   // time fails to provision (the agent could not start or reach hpodd).
   std::chrono::seconds agent_register_timeout{120};
+  SlurmOptions slurm;
 };
 
 }  // namespace hpod::controlplane

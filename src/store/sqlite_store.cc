@@ -472,6 +472,9 @@ class SqliteTx final : public WriteTx {
          {"DELETE FROM nodes WHERE cluster_id=?", "DELETE FROM node_agents WHERE cluster_id=?",
           "DELETE FROM running_counts WHERE cluster_id=?",
           "DELETE FROM instance_groups WHERE cluster_id=?", "DELETE FROM events WHERE cluster_id=?",
+          // Per-cluster settings (munge key, provisioning parameters) are keyed
+          // "cluster/<id>/…"; ids are [a-z0-9], so no LIKE wildcard can hide in one.
+          "DELETE FROM settings WHERE key LIKE 'cluster/' || ? || '/%'",
           "DELETE FROM clusters WHERE id=?"}) {
       HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
       s.Bind(1, id);

@@ -1,6 +1,6 @@
-#include "hpod/provider/local/instance_types.h"
+#include "hpod/api/instance_types.h"
 
-namespace hpod::provider::local {
+namespace hpod::api {
 
 const std::vector<InstanceTypeInfo>& AllInstanceTypes() {
   // {name, vCPUs, memory MiB, GPUs, GPU type, Neuron devices}, from AWS's instance
@@ -142,4 +142,4 @@ std::optional<InstanceTypeInfo> LookupInstanceType(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace hpod::provider::local
+}  // namespace hpod::api

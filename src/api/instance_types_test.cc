@@ -1,4 +1,4 @@
-#include "hpod/provider/local/instance_types.h"
+#include "hpod/api/instance_types.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "hpod/api/model.h"
 
-namespace hpod::provider::local {
+namespace hpod::api {
 namespace {
 
 TEST(InstanceTypesTest, EveryModelEnumValueHasAnEntry) {
@@ -51,4 +51,4 @@ TEST(InstanceTypesTest, PublishedSpecs) {
 }
 
 }  // namespace
-}  // namespace hpod::provider::local
+}  // namespace hpod::api

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace hpod::provider::local {
+namespace hpod::api {
 
 struct InstanceTypeInfo {
   std::string_view name;      // "ml.p5.48xlarge"
@@ -30,4 +30,4 @@ std::optional<InstanceTypeInfo> LookupInstanceType(std::string_view name);
 // Every entry, in the API model's enum order.
 const std::vector<InstanceTypeInfo>& AllInstanceTypes();
 
-}  // namespace hpod::provider::local
+}  // namespace hpod::api

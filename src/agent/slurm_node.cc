@@ -1,0 +1,426 @@
+#include "hpod/agent/slurm_node.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "hpod/agent/fs_util.h"
+#include "hpod/base/crypto.h"
+
+namespace hpod::agent {
+namespace {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr char kUserConfText[] =
+    "# Your own Slurm settings. slurm.conf Includes this file; hpod never rewrites it.\n"
+    "# Settings here override hpod's (the last value wins). Apply changes with\n"
+    "# `scontrol reconfigure` on the controller.\n";
+
+StatusOr<std::string> StringField(const Json& m, const char* key, bool required) {
+  auto it = m.find(key);
+  if (it == m.end() || it->is_null()) {
+    if (required) return InvalidArgumentError(std::string("slurm message has no ") + key);
+    return std::string();
+  }
+  if (!it->is_string())
+    return InvalidArgumentError(std::string("slurm.") + key + " is not a string");
+  return it->get<std::string>();
+}
+
+struct Owner {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+std::optional<Owner> LookupUser(const std::string& user) {
+  if (user.empty()) return std::nullopt;
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return Owner{pw.pw_uid, pw.pw_gid};
+}
+
+// mkdir -p, then the mode and (when given) owner of the last component.
+Status MakeDir(const std::string& path, mode_t mode, std::optional<Owner> owner) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return InternalError("cannot create " + path + ": " + ec.message());
+  if (::chmod(path.c_str(), mode) != 0) return InternalError("cannot chmod " + path);
+  if (owner && ::chown(path.c_str(), owner->uid, owner->gid) != 0) {
+    return InternalError("cannot chown " + path);
+  }
+  return OkStatus();
+}
+
+// Writes only when the content differs, so an unchanged config keeps its mtime.
+StatusOr<bool> WriteIfChanged(const std::string& path, const std::string& data, mode_t mode) {
+  auto old = ReadFile(path);
+  if (old.ok() && *old == data) return false;
+  HPOD_RETURN_IF_ERROR(WriteFileAtomic(path, data, mode));
+  return true;
+}
+
+}  // namespace
+
+StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
+  if (!m.is_object()) return InvalidArgumentError("slurm message is not an object");
+  SlurmSpec s;
+  HPOD_ASSIGN_OR_RETURN(s.role, StringField(m, "role", true));
+  if (s.role != "controller" && s.role != "login" && s.role != "compute") {
+    return InvalidArgumentError("slurm.role '" + s.role + "' is not controller, login or compute");
+  }
+  HPOD_ASSIGN_OR_RETURN(s.node_name, StringField(m, "node_name", true));
+  HPOD_ASSIGN_OR_RETURN(s.controller_addr, StringField(m, "controller_addr", true));
+  HPOD_ASSIGN_OR_RETURN(std::string key, StringField(m, "munge_key", true));
+  auto decoded = Base64UrlDecode(key);
+  if (!decoded.ok() || decoded->size() < 32) {
+    return InvalidArgumentError("slurm.munge_key is not a base64url key of at least 32 bytes");
+  }
+  s.munge_key = *decoded;
+  HPOD_ASSIGN_OR_RETURN(s.conf_hash, StringField(m, "conf_hash", false));
+  HPOD_ASSIGN_OR_RETURN(s.gpu_device_dir, StringField(m, "gpu_device_dir", false));
+  HPOD_ASSIGN_OR_RETURN(s.motd, StringField(m, "motd", false));
+  if (auto it = m.find("files"); it != m.end() && it->is_object()) {
+    for (const auto& [name, content] : it->items()) {
+      // Plain names only: the files land in the config directory and nowhere else.
+      if (!content.is_string() || name.empty() || name.find('/') != std::string::npos ||
+          name[0] == '.') {
+        return InvalidArgumentError("slurm.files has a bad entry '" + name + "'");
+      }
+      s.files[name] = content.get<std::string>();
+    }
+  }
+  if (auto it = m.find("node_names"); it != m.end() && it->is_array()) {
+    for (const auto& n : *it) {
+      if (n.is_string()) s.node_names.push_back(n.get<std::string>());
+    }
+  }
+  if (auto it = m.find("stand_in_gpus"); it != m.end() && it->is_number_integer()) {
+    s.stand_in_gpus = std::clamp(it->get<int>(), 0, 64);
+  }
+  return s;
+}
+
+struct SlurmNode::Daemon {
+  std::string name;
+  SubprocessOptions options;
+  std::unique_ptr<Subprocess> proc;
+  std::chrono::steady_clock::time_point start_after{};
+  std::chrono::milliseconds backoff{0};
+  std::chrono::steady_clock::time_point started_at{};
+  bool ready = false;
+};
+
+SlurmNode::SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback on_state,
+                     NodesCallback on_nodes)
+    : options_(std::move(options)),
+      clock_(clock),
+      on_state_(std::move(on_state)),
+      on_nodes_(std::move(on_nodes)),
+      state_(Json{
+          {"role", ""}, {"conf_hash", ""}, {"daemon", "none"}, {"restarts", 0}, {"message", ""}}) {
+  worker_ = std::thread([this] { Loop(); });
+}
+
+SlurmNode::~SlurmNode() { Stop(); }
+
+void SlurmNode::Apply(SlurmSpec spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  desired_ = std::move(spec);
+  cv_.notify_all();
+}
+
+Json SlurmNode::State() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+void SlurmNode::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+void SlurmNode::SetState(const std::string& daemon, const std::string& message) {
+  Json next = {{"role", applied_ ? applied_->role : ""},
+               {"conf_hash", applied_ ? applied_->conf_hash : ""},
+               {"daemon", daemon},
+               {"restarts", restarts_},
+               {"message", message}};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (next == state_) return;
+    state_ = next;
+  }
+  if (on_state_) on_state_(next);
+}
+
+void SlurmNode::Loop() {
+  for (;;) {
+    std::optional<SlurmSpec> desired;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] {
+        return stopping_ || (desired_ && (!applied_ || desired_->conf_hash != applied_->conf_hash ||
+                                          desired_->munge_key != applied_->munge_key ||
+                                          desired_->controller_addr != applied_->controller_addr));
+      });
+      if (stopping_) break;
+      desired = desired_;
+    }
+    if (desired && (!applied_ || desired->conf_hash != applied_->conf_hash ||
+                    desired->munge_key != applied_->munge_key ||
+                    desired->controller_addr != applied_->controller_addr)) {
+      bool restart_ctld = false, reconfigure = false;
+      Status s = ApplySpec(*desired, &restart_ctld, &reconfigure);
+      if (!s.ok()) {
+        spdlog::error("cannot apply the Slurm configuration: {}", s.message());
+        SetState("failed", std::string(s.message()));
+        // Retried on the next change or after a pause; the spec stays desired.
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::seconds(2), [&] { return stopping_; });
+        continue;
+      }
+      if (restart_ctld && daemon_ && daemon_->proc) {
+        spdlog::info(
+            "the node set changed: restarting slurmctld (22.05 cannot reconfigure a "
+            "changed node count)");
+        StopDaemon(*daemon_);
+        daemon_->start_after = {};
+        reconfigure_pending_ = true;
+      } else if (reconfigure) {
+        reconfigure_pending_ = true;
+      }
+      // Only now: a slurmctld being restarted for the new node set must not be
+      // reported running with the new hash (hpodd starts new workers' slurmd on it).
+      const Daemon& main = daemon_ ? *daemon_ : *munged_;
+      SetState(main.ready ? "running" : "starting", "");
+    }
+    if (!applied_) continue;
+    Supervise(*munged_);
+    if (daemon_) {
+      // slurmctld and slurmd authenticate through munged from their first message.
+      if (munged_->ready || daemon_->proc) Supervise(*daemon_);
+    } else if (munged_->ready) {
+      SetState("running", "");  // login: clients only
+    }
+    if (applied_->role == "controller" && daemon_->ready) {
+      if (reconfigure_pending_) {
+        auto r = RunCommand(
+            {.argv = {options_.scontrol, "reconfigure"}, .timeout = std::chrono::seconds(15)});
+        if (r.ok() && r->exit_code == 0) {
+          reconfigure_pending_ = false;
+          spdlog::info("scontrol reconfigure: done");
+        } else {
+          spdlog::warn("scontrol reconfigure failed: {}",
+                       r.ok() ? r->stderr_data : std::string(r.status().message()));
+        }
+      }
+      if (clock_.SteadyNow() >= next_poll_) {
+        next_poll_ = clock_.SteadyNow() + options_.poll_interval;
+        PollNodes();
+      }
+    }
+  }
+  if (daemon_) StopDaemon(*daemon_);
+  if (munged_) StopDaemon(*munged_);
+}
+
+Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure) {
+  std::optional<Owner> munge = LookupUser(options_.munge_user);
+  if (!options_.munge_user.empty() && !munge) {
+    return FailedPreconditionError("user '" + options_.munge_user +
+                                   "' does not exist (is the munge package installed?)");
+  }
+  const std::string munge_run = options_.run_dir + "/munge";
+  const std::string munge_log = options_.log_dir + "/munge";
+  HPOD_RETURN_IF_ERROR(MakeDir(options_.munge_dir, 0700, munge));
+  // munged refuses a socket directory that others cannot traverse.
+  HPOD_RETURN_IF_ERROR(MakeDir(munge_run, 0755, munge));
+  HPOD_RETURN_IF_ERROR(MakeDir(munge_log, 0700, munge));
+  HPOD_RETURN_IF_ERROR(MakeDir(options_.log_dir + "/slurm", 0755, std::nullopt));
+  const std::string key_path = options_.munge_dir + "/munge.key";
+  HPOD_ASSIGN_OR_RETURN(bool key_changed, WriteIfChanged(key_path, spec.munge_key, 0400));
+  if (munge && ::chown(key_path.c_str(), munge->uid, munge->gid) != 0) {
+    return InternalError("cannot chown " + key_path);
+  }
+  if (key_changed && munged_ && munged_->proc) StopDaemon(*munged_);  // restarts with the key
+
+  if (spec.role == "controller" || spec.role == "login") {
+    HPOD_RETURN_IF_ERROR(MakeDir(options_.conf_dir, 0755, std::nullopt));
+    for (const auto& [name, content] : spec.files) {
+      HPOD_RETURN_IF_ERROR(WriteIfChanged(options_.conf_dir + "/" + name, content, 0644).status());
+    }
+    const std::string user_conf = options_.conf_dir + "/slurm.user.conf";
+    if (!fs::exists(user_conf))
+      HPOD_RETURN_IF_ERROR(WriteFileAtomic(user_conf, kUserConfText, 0644));
+    // Clients without SLURM_CONF look in /run/slurm/conf when /etc/slurm/slurm.conf
+    // is absent (configless slurmd makes the same link on workers).
+    HPOD_RETURN_IF_ERROR(MakeDir(options_.run_dir + "/slurm", 0755, std::nullopt));
+    std::error_code ec;
+    const std::string link = options_.run_dir + "/slurm/conf";
+    if (!fs::is_symlink(link, ec)) fs::create_directory_symlink(options_.conf_dir, link, ec);
+  }
+  if (spec.role == "controller") {
+    HPOD_RETURN_IF_ERROR(MakeDir(options_.spool_dir + "/slurmctld", 0755, std::nullopt));
+  } else if (spec.role == "compute") {
+    HPOD_RETURN_IF_ERROR(MakeDir(options_.spool_dir + "/slurmd", 0755, std::nullopt));
+  }
+  if (spec.stand_in_gpus > 0 && !spec.gpu_device_dir.empty()) {
+    // Slurm needs character devices behind Gres File= (regular files are refused);
+    // these carry NVIDIA's major number and stand in for GPUs the host lacks.
+    HPOD_RETURN_IF_ERROR(MakeDir(spec.gpu_device_dir, 0755, std::nullopt));
+    for (int i = 0; i < spec.stand_in_gpus; ++i) {
+      std::string dev = spec.gpu_device_dir + "/nvidia" + std::to_string(i);
+      if (!fs::exists(dev) && ::mknod(dev.c_str(), S_IFCHR | 0666, makedev(195, i)) != 0) {
+        return InternalError("cannot create the stand-in GPU device " + dev);
+      }
+    }
+  }
+  if (!spec.motd.empty())
+    HPOD_RETURN_IF_ERROR(WriteIfChanged(options_.motd_path, spec.motd, 0644).status());
+
+  if (!munged_) {
+    munged_ = std::make_unique<Daemon>();
+    munged_->name = "munged";
+    std::vector<std::string> argv;
+    if (munge) {
+      argv = {"setpriv", "--reuid=" + options_.munge_user, "--regid=" + options_.munge_user,
+              "--clear-groups"};
+    }
+    for (std::string a :
+         {options_.munged, std::string("--foreground"), "--key-file=" + key_path,
+          "--seed-file=" + options_.munge_dir + "/munged.seed",
+          "--log-file=" + munge_log + "/munged.log", "--pid-file=" + munge_run + "/munged.pid",
+          "--socket=" + munge_run + "/munge.socket.2"}) {
+      argv.push_back(a);
+    }
+    munged_->options.argv = argv;
+    munged_->options.output_file = munge_log + "/munged.out";
+  }
+  const bool first = !applied_;
+  if (spec.role != "login") {
+    std::vector<std::string> argv;
+    std::string out;
+    if (spec.role == "controller") {
+      argv = {options_.slurmctld, "-D", "-f", options_.conf_dir + "/slurm.conf"};
+      out = options_.log_dir + "/slurm/slurmctld.out";
+    } else {
+      argv = {options_.slurmd, "-D", "--conf-server", spec.controller_addr + ":6817"};
+      out = options_.log_dir + "/slurm/slurmd.out";
+    }
+    if (!daemon_) {
+      daemon_ = std::make_unique<Daemon>();
+      daemon_->name = spec.role == "controller" ? "slurmctld" : "slurmd";
+    } else if (daemon_->options.argv != argv && daemon_->proc) {
+      StopDaemon(*daemon_);  // a new controller address
+      daemon_->start_after = {};
+    }
+    daemon_->options.argv = argv;
+    daemon_->options.output_file = out;
+    if (spec.role == "controller") {
+      daemon_->options.env["SLURM_CONF"] = options_.conf_dir + "/slurm.conf";
+    }
+  }
+  if (!first && spec.role == "controller") {
+    *restart_ctld = applied_->node_names != spec.node_names;
+    *reconfigure = applied_->conf_hash != spec.conf_hash;
+  }
+  applied_ = spec;
+  return OkStatus();
+}
+
+Status SlurmNode::StartDaemon(Daemon& d) {
+  auto p = Subprocess::Start(d.options);
+  if (!p.ok()) return p.status();
+  d.proc = std::move(*p);
+  d.ready = false;
+  d.started_at = clock_.SteadyNow();
+  spdlog::info("started {} (pid {})", d.name, d.proc->pid());
+  return OkStatus();
+}
+
+void SlurmNode::StopDaemon(Daemon& d) {
+  if (!d.proc) return;
+  // SIGTERM first: slurmctld saves its state on it, munged removes its socket.
+  ::kill(d.proc->pid(), SIGTERM);
+  if (!d.proc->Wait(std::chrono::seconds(10))) d.proc->Kill();
+  d.proc->Wait(std::chrono::seconds(5));
+  d.proc.reset();
+  d.ready = false;
+}
+
+void SlurmNode::Supervise(Daemon& d) {
+  const auto now = clock_.SteadyNow();
+  if (d.proc) {
+    if (auto code = d.proc->Wait(std::chrono::milliseconds(0))) {
+      d.proc.reset();
+      d.ready = false;
+      ++restarts_;
+      // A daemon that ran for a while starts over from the shortest pause; one
+      // that keeps dying at once backs off (each restart is an event at hpodd).
+      if (now - d.started_at >= options_.restart_backoff_max) d.backoff = {};
+      d.backoff = std::min(std::max(options_.restart_backoff_initial, d.backoff * 2),
+                           options_.restart_backoff_max);
+      d.start_after = now + d.backoff;
+      std::string why = *code > 128 ? "was killed by signal " + std::to_string(*code - 128)
+                                    : "exited with code " + std::to_string(*code);
+      std::string message = d.name + " " + why + "; restarting it in " +
+                            std::to_string(d.backoff.count()) + " ms (restart " +
+                            std::to_string(restarts_) + ")";
+      spdlog::warn("{}", message);
+      SetState("restarting", message);
+      return;
+    }
+  } else if (now >= d.start_after) {
+    if (Status s = StartDaemon(d); !s.ok()) {
+      d.backoff = std::min(std::max(options_.restart_backoff_initial, d.backoff * 2),
+                           options_.restart_backoff_max);
+      d.start_after = now + d.backoff;
+      SetState("failed", "cannot start " + d.name + ": " + std::string(s.message()));
+      return;
+    }
+  }
+  if (!d.proc || d.ready) return;
+  if (&d == munged_.get()) {
+    d.ready = fs::exists(options_.run_dir + "/munge/munge.socket.2");
+  } else if (applied_->role == "controller") {
+    auto r = RunCommand({.argv = {options_.scontrol, "ping"},
+                         .env = {{"SLURM_CONF", options_.conf_dir + "/slurm.conf"}},
+                         .timeout = std::chrono::seconds(3)});
+    d.ready = r.ok() && r->exit_code == 0 && r->stdout_data.find("UP") != std::string::npos;
+  } else {
+    // Whether slurmd registered is the controller's to say (hpodd asks it).
+    d.ready = true;
+  }
+  // Running once every daemon of the role is up again (munged coming back under
+  // a live slurmd ends a "restarting" too).
+  if (d.ready && munged_->ready && (!daemon_ || daemon_->ready)) SetState("running", "");
+}
+
+void SlurmNode::PollNodes() {
+  auto r = RunCommand({.argv = {options_.scontrol, "-o", "show", "nodes"},
+                       .env = {{"SLURM_CONF", options_.conf_dir + "/slurm.conf"}},
+                       .timeout = std::chrono::seconds(5)});
+  if (!r.ok() || r->exit_code != 0) return;
+  auto nodes = slurm::ParseShowNodes(r->stdout_data);
+  if (last_nodes_ && *last_nodes_ == nodes && !resend_nodes_.exchange(false)) return;
+  last_nodes_ = nodes;
+  if (on_nodes_) on_nodes_(nodes);
+}
+
+}  // namespace hpod::agent

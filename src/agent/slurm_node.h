@@ -1,0 +1,142 @@
+#pragma once
+
+// The node's Slurm daemons, run and watched by the agent once the node's
+// lifecycle scripts succeeded and hpodd sent the node its Slurm role (`slurm`
+// message, PROTOCOL.md):
+//  - every node: munged (as user munge, foreground) with the cluster's key, kept on
+//    the node's own disk at 0400 munge:munge;
+//  - controller: slurm.conf, gres.conf, plugstack.conf written to /opt/slurm/etc
+//    (slurm.user.conf created once, never rewritten) and `slurmctld -D`;
+//  - compute: `slurmd -D --conf-server <controller>` (configless: slurmd fetches
+//    the config from slurmctld and clients find it via /run/slurm/conf);
+//  - login: the same files as the controller, for clients only (no daemon).
+// A daemon that exits is restarted with exponential backoff; each exit and
+// restart is reported (`slurm_state`, which hpodd records as an event).
+//
+// Config changes on the controller: Slurm 22.05 cannot change its node count with
+// `scontrol reconfigure` (slurmctld dies with "MaxNodeCount has changed … during
+// reconfig, slurmctld must be restarted", losing unsaved job state), so a changed
+// node set restarts slurmctld gracefully (SIGTERM saves state; running jobs keep
+// running on their slurmds) and then runs `scontrol reconfigure`, which pushes the
+// new config to every configless slurmd at once. Other changes only reconfigure.
+//
+// The controller also polls `scontrol -o show nodes` and reports the node table
+// when it changes; that is how hpodd learns that workers registered.
+//
+// Thread contract: Apply, State and Stop are thread-safe. One worker thread owns
+// every child process.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hpod/base/clock.h"
+#include "hpod/base/status.h"
+#include "hpod/base/subprocess.h"
+#include "hpod/slurm/scontrol.h"
+
+namespace hpod::agent {
+
+// hpodd's `slurm` message.
+struct SlurmSpec {
+  std::string role;  // "controller" | "login" | "compute"
+  std::string node_name;
+  std::string controller_addr;               // "10.77.1.10"
+  std::string munge_key;                     // raw key bytes
+  std::map<std::string, std::string> files;  // file name in conf_dir → content
+  std::string conf_hash;
+  std::vector<std::string> node_names;  // compute node names in slurm.conf
+  int stand_in_gpus = 0;                // create this many stand-in GPU devices …
+  std::string gpu_device_dir;           // … here (local provider only)
+  std::string motd;
+};
+
+// kInvalidArgument naming the field for a malformed message.
+StatusOr<SlurmSpec> ParseSlurmSpec(const nlohmann::json& message);
+
+struct SlurmNodeOptions {
+  std::string conf_dir = "/opt/slurm/etc";
+  std::string munge_dir;  // key and seed; the agent's state dir + "/munge"
+  std::string run_dir = "/run";
+  std::string log_dir = "/var/log";
+  std::string spool_dir = "/var/spool";
+  std::string motd_path = "/opt/hpod/motd";
+  // Programs (looked up in PATH); tests substitute scripts.
+  std::string munged = "munged";
+  std::string slurmctld = "slurmctld";
+  std::string slurmd = "slurmd";
+  std::string scontrol = "scontrol";
+  // munged runs as this user (it refuses a key not owned by its own uid); empty:
+  // as the agent's user (tests).
+  std::string munge_user = "munge";
+  std::chrono::milliseconds poll_interval{1000};
+  std::chrono::milliseconds restart_backoff_initial{500};
+  std::chrono::milliseconds restart_backoff_max{30000};
+};
+
+class SlurmNode {
+ public:
+  // `on_state` gets the `slurm_state` body on every change of State();
+  // `on_nodes` the controller's node table whenever it changed. Both are called
+  // from the worker thread.
+  using StateCallback = std::function<void(const nlohmann::json& state)>;
+  using NodesCallback = std::function<void(const std::vector<slurm::SlurmNodeState>& nodes)>;
+
+  SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback on_state,
+            NodesCallback on_nodes);
+  ~SlurmNode();  // Stop()
+
+  // Makes `spec` the desired state (idempotent; the same spec again is a no-op).
+  void Apply(SlurmSpec spec);
+  // {"role","conf_hash","daemon":"none|starting|running|restarting|failed",
+  //  "restarts":N,"message":…}; role "" before the first Apply.
+  nlohmann::json State() const;
+  // Stops the daemons (SIGTERM, then SIGKILL) and the worker.
+  void Stop();
+  // The controller reports its node table again at the next poll even if
+  // unchanged (hpodd lost it when the channel reconnected).
+  void ResendNodes() { resend_nodes_ = true; }
+
+ private:
+  struct Daemon;
+  void Loop();
+  Status ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure);
+  void Supervise(Daemon& d);
+  Status StartDaemon(Daemon& d);
+  void StopDaemon(Daemon& d);
+  void PollNodes();
+  void SetState(const std::string& daemon, const std::string& message);
+
+  const SlurmNodeOptions options_;
+  const Clock& clock_;
+  const StateCallback on_state_;
+  const NodesCallback on_nodes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<SlurmSpec> desired_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;             // GUARDED_BY(mu_)
+  std::atomic<bool> resend_nodes_{false};
+  nlohmann::json state_;  // GUARDED_BY(mu_)
+
+  // Worker thread only.
+  std::optional<SlurmSpec> applied_;
+  std::unique_ptr<Daemon> munged_;
+  std::unique_ptr<Daemon> daemon_;  // slurmctld or slurmd
+  bool reconfigure_pending_ = false;
+  int restarts_ = 0;
+  std::optional<std::vector<slurm::SlurmNodeState>> last_nodes_;
+  std::chrono::steady_clock::time_point next_poll_{};
+  std::thread worker_;
+};
+
+}  // namespace hpod::agent

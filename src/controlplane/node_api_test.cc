@@ -1,0 +1,197 @@
+// NodeApi's HpodListSlurmNodes: without agents, and with a real AgentService fed
+// by an agent channel over a Unix socket (as in agent_service_test.cc).
+
+#include "hpod/controlplane/node_api.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
+#include "hpod/api/model.h"
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/cluster_api.h"
+#include "hpod/http/server.h"
+#include "hpod/http/websocket.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr auto kWait = std::chrono::seconds(10);
+constexpr char kClusterId[] = "abcdefabcdef";
+constexpr char kClusterArn[] = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef";
+constexpr char kController[] = "i-00000000000000001";
+
+class NodeApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hpod-node-api-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = std::move(store::OpenSqliteStore({}).value());
+    logs_ = std::make_unique<NodeLogs>(NodeLogsOptions{(dir_ / "logs").string()});
+    ASSERT_TRUE(store_
+                    ->Write([](store::WriteTx& tx) -> Status {
+                      store::ClusterRecord c;
+                      c.id = kClusterId;
+                      c.name = "demo";
+                      c.arn = kClusterArn;
+                      c.status = "InService";
+                      HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
+                      store::GroupRecord g;
+                      g.cluster_id = c.id;
+                      g.name = "controller";
+                      g.spec = {{"InstanceType", "ml.c5.xlarge"}};
+                      g.target_count = 1;
+                      HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
+                      store::NodeRecord n;
+                      n.instance_id = kController;
+                      n.cluster_id = c.id;
+                      n.group_name = "controller";
+                      n.ordinal = 1;
+                      n.status = "Running";
+                      n.private_ip = "10.77.0.10";
+                      return tx.PutNode(n);
+                    })
+                    .ok());
+  }
+  void TearDown() override {
+    if (agents_ != nullptr) agents_->Shutdown();
+    if (agent_server_ != nullptr) agent_server_->Shutdown(std::chrono::milliseconds(100));
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Starts an AgentService behind a Unix-socket agent listener.
+  void StartAgents() {
+    agents_ = std::make_unique<AgentService>(*store_, *logs_, clock_, AgentServiceOptions{}, "key",
+                                             [this](const std::string&) {
+                                               std::lock_guard<std::mutex> l(mu_);
+                                               changed_.notify_all();
+                                             });
+    http::ServerOptions so;
+    so.unix_path = (dir_ / "agent.sock").string();
+    auto refuse = [](const http::Request&) { return http::Response{404, {}, ""}; };
+    agent_server_ =
+        std::move(http::Server::Start(so, refuse, [this](const http::Request& r, auto ws) {
+                    return agents_->HandleAgentUpgrade(r, std::move(ws));
+                  }).value());
+  }
+
+  // The controller's agent: bootstraps and says hello.
+  std::unique_ptr<http::WebSocketClient> ConnectController() {
+    http::WebSocketClientOptions o;
+    o.unix_socket_path = (dir_ / "agent.sock").string();
+    auto ws = http::WebSocketClient::Connect(
+        "ws://localhost/agent/v1/channel",
+        {{"X-Hpod-Instance-Id", kController},
+         {"Authorization", "HpodBootstrap " + agents_->BootstrapToken(kController)}},
+        o);
+    EXPECT_TRUE(ws.ok()) << ws.status().ToString();
+    if (!ws.ok()) return nullptr;
+    auto cred = (*ws)->Receive(kWait);
+    EXPECT_TRUE(cred.ok() && json::parse(cred->data)["type"] == "credential");
+    EXPECT_TRUE((*ws)->Send(json{{"type", "hello"}, {"agent_version", "t"}}.dump(), false).ok());
+    return std::move(*ws);
+  }
+
+  // Waits (on AgentService's change callback, never by sleeping) until the
+  // cluster has a Slurm report.
+  bool WaitForReport() {
+    std::unique_lock<std::mutex> l(mu_);
+    return changed_.wait_for(l, kWait, [&] { return agents_->SlurmNodes(kClusterId).has_value(); });
+  }
+
+  StatusOr<ordered_json> List(NodeApi& api, const std::string& cluster) {
+    const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodListSlurmNodes");
+    if (op == nullptr) return InternalError("no HpodListSlurmNodes in the model");
+    return api.Call(*op, json{{"ClusterName", cluster}}, Caller{});
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<NodeLogs> logs_;
+  std::unique_ptr<AgentService> agents_;
+  std::unique_ptr<http::Server> agent_server_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+};
+
+TEST(NodeApiModelTest, ListSlurmNodesIsAReadOnlyHpodOperation) {
+  const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodListSlurmNodes");
+  ASSERT_NE(op, nullptr);
+  EXPECT_TRUE(op->input->IsRequired("ClusterName"));
+  const api::Member* nodes = op->output->FindMember("SlurmNodes");
+  ASSERT_NE(nodes, nullptr);
+  ASSERT_EQ(nodes->shape->type, api::ShapeType::kList);
+  EXPECT_NE(nodes->shape->member->FindMember("SlurmdStartTime"), nullptr);
+  ASSERT_NE(op->output->FindMember("Available"), nullptr);
+  EXPECT_EQ(op->output->FindMember("Available")->shape->type, api::ShapeType::kBoolean);
+  EXPECT_NE(op->output->FindMember("ReportedBy"), nullptr);
+  EXPECT_TRUE(NodeApi::Handles("HpodListSlurmNodes"));
+  EXPECT_TRUE(ClusterApi::IsReadOnly("HpodListSlurmNodes"));
+}
+
+TEST_F(NodeApiTest, WithoutAgentsSlurmIsUnavailable) {
+  NodeApi api(*store_, clock_, nullptr, *logs_);
+  for (const std::string name : {"demo", kClusterArn}) {
+    auto out = List(api, name);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(*out, ordered_json({{"SlurmNodes", ordered_json::array()}, {"Available", false}}));
+  }
+}
+
+TEST_F(NodeApiTest, UnknownClusterIsResourceNotFound) {
+  NodeApi api(*store_, clock_, nullptr, *logs_);
+  auto out = List(api, "nope");
+  // The API's ResourceNotFound is derived from the code (api/errors.cc).
+  EXPECT_EQ(out.status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(NodeApiTest, ServesTheControllerAgentsReport) {
+  StartAgents();
+  NodeApi api(*store_, clock_, agents_.get(), *logs_);
+  // Connected agents but no report yet: still unavailable.
+  auto before = List(api, "demo");
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_EQ((*before)["Available"], false);
+
+  auto ws = ConnectController();
+  ASSERT_NE(ws, nullptr);
+  json report = {{"type", "slurm_nodes"},
+                 {"nodes",
+                  {{{"name", "ip-10-77-0-11"},
+                    {"state", "IDLE"},
+                    {"reason", ""},
+                    {"slurmd_start_time", "2025-01-02T03:04:05"}},
+                   {{"name", "ip-10-77-0-12"},
+                    {"state", "DOWN+DRAIN+NOT_RESPONDING"},
+                    {"reason", "Not responding"},
+                    {"slurmd_start_time", "None"}}}}};
+  ASSERT_TRUE(ws->Send(report.dump(), false).ok());
+  ASSERT_TRUE(WaitForReport());
+
+  auto out = List(api, kClusterArn);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)["Available"], true);
+  EXPECT_EQ((*out)["ReportedBy"], kController);
+  ASSERT_EQ((*out)["SlurmNodes"].size(), 2u);
+  EXPECT_EQ((*out)["SlurmNodes"][0], ordered_json({{"NodeName", "ip-10-77-0-11"},
+                                                   {"State", "IDLE"},
+                                                   {"Reason", ""},
+                                                   {"SlurmdStartTime", "2025-01-02T03:04:05"}}));
+  EXPECT_EQ((*out)["SlurmNodes"][1]["State"], "DOWN+DRAIN+NOT_RESPONDING");
+  EXPECT_EQ((*out)["SlurmNodes"][1]["Reason"], "Not responding");
+  ws->Close();
+}
+
+}  // namespace
+}  // namespace hpod::controlplane

@@ -1,0 +1,228 @@
+#include "hpod/controlplane/slurm_plan.h"
+
+#include <algorithm>
+
+#include "hpod/api/instance_types.h"
+#include "hpod/base/crypto.h"
+#include "hpod/controlplane/agent_service.h"
+
+namespace hpod::controlplane {
+
+using nlohmann::json;
+using store::GroupRecord;
+using store::NodeRecord;
+
+namespace {
+
+// munge's own default key size (`mungekey` writes 1024 bytes).
+constexpr size_t kMungeKeyBytes = 1024;
+
+std::vector<slurm::GroupInput> GroupInputs(const std::vector<GroupRecord>& groups) {
+  std::vector<slurm::GroupInput> out;
+  for (const auto& g : groups) {
+    if (g.deleting) continue;
+    slurm::GroupInput in;
+    in.name = g.name;
+    in.instance_type = g.spec.value("InstanceType", "");
+    in.instance_count = g.target_count;
+    if (auto it = g.spec.find("SlurmConfig"); it != g.spec.end()) in.slurm_config = *it;
+    out.push_back(std::move(in));
+  }
+  return out;
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string Motd(const std::string& role, const std::string& controller_name) {
+  std::string text =
+      "\n"
+      "  hpod cluster node (Slurm " +
+      role + "; controller " + controller_name +
+      ")\n"
+      "\n"
+      "  Jobs:      sinfo; sbatch --nodes 2 job.sh; squeue; srun -N2 hostname\n"
+      "  Shared:    /fsx is on every node; put code, data and checkpoints there.\n"
+      "  Resilient: srun --auto-resume=1 … (or #SBATCH --auto-resume=1) re-runs the step\n"
+      "             on healthy nodes after a node is replaced; load your latest checkpoint\n"
+      "             when the step starts.\n"
+      "  Replace a faulty node (keeps its hostname):\n"
+      "    scontrol update node=<hostname> state=fail reason=\"Action:Replace\"\n"
+      "  Reboot one instead:\n"
+      "    scontrol update node=<hostname> state=fail reason=\"Action:Reboot\"\n"
+      "  Your own Slurm settings: /opt/slurm/etc/slurm.user.conf on the controller\n"
+      "  (hpod rewrites slurm.conf, never that file).\n"
+      "\n";
+  return text;
+}
+
+}  // namespace
+
+std::string MungeKeySetting(const std::string& cluster_id) {
+  return "cluster/" + cluster_id + "/munge_key";
+}
+std::string ProvisioningParametersSetting(const std::string& cluster_id) {
+  return "cluster/" + cluster_id + "/provisioning_parameters";
+}
+
+const slurm::SlurmNodeState* SlurmNodesReport::Find(const std::string& name) const {
+  for (const auto& n : nodes) {
+    if (n.name == name) return &n;
+  }
+  return nullptr;
+}
+
+Status CheckSlurmConfig(const std::vector<GroupRecord>& groups) {
+  return slurm::RolesFromSlurmConfig(GroupInputs(groups)).status();
+}
+
+StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& cluster_id,
+                                      const std::vector<GroupRecord>& groups) {
+  auto api_roles = slurm::RolesFromSlurmConfig(GroupInputs(groups));
+  if (api_roles.ok() && api_roles->has_value()) return (*api_roles)->controller_group;
+  auto text = tx.GetSetting(ProvisioningParametersSetting(cluster_id));
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return std::string();
+    return text.status();
+  }
+  json params = json::parse(*text, nullptr, false);
+  if (!params.is_object()) return std::string();
+  auto it = params.find("controller_group");
+  return it != params.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+json ProvisioningParametersFor(const std::vector<GroupRecord>& groups) {
+  auto roles = slurm::RolesFromSlurmConfig(GroupInputs(groups));
+  if (!roles.ok() || !roles->has_value()) return nullptr;
+  return (*roles)->ToProvisioningParameters();
+}
+
+StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& cluster_id,
+                                   const SlurmOptions& options,
+                                   const std::set<std::string>& draining) {
+  SlurmPlan plan;
+  store::ClusterRecord c;
+  std::vector<GroupRecord> groups;
+  std::vector<NodeRecord> nodes;
+  std::optional<std::string> params_text;
+  HPOD_RETURN_IF_ERROR(store.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
+    auto p = tx.GetSetting(ProvisioningParametersSetting(cluster_id));
+    if (p.ok()) params_text = *p;
+    auto key = tx.GetSetting(MungeKeySetting(cluster_id));
+    if (key.ok()) {
+      plan.munge_key = *key;
+    } else if (key.status().code() == StatusCode::kNotFound) {
+      plan.munge_key = Base64UrlEncode(RandomBytes(kMungeKeyBytes));
+      HPOD_RETURN_IF_ERROR(tx.PutSetting(MungeKeySetting(cluster_id), plan.munge_key));
+    } else {
+      return key.status();
+    }
+    return OkStatus();
+  }));
+
+  std::vector<slurm::GroupInput> inputs = GroupInputs(groups);
+  auto api_roles = slurm::RolesFromSlurmConfig(inputs);
+  if (!api_roles.ok()) {
+    plan.mode = SlurmPlan::Mode::kError;
+    plan.error = api_roles.status().message();
+    return plan;
+  }
+  if (api_roles->has_value()) {
+    plan.roles = **api_roles;
+  } else if (!params_text) {
+    plan.mode = SlurmPlan::Mode::kWaiting;
+    return plan;
+  } else {
+    json params = json::parse(*params_text, nullptr, false);
+    if (params.is_null()) {
+      plan.mode = SlurmPlan::Mode::kNone;  // no SlurmConfig, no file: plain nodes
+      return plan;
+    }
+    if (params.is_object() && params.contains("unparsable")) {
+      plan.mode = SlurmPlan::Mode::kError;
+      plan.error = "provisioning_parameters.json in the lifecycle source is not valid JSON";
+      return plan;
+    }
+    auto roles = slurm::RolesFromProvisioningParameters(params, inputs);
+    if (!roles.ok()) {
+      plan.mode = SlurmPlan::Mode::kError;
+      plan.error = roles.status().message();
+      return plan;
+    }
+    plan.roles = *roles;
+  }
+  plan.mode = SlurmPlan::Mode::kSlurm;
+
+  slurm::SlurmClusterSpec spec;
+  spec.cluster_name = c.name;
+  spec.roles = plan.roles;
+  spec.gpu_device_dir = options.gpu_device_dir;
+  spec.slurmd_timeout_s = options.slurmd_timeout_s;
+  std::map<std::string, std::string> type_of;
+  for (const auto& g : groups) type_of[g.name] = g.spec.value("InstanceType", "");
+  for (const auto& n : nodes) {
+    if ((n.remove && !draining.count(n.instance_id)) || n.status == "Failure" ||
+        n.private_ip.empty() || n.hostname.empty()) {
+      continue;
+    }
+    slurm::NodeRole role = plan.roles.RoleOf(n.group_name);
+    if (!n.remove) plan.role_of[n.instance_id] = role;
+    if (role == slurm::NodeRole::kController) {
+      plan.controller_instance = n.instance_id;
+      plan.controller_name = n.hostname;
+      plan.controller_addr = n.private_ip;
+      spec.controller_name = n.hostname;
+      spec.controller_addr = n.private_ip;
+    } else if (role == slurm::NodeRole::kCompute) {
+      slurm::SlurmNodeSpec s;
+      s.name = n.hostname;
+      s.addr = n.private_ip;
+      s.group = n.group_name;
+      if (auto info = api::LookupInstanceType(type_of[n.group_name])) {
+        s.cpus = info->vcpus;
+        s.memory_mib = info->memory_mib;
+        s.gpus = info->gpus;
+        s.gpu_type = Lower(std::string(info->gpu_type));
+        plan.gpus_of[n.instance_id] = info->gpus;
+      }
+      spec.compute.push_back(std::move(s));
+    }
+  }
+  if (plan.controller_instance.empty()) return plan;  // not Ready() yet
+  plan.files = slurm::RenderSlurmFiles(spec);
+  plan.conf_hash = slurm::FilesHash(plan.files);
+  plan.node_names = slurm::NodeNames(spec);
+  return plan;
+}
+
+json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOptions& options) {
+  auto it = plan.role_of.find(node.instance_id);
+  slurm::NodeRole role = it == plan.role_of.end() ? slurm::NodeRole::kCompute : it->second;
+  std::string role_name = slurm::RoleName(role);
+  json m = {{"type", "slurm"},
+            {"role", role_name},
+            {"node_name", node.hostname},
+            {"controller_addr", plan.controller_addr},
+            {"munge_key", plan.munge_key},
+            {"conf_hash", plan.conf_hash},
+            {"node_names", plan.node_names},
+            {"motd", Motd(role_name, plan.controller_name)}};
+  if (role != slurm::NodeRole::kCompute) {
+    json files = {{"slurm.conf", plan.files.slurm_conf},
+                  {"plugstack.conf", plan.files.plugstack_conf}};
+    if (!plan.files.gres_conf.empty()) files["gres.conf"] = plan.files.gres_conf;
+    m["files"] = files;
+  } else if (auto g = plan.gpus_of.find(node.instance_id);
+             options.stand_in_gpus && g != plan.gpus_of.end() && g->second > 0) {
+    m["stand_in_gpus"] = g->second;
+    m["gpu_device_dir"] = options.gpu_device_dir;
+  }
+  return m;
+}
+
+}  // namespace hpod::controlplane

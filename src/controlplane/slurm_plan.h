@@ -1,0 +1,111 @@
+#pragma once
+
+// What Slurm should look like for one cluster, derived from the store: which
+// group plays which role (the API's SlurmConfig, else the provisioning_parameters
+// .json an agent reported from the lifecycle prefix), the rendered configuration
+// and its hash, and each node's role and Slurm name. The cluster reconciler
+// computes it on every pass (it is cheap: a render of a few KB) and compares it
+// with what agents report, so Slurm follows the cluster level-triggered.
+//
+// The cluster's munge key is created here on first need and kept in the store
+// (settings `cluster/<id>/munge_key`), so every node, including ones that join
+// later or replace others, gets the same key.
+//
+// Thread contract: free functions; SlurmAgents implementations are thread-safe.
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hpod/base/status.h"
+#include "hpod/controlplane/options.h"
+#include "hpod/slurm/config.h"
+#include "hpod/slurm/roles.h"
+#include "hpod/slurm/scontrol.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+struct CommandResult;
+
+// Settings keys of a cluster (removed with the cluster).
+std::string MungeKeySetting(const std::string& cluster_id);
+std::string ProvisioningParametersSetting(const std::string& cluster_id);
+
+// The controller's view of Slurm's nodes, as its agent last reported it.
+struct SlurmNodesReport {
+  std::string reporter;  // instance id of the agent that sent it
+  std::vector<slurm::SlurmNodeState> nodes;
+  const slurm::SlurmNodeState* Find(const std::string& name) const;
+};
+
+// hpodd's side of the agents, as the reconciler needs it (AgentService; fakes in
+// tests).
+class SlurmAgents {
+ public:
+  virtual ~SlurmAgents() = default;
+  // The agent's last `slurm_state` (null when never reported or not connected).
+  virtual nlohmann::json SlurmState(const std::string& instance_id) const = 0;
+  virtual std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const = 0;
+  // Queues `message` to the agent; false when it is not connected.
+  virtual bool Send(const std::string& instance_id, const nlohmann::json& message) = 0;
+  virtual StatusOr<CommandResult> Run(const std::string& instance_id,
+                                      const std::vector<std::string>& argv,
+                                      std::chrono::milliseconds timeout) = 0;
+};
+
+struct SlurmPlan {
+  enum class Mode {
+    kNone,     // no roles anywhere: a cluster without Slurm
+    kWaiting,  // roles come from provisioning_parameters.json, not reported yet
+    kError,    // the roles are contradictory; `error` says what to fix
+    kSlurm,
+  };
+  Mode mode = Mode::kNone;
+  std::string error;
+  slurm::SlurmRoles roles;
+  slurm::SlurmFiles files;
+  std::string conf_hash;
+  std::vector<std::string> node_names;  // compute nodes in slurm.conf, sorted
+  std::string controller_instance;      // empty until the controller has an address
+  std::string controller_name;
+  std::string controller_addr;
+  std::string munge_key;  // base64url
+  // Per instance id (nodes with an address that are not being removed).
+  std::map<std::string, slurm::NodeRole> role_of;
+  std::map<std::string, int> gpus_of;  // compute nodes' GPU count
+
+  bool Ready() const { return mode == Mode::kSlurm && !controller_instance.empty(); }
+};
+
+// Reads the cluster and computes its plan (creating the munge key if needed).
+// Nodes being removed are left out of slurm.conf, except those in `draining`
+// (still in Slurm and not yet drained: they leave Slurm once drained).
+StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& cluster_id,
+                                   const SlurmOptions& options,
+                                   const std::set<std::string>& draining = {});
+
+// The roles the API declares (SlurmConfig) for these groups must make sense:
+// kInvalidArgument naming the group otherwise (CreateCluster/UpdateCluster answer
+// it as a ValidationException). Groups without any SlurmConfig pass: their roles
+// come from provisioning_parameters.json, checked when an agent reports it.
+Status CheckSlurmConfig(const std::vector<store::GroupRecord>& groups);
+
+// The controller group's name ("" when unknown yet), from SlurmConfig or the
+// reported provisioning_parameters.json.
+StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& cluster_id,
+                                      const std::vector<store::GroupRecord>& groups);
+
+// The roles the API declares for the cluster's groups, as provisioning_parameters
+// .json for the scripts (null when no group has a SlurmConfig).
+nlohmann::json ProvisioningParametersFor(const std::vector<store::GroupRecord>& groups);
+
+// The `slurm` message for one node of a ready plan.
+nlohmann::json SlurmMessage(const SlurmPlan& plan, const store::NodeRecord& node,
+                            const SlurmOptions& options);
+
+}  // namespace hpod::controlplane

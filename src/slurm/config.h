@@ -1,0 +1,70 @@
+#pragma once
+
+// Renders the Slurm configuration hpod owns for one cluster: slurm.conf (for
+// slurmctld on the controller; workers run configless and fetch it from
+// slurmctld), gres.conf and plugstack.conf. Every non-obvious setting carries a
+// comment in the rendered file saying why it has that value; users' additions go
+// in `slurm.user.conf` (Include'd, never rewritten by hpod).
+//
+// Paths are node-local on purpose: /var/spool, /var/log and /run are each node's
+// own, so no `%n` is needed, and /opt/slurm/etc is HyperPod's config directory.
+//
+// Thread contract: pure functions.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hpod/slurm/roles.h"
+
+namespace hpod::slurm {
+
+// Directory of slurm.conf on controller and login nodes.
+inline constexpr char kConfDir[] = "/opt/slurm/etc";
+// The file users edit; hpod creates it empty once and never rewrites it.
+inline constexpr char kUserConf[] = "slurm.user.conf";
+inline constexpr int kSlurmctldPort = 6817;
+inline constexpr int kSlurmdPort = 6818;
+
+struct SlurmNodeSpec {
+  std::string name;  // hostname, "ip-10-77-1-11"
+  std::string addr;  // "10.77.1.11"
+  std::string group;
+  int cpus = 0;            // from the instance type
+  int64_t memory_mib = 0;  // RealMemory, MiB
+  int gpus = 0;
+  std::string gpu_type;  // "h100" (lower case); empty when gpus == 0
+};
+
+struct SlurmClusterSpec {
+  std::string cluster_name;  // ClusterName= (lower-cased, [a-z0-9_-] only, by the renderer)
+  std::string controller_name;
+  std::string controller_addr;
+  std::vector<SlurmNodeSpec> compute;  // in the order they should appear
+  SlurmRoles roles;
+  // Where GPU device files live on every compute node ("/dev" on real machines;
+  // the local provider creates stand-in character devices elsewhere).
+  std::string gpu_device_dir = "/dev";
+  // Seconds without a slurmd response before slurmctld marks a node DOWN. Must
+  // exceed hpod's replacement time (health monitor) so recovery finishes first.
+  int slurmd_timeout_s = 30;
+  // AuthInfo cred_expire: the requeue delay is this + 1 s (Slurm default 120).
+  int cred_expire_s = 10;
+};
+
+struct SlurmFiles {
+  std::string slurm_conf;
+  std::string gres_conf;       // empty when no node has GPUs
+  std::string plugstack_conf;  // ready for hpod's SPANK plugin
+};
+
+SlurmFiles RenderSlurmFiles(const SlurmClusterSpec& spec);
+
+// Hex SHA-256 over the files (name and content), so agents and hpodd can compare
+// versions cheaply.
+std::string FilesHash(const SlurmFiles& files);
+
+// Node names, sorted.
+std::vector<std::string> NodeNames(const SlurmClusterSpec& spec);
+
+}  // namespace hpod::slurm
