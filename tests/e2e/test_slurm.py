@@ -78,6 +78,7 @@ class SlurmTest(unittest.TestCase):
             cls.groups = [
                 nodestest.lcs_group("controller-machine", 1, cls.src,
                                     SlurmConfig={"NodeType": "Controller"}),
+                nodestest.lcs_group("login-group", 1, cls.src, SlurmConfig={"NodeType": "Login"}),
                 nodestest.lcs_group("worker-group-1", 3, cls.src, instance_type="ml.c5.2xlarge",
                                     SlurmConfig={"NodeType": "Compute",
                                                  "PartitionNames": ["dev"]})]
@@ -173,6 +174,14 @@ class SlurmTest(unittest.TestCase):
         out = self.on_controller("srun -N3 hostname")
         self.assertEqual(sorted(out.split()), self.workers())
 
+    def test_2b_login_node_submits_jobs(self):
+        login = [n["InstanceId"] for n in self.nodes if n["InstanceGroupName"] == "login-group"][0]
+        # Login nodes are clients: not Slurm nodes, no slurmd, but srun works from them.
+        self.assertNotIn(self.d.in_node(login, "hostname").stdout.strip(), self.sinfo())
+        self.assertEqual(self.d.in_node(login, "pgrep -x slurmd", check=False).stdout, "")
+        out = self.d.in_node(login, "srun -N3 hostname").stdout
+        self.assertEqual(sorted(out.split()), self.workers())
+
     def test_3_sbatch_job_writes_to_fsx_and_shows_in_squeue(self):
         self.d.in_node(self.controller, "mkdir -p /fsx/jobs && cat > /fsx/jobs/job.sh <<'EOF'\n"
                        + JOB + "EOF\n")
@@ -221,7 +230,7 @@ class SlurmTest(unittest.TestCase):
 
     def test_5_scale_up_adds_an_idle_node(self):
         groups = json.loads(json.dumps(self.groups))
-        groups[1]["InstanceCount"] = 4
+        groups[2]["InstanceCount"] = 4
         spec = os.path.join(self.d.root, "up.json")
         with open(spec, "w") as f:
             json.dump(groups, f)
@@ -286,6 +295,26 @@ class SlurmTest(unittest.TestCase):
         self.assertIn("failed to provision", out["FailureMessage"])
         self.d.hpod("delete-cluster", "--cluster-name", "badfile")
         self.d.wait_status("badfile", None, timeout=60)
+
+    def test_7b_gpu_instance_types_get_gres(self):
+        # A GPU instance type declares its GPUs to Slurm (gres.conf, stand-in devices on
+        # this GPU-less host), so --gpus-per-node works as on AWS.
+        groups = [nodestest.lcs_group("controller-machine", 1, self.src,
+                                      SlurmConfig={"NodeType": "Controller"}),
+                  nodestest.lcs_group("gpu", 1, self.src, instance_type="ml.g5.xlarge",
+                                      SlurmConfig={"NodeType": "Compute",
+                                                   "PartitionNames": ["gpu"]})]
+        self.d.hpod("create-cluster", "--cluster-name", "gpus", "--instance-groups",
+                    nodestest.cluster_json(groups))
+        self.d.wait_status("gpus", "InService", timeout=120)
+        ctl = [n["InstanceId"] for n in self.d.nodes("gpus")
+               if n["InstanceGroupName"] == "controller-machine"][0]
+        out = self.d.in_node(ctl, "sinfo -h -N -o '%P %G %c %T'").stdout.split()
+        self.assertEqual(out, ["gpu*", "gpu:a10g:1", "4", "idle"])
+        env = self.d.in_node(ctl, "srun -N1 --gpus-per-node=1 printenv CUDA_VISIBLE_DEVICES")
+        self.assertEqual(env.stdout.strip(), "0")
+        self.d.hpod("delete-cluster", "--cluster-name", "gpus")
+        self.d.wait_status("gpus", None, timeout=60)
 
     def test_8_delete_leaves_no_slurm_process(self):
         daemons = []
