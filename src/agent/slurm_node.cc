@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "hpod/agent/fs_util.h"
@@ -231,8 +232,14 @@ void SlurmNode::Loop() {
         }
       }
       if (clock_.SteadyNow() >= next_poll_) {
-        next_poll_ = clock_.SteadyNow() + options_.poll_interval;
         PollNodes();
+        // While nodes are still joining (or leaving) hpodd waits on this table, so
+        // it is polled five times as often until Slurm has settled.
+        bool settled = last_nodes_ && last_nodes_->size() == applied_->node_names.size() &&
+                       std::all_of(last_nodes_->begin(), last_nodes_->end(),
+                                   [](const slurm::SlurmNodeState& n) { return n.Registered(); });
+        next_poll_ =
+            clock_.SteadyNow() + (settled ? options_.poll_interval : options_.poll_interval / 5);
       }
     }
   }

@@ -20,7 +20,8 @@
 // running on their slurmds) and then runs `scontrol reconfigure`, which pushes the
 // new config to every configless slurmd at once. Other changes only reconfigure.
 //
-// The controller also polls `scontrol -o show nodes` and reports the node table
+// The controller also polls `scontrol -o show nodes` (every poll_interval, five
+// times as often while nodes are joining or leaving) and reports the node table
 // when it changes; that is how hpodd learns that workers registered.
 //
 // Thread contract: Apply, State and Stop are thread-safe. One worker thread owns

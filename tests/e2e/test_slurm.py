@@ -170,6 +170,21 @@ class SlurmTest(unittest.TestCase):
                       self.on_controller("cat /opt/slurm/etc/slurm.conf"))
         self.assertIn("never rewrites", self.on_controller("cat /opt/slurm/etc/slurm.user.conf"))
 
+    def test_1b_list_cluster_nodes_with_slurm(self):
+        out = self.d.hpod_json("list-cluster-nodes", "--cluster-name", "slurm", "--with-slurm")
+        self.assertTrue(out["SlurmAvailable"])
+        by_group = {}
+        for n in out["ClusterNodeSummaries"]:
+            by_group.setdefault(n["InstanceGroupName"], []).append(n)
+        for n in by_group["worker-group-1"]:
+            self.assertEqual(n["Slurm"]["NodeName"], n["PrivateDnsHostname"].split(".")[0])
+            self.assertEqual(n["Slurm"]["State"], "IDLE")
+        for group in ("controller-machine", "login-group"):
+            self.assertIsNone(by_group[group][0]["Slurm"])
+        table = self.d.hpod("list-cluster-nodes", "--cluster-name", "slurm", "--with-slurm",
+                            "--output", "table").stdout
+        self.assertEqual(table.count("IDLE"), 3, table)
+
     def test_2_srun_runs_on_every_worker(self):
         out = self.on_controller("srun -N3 hostname")
         self.assertEqual(sorted(out.split()), self.workers())
