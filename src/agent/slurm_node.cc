@@ -175,11 +175,18 @@ void SlurmNode::Loop() {
     std::optional<SlurmSpec> desired;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] {
+      auto wake = [&] {
         return stopping_ || (desired_ && (!applied_ || desired_->conf_hash != applied_->conf_hash ||
                                           desired_->munge_key != applied_->munge_key ||
                                           desired_->controller_addr != applied_->controller_addr));
-      });
+      };
+      // Nodes without a Slurm role (or before it arrives) cost no wakeups; with
+      // daemons to watch, a short tick supervises them.
+      if (applied_) {
+        cv_.wait_for(lock, std::chrono::milliseconds(200), wake);
+      } else {
+        cv_.wait(lock, wake);
+      }
       if (stopping_) break;
       desired = desired_;
     }
@@ -221,8 +228,9 @@ void SlurmNode::Loop() {
     }
     if (applied_->role == "controller" && daemon_->ready) {
       if (reconfigure_pending_) {
-        auto r = RunCommand(
-            {.argv = {options_.scontrol, "reconfigure"}, .timeout = std::chrono::seconds(15)});
+        auto r = RunCommand({.argv = {options_.scontrol, "reconfigure"},
+                             .env = {{"SLURM_CONF", options_.conf_dir + "/slurm.conf"}},
+                             .timeout = std::chrono::seconds(15)});
         if (r.ok() && r->exit_code == 0) {
           reconfigure_pending_ = false;
           spdlog::info("scontrol reconfigure: done");

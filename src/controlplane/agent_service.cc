@@ -329,6 +329,19 @@ void AgentService::HandleSlurmState(const std::shared_ptr<Channel>& ch, const js
 
 void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const json& m) {
   if (!m.contains("nodes") || !m["nodes"].is_array()) return;
+  // Only the controller's table counts: hpod drains, removes and declares nodes
+  // Running by it, so another node's agent must not be able to stand in for it.
+  std::string controller_group;
+  Status s = store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(ch->cluster_id));
+    HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, ch->cluster_id, groups));
+    return OkStatus();
+  });
+  if (!s.ok() || controller_group.empty() || controller_group != ch->group_name) {
+    spdlog::warn("ignoring a Slurm node table from {} (group {}), which is not the controller",
+                 ch->instance_id, ch->group_name);
+    return;
+  }
   SlurmNodesReport report;
   report.reporter = ch->instance_id;
   for (const auto& n : m["nodes"]) {
@@ -342,16 +355,21 @@ void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const js
 }
 
 void AgentService::HandleProvisioningParameters(const std::shared_ptr<Channel>& ch, const json& m) {
-  // The first report wins: every node fetched the same kind of source, and roles
-  // must not change under a running cluster.
+  // Roles must not change under a running cluster, so the first file reported
+  // wins.
   bool stored = false;
+  const json content = m.value("content", json());
   Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_RETURN_IF_ERROR(tx.GetCluster(ch->cluster_id).status());  // not deleted meanwhile
     auto existing = tx.GetSetting(ProvisioningParametersSetting(ch->cluster_id));
-    if (existing.ok()) return OkStatus();
-    if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+    // A file replaces an earlier "no file" (groups may use different sources);
+    // a file, once there, stays.
+    if (existing.ok() && (*existing != "null" || content.is_null())) return OkStatus();
+    if (!existing.ok() && existing.status().code() != StatusCode::kNotFound) {
+      return existing.status();
+    }
     stored = true;
-    return tx.PutSetting(ProvisioningParametersSetting(ch->cluster_id),
-                         m.value("content", json()).dump());
+    return tx.PutSetting(ProvisioningParametersSetting(ch->cluster_id), content.dump());
   });
   if (!s.ok()) spdlog::warn("provisioning parameters from {}: {}", ch->instance_id, s.ToString());
   if (stored && on_change_) on_change_(ch->cluster_id);

@@ -44,14 +44,14 @@ class AgentServiceTest : public ::testing::Test {
     http::ServerOptions so;
     so.unix_path = (dir_ / "agent.sock").string();
     auto refuse = [](const http::Request&) { return http::Response{404, {}, ""}; };
-    agent_server_ = std::move(
-        http::Server::Start(so, refuse, [this](const http::Request& r, auto ws) {
-          return agents_->HandleAgentUpgrade(r, std::move(ws));
-        }).value());
-    user_server_ = std::move(
-        http::Server::Start({}, refuse, [this](const http::Request& r, auto ws) {
-          return agents_->HandleClientSessionUpgrade(r, std::move(ws));
-        }).value());
+    agent_server_ =
+        std::move(http::Server::Start(so, refuse, [this](const http::Request& r, auto ws) {
+                    return agents_->HandleAgentUpgrade(r, std::move(ws));
+                  }).value());
+    user_server_ =
+        std::move(http::Server::Start({}, refuse, [this](const http::Request& r, auto ws) {
+                    return agents_->HandleClientSessionUpgrade(r, std::move(ws));
+                  }).value());
     // One cluster, two nodes; the second has no address yet.
     ASSERT_TRUE(store_
                     ->Write([](store::WriteTx& tx) -> Status {
@@ -137,7 +137,8 @@ TEST_F(AgentServiceTest, BootstrapTokenIsOneTimeAndCredentialWorks) {
   auto ws = Register(&secret);
   ws->Close();
   // Confirmed by hello: the bootstrap token is dead, the credential is not.
-  auto again = Dial("/agent/v1/channel", kNode1, "HpodBootstrap " + agents_->BootstrapToken(kNode1));
+  auto again =
+      Dial("/agent/v1/channel", kNode1, "HpodBootstrap " + agents_->BootstrapToken(kNode1));
   EXPECT_EQ(again.status().code(), StatusCode::kUnauthenticated);
   EXPECT_NE(again.status().message().find("already used"), std::string::npos);
   EXPECT_EQ(Dial("/agent/v1/channel", kNode1, "HpodNode " + secret + "x").status().code(),
@@ -177,10 +178,9 @@ TEST_F(AgentServiceTest, ConfigWaitsForEveryAddressThenDescribesTheCluster) {
 TEST_F(AgentServiceTest, LifecycleLogsAndCommands) {
   std::string secret;
   auto ws = Register(&secret);
-  ASSERT_TRUE(ws->Send(json{{"type", "log"}, {"stream", "LifecycleConfig"}, {"data", "hi\n"}}
-                           .dump(),
-                       false)
-                  .ok());
+  ASSERT_TRUE(
+      ws->Send(json{{"type", "log"}, {"stream", "LifecycleConfig"}, {"data", "hi\n"}}.dump(), false)
+          .ok());
   ASSERT_TRUE(ws->Send(json{{"type", "lifecycle"},
                             {"state", "Failed"},
                             {"exit_code", 3},
@@ -195,13 +195,12 @@ TEST_F(AgentServiceTest, LifecycleLogsAndCommands) {
   json cmd = Next(*ws);
   ASSERT_EQ(cmd["type"], "command");
   EXPECT_EQ(cmd["argv"], json({"echo", "x"}));
-  ASSERT_TRUE(ws->Send(json{{"type", "command_result"},
-                            {"id", cmd["id"]},
-                            {"exit_code", 0},
-                            {"stdout", "x\n"}}
-                           .dump(),
-                       false)
-                  .ok());
+  ASSERT_TRUE(
+      ws->Send(
+            json{{"type", "command_result"}, {"id", cmd["id"]}, {"exit_code", 0}, {"stdout", "x\n"}}
+                .dump(),
+            false)
+          .ok());
   auto r = result.get();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->stdout_data, "x\n");
@@ -224,10 +223,9 @@ TEST_F(AgentServiceTest, LifecycleLogsAndCommands) {
   ASSERT_TRUE(log.ok());
   EXPECT_EQ(log->data, "hi\n");
   // No agent, no command.
-  EXPECT_EQ(agents_->RunCommand("i-00000000000000002", {"true"}, std::chrono::seconds(1))
-                .status()
-                .code(),
-            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      agents_->RunCommand("i-00000000000000002", {"true"}, std::chrono::seconds(1)).status().code(),
+      StatusCode::kFailedPrecondition);
 }
 
 TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
@@ -250,10 +248,9 @@ TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
 
   const std::string url = "ws://127.0.0.1:" + std::to_string(user_server_->port()) +
                           "/v1/sessions/" + grant->session_id;
-  EXPECT_EQ(http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession nope"}})
-                .status()
-                .code(),
-            StatusCode::kUnauthenticated);
+  EXPECT_EQ(
+      http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession nope"}}).status().code(),
+      StatusCode::kUnauthenticated);
   auto user =
       http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession " + grant->token}});
   ASSERT_TRUE(user.ok()) << user.status().ToString();

@@ -16,14 +16,12 @@ namespace {
 
 constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
-
 std::string ErrorFrame(const std::string& text) { return std::string(1, '\x03') + text; }
 
 }  // namespace
 
 StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id,
-                                                  const std::string& command, int rows,
-                                                  int cols) {
+                                                  const std::string& command, int rows, int cols) {
   SweepSessions();
   auto s = std::make_shared<Session>();
   s->id = "s-" + RandomString(17, "0123456789abcdef");
@@ -45,7 +43,7 @@ StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id
   json argv = json::array();
   if (!command.empty()) argv = {"bash", "-lc", command};
   json m = {{"type", "open_session"}, {"session_id", s->id}, {"argv", argv},
-            {"rows", rows},           {"cols", cols},       {"pty", command.empty()}};
+            {"rows", rows},           {"cols", cols},        {"pty", command.empty()}};
   if (!ch->socket->Send(m.dump(), false)) {
     EndSession(s->id);
     return UnavailableError("the agent of node " + instance_id + " disconnected; try again");
@@ -69,7 +67,8 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) return RefuseUpgrade(404, "session " + id + " does not exist or expired");
+    if (it == sessions_.end())
+      return RefuseUpgrade(404, "session " + id + " does not exist or expired");
     s = it->second;
     // One-time token: a second connection with it is refused.
     if (token.empty() || s->client != nullptr ||

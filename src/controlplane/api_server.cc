@@ -134,8 +134,9 @@ http::Response ApiServer::Handle(const http::Request& request) {
   StatusOr<nlohmann::ordered_json> result = InternalError("not run");
   try {
     if (NodeApi::Handles(op)) {
-      result = node_api_.Call(*decoded->operation, decoded->input,
-                              Caller{role->access_key_id, std::string(request.HeaderValue("Host"))});
+      result =
+          node_api_.Call(*decoded->operation, decoded->input,
+                         Caller{role->access_key_id, std::string(request.HeaderValue("Host"))});
     } else {
       result = api_.Call(*decoded->operation, decoded->input);
     }

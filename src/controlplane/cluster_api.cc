@@ -7,9 +7,9 @@
 #include <set>
 
 #include "hpod/controlplane/events.h"
-#include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/render.h"
+#include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
 
@@ -96,11 +96,10 @@ ClusterApi::ClusterApi(store::Store& store, const Clock& clock, const ControlPla
       wake_(std::move(wake)) {}
 
 bool ClusterApi::IsReadOnly(const std::string& op) {
-  static const std::set<std::string> kReadOnly = {"DescribeCluster",   "ListClusters",
-                                                  "ListClusterNodes",  "DescribeClusterNode",
-                                                  "ListClusterEvents", "DescribeClusterEvent",
-                                                  "HpodStartSession",  "HpodGetNodeLogs",
-                                                  "HpodListSlurmNodes"};
+  static const std::set<std::string> kReadOnly = {
+      "DescribeCluster",     "ListClusters",      "ListClusterNodes",
+      "DescribeClusterNode", "ListClusterEvents", "DescribeClusterEvent",
+      "HpodStartSession",    "HpodGetNodeLogs",   "HpodListSlurmNodes"};
   return kReadOnly.count(op) > 0;
 }
 
@@ -284,6 +283,12 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
                 gr.spec["InstanceType"].get<std::string>() + " → " +
                 g["InstanceType"].get<std::string>() + "); add a new group instead");
           }
+          // A node's Slurm role is fixed for its life (its daemons, its place in
+          // slurm.conf); a new role means a new group, as with instance types.
+          if (gr.spec.value("SlurmConfig", json()) != g.value("SlurmConfig", json())) {
+            return InvalidArgumentError("SlurmConfig of instance group '" + name +
+                                        "' cannot change; add a new group instead");
+          }
           gr.previous_target_count = gr.target_count;
           gr.status = "Updating";
         } else {
@@ -321,6 +326,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
       HPOD_ASSIGN_OR_RETURN(auto after, tx.ListGroups(c.id));
       std::erase_if(after, [](const store::GroupRecord& g) { return g.deleting; });
       HPOD_RETURN_IF_ERROR(CheckSlurmConfig(after));
+      HPOD_RETURN_IF_ERROR(CheckFileRoles(tx, c.id, after));
     }
     if (req.contains("NodeRecovery")) c.spec["NodeRecovery"] = req["NodeRecovery"];
     if (req.contains("Orchestrator")) c.spec["Orchestrator"] = req["Orchestrator"];

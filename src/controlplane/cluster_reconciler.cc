@@ -182,6 +182,17 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
   const bool winding_down = c.status == "Deleting" || c.status == "Failed";
   std::optional<SlurmPlan> plan;
   std::optional<SlurmNodesReport> report;
+  {
+    // Removal clocks live as long as this cluster's node rows marked for removal.
+    std::lock_guard<std::mutex> lock(removals_mu_);
+    auto& clocks = removals_[cluster_id];
+    std::erase_if(clocks, [&](const auto& entry) {
+      return std::none_of(nodes.begin(), nodes.end(), [&](const NodeRecord& n) {
+        return n.remove && n.instance_id == entry.first;
+      });
+    });
+    if (clocks.empty()) removals_.erase(cluster_id);
+  }
   if (agents_decide && slurm_agents_ != nullptr && !winding_down) {
     report = slurm_agents_->SlurmNodes(cluster_id);
     // A node leaves Slurm in two steps: drained while still in slurm.conf, then
@@ -189,7 +200,8 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
     std::set<std::string> draining;
     for (const auto& n : nodes) {
       const slurm::SlurmNodeState* s = report ? report->Find(n.hostname) : nullptr;
-      if (n.remove && s != nullptr && !s->Drained() && !RemovalTimedOut(n.instance_id)) {
+      if (n.remove && s != nullptr && !s->Drained() &&
+          !RemovalTimedOut(cluster_id, n.instance_id)) {
         draining.insert(n.instance_id);
       }
     }
@@ -201,6 +213,7 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
   for (const auto& g : groups) gmap[g.name] = &g;
 
   std::vector<Observation> out;
+  std::vector<std::string> to_drain;
   Status transient = OkStatus();
   for (const NodeRecord& n : nodes) {
     Observation o;
@@ -208,7 +221,7 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
     if (n.remove) {
       if (provider_ == nullptr) {
         o.gone = true;
-      } else if (plan && !ReadyToTerminate(*plan, n, report)) {
+      } else if (plan && !ReadyToTerminate(*plan, n, report, &to_drain)) {
         *slurm_busy = true;
         o.status = "ShuttingDown";
       } else {
@@ -337,6 +350,7 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
     }
     out.push_back(o);
   }
+  if (plan) Drain(*plan, to_drain);
   // Record what was learnt even when some calls failed; the failure requeues.
   if (!transient.ok()) {
     auto recorded = RecordAndRollUp(cluster_id, out);
@@ -377,42 +391,49 @@ bool ClusterReconciler::SyncSlurm(const SlurmPlan& plan, const NodeRecord& n,
   return s != nullptr && s->Registered();
 }
 
-bool ClusterReconciler::RemovalTimedOut(const std::string& instance_id) {
+bool ClusterReconciler::RemovalTimedOut(const std::string& cluster_id,
+                                        const std::string& instance_id) {
   const auto now = clock_.SteadyNow();
   std::lock_guard<std::mutex> lock(removals_mu_);
-  auto started = removals_.emplace(instance_id, now).first->second;
+  auto started = removals_[cluster_id].emplace(instance_id, now).first->second;
   return now - started > options_.slurm.remove_timeout;
 }
 
 bool ClusterReconciler::ReadyToTerminate(const SlurmPlan& plan, const NodeRecord& n,
-                                         const std::optional<SlurmNodesReport>& report) {
+                                         const std::optional<SlurmNodesReport>& report,
+                                         std::vector<std::string>* to_drain) {
   if (plan.mode != SlurmPlan::Mode::kSlurm || n.hostname.empty()) return true;
   const slurm::SlurmNodeState* s = report ? report->Find(n.hostname) : nullptr;
   // Without the controller's view (hpodd just restarted, the controller's agent is
   // reconnecting) hpod cannot tell whether Slurm still has the node: wait for it.
   const bool unknown = !report && !plan.controller_instance.empty();
-  if ((s == nullptr && !unknown) || RemovalTimedOut(n.instance_id)) {
-    if (s != nullptr || unknown) {
-      spdlog::warn("{} is still in Slurm {} s after its removal began; terminating it anyway",
-                   n.hostname, options_.slurm.remove_timeout.count());
-    }
-    std::lock_guard<std::mutex> lock(removals_mu_);
-    removals_.erase(n.instance_id);
-    return true;  // not (or no longer) in Slurm
+  if (s == nullptr && !unknown) return true;  // not (or no longer) in Slurm
+  if (RemovalTimedOut(n.cluster_id, n.instance_id)) {
+    spdlog::warn("{} is still in Slurm {} s after its removal began; terminating it anyway",
+                 n.hostname, options_.slurm.remove_timeout.count());
+    return true;
   }
   // Drain first, so nothing new lands on it; once drained, the plan leaves it out
   // of slurm.conf and the controller's restart removes it from Slurm.
-  if (s != nullptr && !s->Drained()) {
-    auto r = slurm_agents_->Run(plan.controller_instance,
-                                {"scontrol", "update", "nodename=" + n.hostname, "state=drain",
-                                 "reason=hpod: removing the node from the cluster"},
-                                std::chrono::seconds(10));
-    if (!r.ok() || r->exit_code != 0) {
-      spdlog::warn("draining {}: {}", n.hostname,
-                   r.ok() ? r->stderr_data : std::string(r.status().message()));
-    }
-  }
+  if (s != nullptr && !s->Drained()) to_drain->push_back(n.hostname);
   return false;
+}
+
+void ClusterReconciler::Drain(const SlurmPlan& plan, const std::vector<std::string>& names) {
+  if (names.empty() || plan.controller_instance.empty()) return;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
+  // One command for all of them, briefly bounded: this runs on a reconcile
+  // worker, and the next pass retries whatever the node table still shows.
+  auto r = slurm_agents_->Run(
+      plan.controller_instance,
+      {"env", std::string("SLURM_CONF=") + slurm::kConfDir + "/slurm.conf", "scontrol", "update",
+       "nodename=" + list, "state=drain", "reason=hpod: removing the node from the cluster"},
+      std::chrono::seconds(3));
+  if (!r.ok() || r->exit_code != 0) {
+    spdlog::warn("draining {}: {}", list,
+                 r.ok() ? r->stderr_data : std::string(r.status().message()));
+  }
 }
 
 // Phase 3: record observations, then roll node states up into group and cluster

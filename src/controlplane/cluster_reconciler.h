@@ -54,11 +54,15 @@ class ClusterReconciler {
   // of Slurm is up (controller: slurmctld answers; compute: registered).
   bool SyncSlurm(const SlurmPlan& plan, const store::NodeRecord& n,
                  const std::optional<SlurmNodesReport>& report, bool* slurm_busy);
-  // Whether a node being removed may be terminated now; drains it first.
   // Starts the removal clock of a node on first call; true once it ran out.
-  bool RemovalTimedOut(const std::string& instance_id);
+  bool RemovalTimedOut(const std::string& cluster_id, const std::string& instance_id);
+  // Whether a node being removed may be terminated now; adds it to `to_drain`
+  // while Slurm still has it undrained.
   bool ReadyToTerminate(const SlurmPlan& plan, const store::NodeRecord& n,
-                        const std::optional<SlurmNodesReport>& report);
+                        const std::optional<SlurmNodesReport>& report,
+                        std::vector<std::string>* to_drain);
+  // Drains `names` in Slurm through the controller's agent (one short command).
+  void Drain(const SlurmPlan& plan, const std::vector<std::string>& names);
   StatusOr<bool> RecordAndRollUp(const std::string& cluster_id,
                                  const std::vector<Observation>& observations);
 
@@ -69,8 +73,9 @@ class ClusterReconciler {
   const std::function<std::string(const std::string&)> bootstrap_token_;
   SlurmAgents* const slurm_agents_;
   std::mutex removals_mu_;
-  // When hpod began removing a node from Slurm, by instance id.
-  std::map<std::string, std::chrono::steady_clock::time_point> removals_;  // GUARDED_BY
+  // When hpod began removing a node from Slurm, by cluster id, then instance id.
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>>
+      removals_;  // GUARDED_BY(removals_mu_)
 };
 
 // HyperPod's FailureMessage for a node that failed to provision.

@@ -27,6 +27,7 @@ constexpr auto kWait = std::chrono::seconds(10);
 constexpr char kClusterId[] = "abcdefabcdef";
 constexpr char kClusterArn[] = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef";
 constexpr char kController[] = "i-00000000000000001";
+constexpr char kWorker[] = "i-00000000000000002";
 
 class NodeApiTest : public ::testing::Test {
  protected:
@@ -49,7 +50,9 @@ class NodeApiTest : public ::testing::Test {
                       store::GroupRecord g;
                       g.cluster_id = c.id;
                       g.name = "controller";
-                      g.spec = {{"InstanceType", "ml.c5.xlarge"}};
+                      // Only the controller group's agent may report Slurm's table.
+                      g.spec = {{"InstanceType", "ml.c5.xlarge"},
+                                {"SlurmConfig", {{"NodeType", "Controller"}}}};
                       g.target_count = 1;
                       HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
                       store::NodeRecord n;
@@ -59,6 +62,13 @@ class NodeApiTest : public ::testing::Test {
                       n.ordinal = 1;
                       n.status = "Running";
                       n.private_ip = "10.77.0.10";
+                      HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+                      g.name = "workers";
+                      g.spec = {{"InstanceType", "ml.c5.xlarge"}};
+                      HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
+                      n.instance_id = kWorker;
+                      n.group_name = "workers";
+                      n.private_ip = "10.77.0.11";
                       return tx.PutNode(n);
                     })
                     .ok());
@@ -86,13 +96,13 @@ class NodeApiTest : public ::testing::Test {
   }
 
   // The controller's agent: bootstraps and says hello.
-  std::unique_ptr<http::WebSocketClient> ConnectController() {
+  std::unique_ptr<http::WebSocketClient> ConnectController(const char* instance = kController) {
     http::WebSocketClientOptions o;
     o.unix_socket_path = (dir_ / "agent.sock").string();
     auto ws = http::WebSocketClient::Connect(
         "ws://localhost/agent/v1/channel",
-        {{"X-Hpod-Instance-Id", kController},
-         {"Authorization", "HpodBootstrap " + agents_->BootstrapToken(kController)}},
+        {{"X-Hpod-Instance-Id", instance},
+         {"Authorization", "HpodBootstrap " + agents_->BootstrapToken(instance)}},
         o);
     EXPECT_TRUE(ws.ok()) << ws.status().ToString();
     if (!ws.ok()) return nullptr;
@@ -190,6 +200,21 @@ TEST_F(NodeApiTest, ServesTheControllerAgentsReport) {
                                                    {"SlurmdStartTime", "2025-01-02T03:04:05"}}));
   EXPECT_EQ((*out)["SlurmNodes"][1]["State"], "DOWN+DRAIN+NOT_RESPONDING");
   EXPECT_EQ((*out)["SlurmNodes"][1]["Reason"], "Not responding");
+  ws->Close();
+}
+
+TEST_F(NodeApiTest, OnlyTheControllersAgentMayReportSlurmsTable) {
+  StartAgents();
+  auto ws = ConnectController(kWorker);
+  ASSERT_NE(ws, nullptr);
+  json forged = {{"type", "slurm_nodes"}, {"nodes", json::array()}};
+  ASSERT_TRUE(ws->Send(forged.dump(), false).ok());
+  // Frames of one channel are handled in order: once get_config is answered, the
+  // forged table has been handled too.
+  ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+  auto reply = ws->Receive(kWait);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_FALSE(agents_->SlurmNodes(kClusterId).has_value());
   ws->Close();
 }
 

@@ -78,6 +78,25 @@ Status CheckSlurmConfig(const std::vector<GroupRecord>& groups) {
   return slurm::RolesFromSlurmConfig(GroupInputs(groups)).status();
 }
 
+Status CheckFileRoles(store::ReadTx& tx, const std::string& cluster_id,
+                      const std::vector<GroupRecord>& groups) {
+  auto api_roles = slurm::RolesFromSlurmConfig(GroupInputs(groups));
+  if (!api_roles.ok() || api_roles->has_value()) return OkStatus();
+  auto text = tx.GetSetting(ProvisioningParametersSetting(cluster_id));
+  if (!text.ok()) {
+    return text.status().code() == StatusCode::kNotFound ? OkStatus() : text.status();
+  }
+  json params = json::parse(*text, nullptr, false);
+  if (!params.is_object() || params.contains("unparsable")) return OkStatus();
+  Status s = slurm::RolesFromProvisioningParameters(params, GroupInputs(groups),
+                                                    /*tolerate_gone_groups=*/true)
+                 .status();
+  if (s.ok()) return s;
+  return InvalidArgumentError(std::string(s.message()) +
+                              " (this cluster's Slurm roles come from the "
+                              "provisioning_parameters.json its nodes reported)");
+}
+
 StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& cluster_id,
                                       const std::vector<GroupRecord>& groups) {
   auto api_roles = slurm::RolesFromSlurmConfig(GroupInputs(groups));
@@ -107,26 +126,19 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   std::vector<GroupRecord> groups;
   std::vector<NodeRecord> nodes;
   std::optional<std::string> params_text;
-  HPOD_RETURN_IF_ERROR(store.Write([&](store::WriteTx& tx) -> Status {
+  // A read on every pass; the one write (the munge key) happens once per cluster.
+  HPOD_RETURN_IF_ERROR(store.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
     HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
     HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
     auto p = tx.GetSetting(ProvisioningParametersSetting(cluster_id));
     if (p.ok()) params_text = *p;
     auto key = tx.GetSetting(MungeKeySetting(cluster_id));
-    if (key.ok()) {
-      plan.munge_key = *key;
-    } else if (key.status().code() == StatusCode::kNotFound) {
-      plan.munge_key = Base64UrlEncode(RandomBytes(kMungeKeyBytes));
-      HPOD_RETURN_IF_ERROR(tx.PutSetting(MungeKeySetting(cluster_id), plan.munge_key));
-    } else {
-      return key.status();
-    }
+    if (key.ok()) plan.munge_key = *key;
     return OkStatus();
   }));
 
-  std::vector<slurm::GroupInput> inputs = GroupInputs(groups);
-  auto api_roles = slurm::RolesFromSlurmConfig(inputs);
+  auto api_roles = slurm::RolesFromSlurmConfig(GroupInputs(groups));
   if (!api_roles.ok()) {
     plan.mode = SlurmPlan::Mode::kError;
     plan.error = api_roles.status().message();
@@ -148,13 +160,34 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
       plan.error = "provisioning_parameters.json in the lifecycle source is not valid JSON";
       return plan;
     }
-    auto roles = slurm::RolesFromProvisioningParameters(params, inputs);
+    // Groups being deleted still have nodes to drain; once a cluster has been
+    // created its file may name groups deleted since (UpdateCluster refuses a new
+    // group the file does not name).
+    std::vector<GroupRecord> all = groups;
+    for (auto& g : all) g.deleting = false;
+    auto roles =
+        slurm::RolesFromProvisioningParameters(params, GroupInputs(all),
+                                               /*tolerate_gone_groups=*/c.status != "Creating");
     if (!roles.ok()) {
       plan.mode = SlurmPlan::Mode::kError;
       plan.error = roles.status().message();
       return plan;
     }
     plan.roles = *roles;
+  }
+  if (plan.munge_key.empty()) {
+    std::string fresh = Base64UrlEncode(RandomBytes(kMungeKeyBytes));
+    HPOD_RETURN_IF_ERROR(store.Write([&](store::WriteTx& tx) -> Status {
+      auto key = tx.GetSetting(MungeKeySetting(cluster_id));
+      if (key.ok()) {
+        plan.munge_key = *key;  // a concurrent pass made it first
+        return OkStatus();
+      }
+      if (key.status().code() != StatusCode::kNotFound) return key.status();
+      HPOD_RETURN_IF_ERROR(tx.GetCluster(cluster_id).status());  // not deleted meanwhile
+      plan.munge_key = fresh;
+      return tx.PutSetting(MungeKeySetting(cluster_id), fresh);
+    }));
   }
   plan.mode = SlurmPlan::Mode::kSlurm;
 

@@ -95,6 +95,13 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
 // come from provisioning_parameters.json, checked when an agent reports it.
 Status CheckSlurmConfig(const std::vector<store::GroupRecord>& groups);
 
+// For a cluster whose roles come from a reported provisioning_parameters.json:
+// every group in `groups` must still have a role there (kInvalidArgument saying
+// which group to add to the file otherwise). OK when the roles come from
+// SlurmConfig or nothing was reported.
+Status CheckFileRoles(store::ReadTx& tx, const std::string& cluster_id,
+                      const std::vector<store::GroupRecord>& groups);
+
 // The controller group's name ("" when unknown yet), from SlurmConfig or the
 // reported provisioning_parameters.json.
 StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& cluster_id,

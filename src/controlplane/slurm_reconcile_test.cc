@@ -401,11 +401,14 @@ TEST_F(SlurmReconcileTest, ARemovedNodeIsDrainedDroppedThenTerminated) {
   bool drained = false;
   for (const auto& [instance, argv] : agents_.Runs()) {
     if (instance != ctl.instance_id) continue;
-    ASSERT_GE(argv.size(), 4u);
-    EXPECT_EQ(argv[0], "scontrol");
-    EXPECT_EQ(argv[1], "update");
-    EXPECT_EQ(argv[2], "nodename=" + victim.hostname);
-    EXPECT_EQ(argv[3], "state=drain");
+    ASSERT_GE(argv.size(), 6u);
+    // SLURM_CONF always: a host's own /etc/slurm must never be the one reached.
+    EXPECT_EQ(argv[0], "env");
+    EXPECT_EQ(argv[1], "SLURM_CONF=/opt/slurm/etc/slurm.conf");
+    EXPECT_EQ(argv[2], "scontrol");
+    EXPECT_EQ(argv[3], "update");
+    EXPECT_EQ(argv[4], "nodename=" + victim.hostname);
+    EXPECT_EQ(argv[5], "state=drain");
     drained = true;
   }
   EXPECT_TRUE(drained);
@@ -535,6 +538,55 @@ TEST_F(SlurmReconcileTest, CreateClusterChecksSlurmConfig) {
   // Nothing was created.
   EXPECT_EQ(h_.Call("DescribeCluster", {{"ClusterName", "demo"}}).status().code(),
             StatusCode::kNotFound);
+}
+
+TEST_F(SlurmReconcileTest, UpdateClusterCannotChangeAGroupsSlurmRole) {
+  Create({Harness::Group("ctl", 1), Harness::Group("w", 1)});
+  PutSetting(ProvisioningParametersSetting(id_), "null");  // plain nodes: InService at once
+  SucceedLifecycle();
+  Pass();
+  ASSERT_EQ(h_.Describe("demo")["ClusterStatus"], "InService");
+  auto r = h_.Call("UpdateCluster", {{"ClusterName", "demo"},
+                                     {"InstanceGroups", {Typed(Harness::Group("w", 2), "Login")}}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.status().message()).find("SlurmConfig of instance group 'w'"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(h_.Describe("demo")["ClusterStatus"], "InService");  // nothing changed
+}
+
+TEST_F(SlurmReconcileTest, FileRolesMustNameNewGroupsButMayNameGoneOnes) {
+  Create({Harness::Group("ctl", 1), Harness::Group("w", 1)});
+  PutSetting(
+      ProvisioningParametersSetting(id_),
+      json({{"controller_group", "ctl"},
+            {"worker_groups", {{{"instance_group_name", "w"}}, {{"instance_group_name", "gone"}}}}})
+          .dump());
+  auto check = [&](std::vector<std::string> names) {
+    std::vector<store::GroupRecord> groups;
+    for (const auto& n : names) {
+      store::GroupRecord g;
+      g.name = n;
+      g.spec = Harness::Group(n, 1);
+      g.target_count = 1;
+      groups.push_back(g);
+    }
+    Status out;
+    EXPECT_TRUE(h_.store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      out = CheckFileRoles(tx, id_, groups);
+                      return OkStatus();
+                    })
+                    .ok());
+    return out;
+  };
+  // "gone" was deleted since: fine. A new group the file does not name: refused,
+  // saying which group to add.
+  EXPECT_TRUE(check({"ctl", "w"}).ok());
+  Status added = check({"ctl", "w", "new-workers"});
+  EXPECT_EQ(added.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(added.message()).find("new-workers"), std::string::npos) << added.message();
 }
 
 TEST_F(SlurmReconcileTest, DeleteClusterRemovesItsSettings) {

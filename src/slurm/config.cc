@@ -119,7 +119,7 @@ std::string RenderSlurmConf(const SlurmClusterSpec& spec) {
   line("# srun waits KillWait + 2 s for a step to end after a node is lost.");
   line("KillWait=5");
   line("# A DOWN node that registers again is usable at once; DRAIN and FAIL stay until");
-  line("# `scontrol update state=resume` (hpod's agent sends it after a replacement).");
+  line("# `scontrol update state=resume`.");
   line("ReturnToService=2");
   line("# Nodes declare their instance type's CPUs, memory and GPUs below; slurmd uses");
   line("# those instead of what it probes on the host.");

@@ -208,7 +208,8 @@ StatusOr<std::optional<SlurmRoles>> RolesFromSlurmConfig(const std::vector<Group
 }
 
 StatusOr<SlurmRoles> RolesFromProvisioningParameters(const json& params,
-                                                     const std::vector<GroupInput>& groups) {
+                                                     const std::vector<GroupInput>& groups,
+                                                     bool tolerate_gone_groups) {
   const std::string prefix = std::string(kParamsFile) + ": ";
   if (!params.is_object()) {
     return InvalidArgumentError(std::string(kParamsFile) + " must be a JSON object");
@@ -259,9 +260,12 @@ StatusOr<SlurmRoles> RolesFromProvisioningParameters(const json& params,
     }
     std::string login = it->get<std::string>();
     if (!login.empty()) {
-      if (FindGroup(groups, login) == nullptr) return unknown_group("login_group", login);
-      HPOD_RETURN_IF_ERROR(claim(login, "as login_group"));
-      roles.login_groups.push_back(login);
+      if (FindGroup(groups, login) != nullptr) {
+        HPOD_RETURN_IF_ERROR(claim(login, "as login_group"));
+        roles.login_groups.push_back(login);
+      } else if (!tolerate_gone_groups) {
+        return unknown_group("login_group", login);
+      }
     }
   }
 
@@ -280,6 +284,7 @@ StatusOr<SlurmRoles> RolesFromProvisioningParameters(const json& params,
       }
       std::string name = name_it->get<std::string>();
       const GroupInput* group = FindGroup(groups, name);
+      if (group == nullptr && tolerate_gone_groups) continue;
       if (group == nullptr) return unknown_group("worker_groups instance_group_name", name);
       HPOD_RETURN_IF_ERROR(claim(name, "in worker_groups"));
 

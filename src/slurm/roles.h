@@ -17,11 +17,10 @@
 // Thread contract: pure functions.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "hpod/base/status.h"
 
@@ -60,8 +59,11 @@ struct SlurmRoles {
 StatusOr<std::optional<SlurmRoles>> RolesFromSlurmConfig(const std::vector<GroupInput>& groups);
 
 // Roles from provisioning_parameters.json. Every group named must exist in
-// `groups`, and every group in `groups` must be named.
+// `groups`, and every group in `groups` must be named. Once a cluster is running,
+// its file may still name login or worker groups since deleted:
+// `tolerate_gone_groups` skips those (the controller group must always exist).
 StatusOr<SlurmRoles> RolesFromProvisioningParameters(const nlohmann::json& params,
-                                                     const std::vector<GroupInput>& groups);
+                                                     const std::vector<GroupInput>& groups,
+                                                     bool tolerate_gone_groups = false);
 
 }  // namespace hpod::slurm

@@ -320,3 +320,29 @@ TEST(ToProvisioningParametersTest, NoLoginKeyWithoutLoginGroup) {
 
 }  // namespace
 }  // namespace hpod::slurm
+
+namespace hpod::slurm {
+namespace {
+
+TEST(RolesFromProvisioningParametersTest, GoneGroupsAreSkippedOnlyWhenTolerated) {
+  std::vector<GroupInput> groups = {{"ctl", "ml.c5.xlarge", 1, nullptr},
+                                    {"w", "ml.c5.2xlarge", 2, nullptr}};
+  nlohmann::json params = {{"controller_group", "ctl"},
+                           {"login_group", "old-login"},
+                           {"worker_groups",
+                            {{{"instance_group_name", "w"}, {"partition_name", "dev"}},
+                             {{"instance_group_name", "old"}, {"partition_name", "x"}}}}};
+  EXPECT_EQ(RolesFromProvisioningParameters(params, groups).status().code(),
+            StatusCode::kInvalidArgument);
+  auto roles = RolesFromProvisioningParameters(params, groups, /*tolerate_gone_groups=*/true);
+  ASSERT_TRUE(roles.ok()) << roles.status().ToString();
+  EXPECT_EQ(roles->partitions.size(), 1u);
+  EXPECT_EQ(roles->PartitionOf("w"), "dev");
+  EXPECT_TRUE(roles->login_groups.empty());
+  // The controller group can never be gone.
+  params["controller_group"] = "old-ctl";
+  EXPECT_FALSE(RolesFromProvisioningParameters(params, groups, true).ok());
+}
+
+}  // namespace
+}  // namespace hpod::slurm

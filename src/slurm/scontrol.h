@@ -6,24 +6,23 @@
 //
 // Thread contract: pure functions.
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace hpod::slurm {
 
 struct SlurmNodeState {
   std::string name;
-  std::string state;   // State=, e.g. "IDLE", "IDLE+DRAIN", "DOWN+NOT_RESPONDING"
-  std::string reason;  // Reason= without the "[user@time]" suffix; "" when none
+  std::string state;              // State=, e.g. "IDLE", "IDLE+DRAIN", "DOWN+NOT_RESPONDING"
+  std::string reason;             // Reason= without the "[user@time]" suffix; "" when none
   std::string slurmd_start_time;  // SlurmdStartTime=, "None" before it registered
 
   // Registered with slurmctld and usable or in use: not DOWN, not UNKNOWN/FUTURE,
   // not NOT_RESPONDING, not NO_RESPOND (`*`).
   bool Registered() const;
-  bool Drained() const;  // DRAIN, DRAINING, DRAINED or FAIL flag set
+  bool Drained() const;           // DRAIN, DRAINING, DRAINED or FAIL flag set
   nlohmann::json ToJson() const;  // {"name","state","reason","slurmd_start_time"}
   static SlurmNodeState FromJson(const nlohmann::json& j);
   bool operator==(const SlurmNodeState&) const = default;
