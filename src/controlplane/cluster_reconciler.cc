@@ -219,6 +219,7 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
     Observation o;
     o.instance_id = n.instance_id;
     if (n.remove) {
+      SlurmWaitDone(n.instance_id);
       if (provider_ == nullptr) {
         o.gone = true;
       } else if (plan && !ReadyToTerminate(*plan, n, report, &to_drain)) {
@@ -319,6 +320,15 @@ StatusOr<std::vector<ClusterReconciler::Observation>> ClusterReconciler::ActOnNo
                 bool up = plan->Ready() && SyncSlurm(*plan, n, report, slurm_busy);
                 if (!up && n.status != "Running") o.status = "Pending";
               }
+              if (plan && o.status == "Pending") {
+                // Bounded, so a cluster never sits in Creating for good.
+                if (auto why = SlurmWaitExpired(*plan, n)) {
+                  o.status = "Failure";
+                  o.message = *why;
+                }
+              } else {
+                SlurmWaitDone(n.instance_id);
+              }
             } else if (a != agents.end() && a->second.lifecycle_state == "Failed") {
               o.status = "Failure";
               o.message = a->second.lifecycle_message;
@@ -397,6 +407,37 @@ bool ClusterReconciler::RemovalTimedOut(const std::string& cluster_id,
   std::lock_guard<std::mutex> lock(removals_mu_);
   auto started = removals_[cluster_id].emplace(instance_id, now).first->second;
   return now - started > options_.slurm.remove_timeout;
+}
+
+std::optional<std::string> ClusterReconciler::SlurmWaitExpired(const SlurmPlan& plan,
+                                                               const NodeRecord& n) {
+  const auto now = clock_.SteadyNow();
+  std::chrono::steady_clock::time_point since;
+  {
+    std::lock_guard<std::mutex> lock(removals_mu_);
+    since = slurm_waits_.emplace(n.instance_id, now).first->second;
+  }
+  if (now - since <= options_.slurm.ready_timeout) return std::nullopt;
+  SlurmWaitDone(n.instance_id);
+  std::string limit = std::to_string(options_.slurm.ready_timeout.count()) + " s";
+  if (plan.mode == SlurmPlan::Mode::kWaiting) {
+    return "hpodd did not learn the cluster's Slurm roles within " + limit +
+           " of the lifecycle scripts succeeding (no provisioning_parameters.json report)";
+  }
+  std::string detail;
+  if (slurm_agents_ != nullptr) {
+    nlohmann::json state = slurm_agents_->SlurmState(n.instance_id);
+    if (state.is_object()) detail = state.value("message", "");
+  }
+  return "Slurm on the instance did not come up within " + limit +
+         (detail.empty() ? std::string(" (its slurmd did not register with slurmctld; see "
+                                       "/var/log/slurm on the node)")
+                         : ": " + detail);
+}
+
+void ClusterReconciler::SlurmWaitDone(const std::string& instance_id) {
+  std::lock_guard<std::mutex> lock(removals_mu_);
+  slurm_waits_.erase(instance_id);
 }
 
 bool ClusterReconciler::ReadyToTerminate(const SlurmPlan& plan, const NodeRecord& n,

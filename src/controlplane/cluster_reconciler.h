@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "hpod/base/clock.h"
@@ -61,6 +62,10 @@ class ClusterReconciler {
   bool ReadyToTerminate(const SlurmPlan& plan, const store::NodeRecord& n,
                         const std::optional<SlurmNodesReport>& report,
                         std::vector<std::string>* to_drain);
+  // How long a node whose scripts succeeded has waited for its Slurm part; the
+  // failure message once that exceeds options.slurm.ready_timeout.
+  std::optional<std::string> SlurmWaitExpired(const SlurmPlan& plan, const store::NodeRecord& n);
+  void SlurmWaitDone(const std::string& instance_id);
   // Drains `names` in Slurm through the controller's agent (one short command).
   void Drain(const SlurmPlan& plan, const std::vector<std::string>& names);
   StatusOr<bool> RecordAndRollUp(const std::string& cluster_id,
@@ -76,6 +81,9 @@ class ClusterReconciler {
   // When hpod began removing a node from Slurm, by cluster id, then instance id.
   std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>>
       removals_;  // GUARDED_BY(removals_mu_)
+  // Since when a node whose scripts succeeded waits for Slurm, by instance id.
+  std::map<std::string, std::chrono::steady_clock::time_point>
+      slurm_waits_;  // GUARDED_BY(removals_mu_)
 };
 
 // HyperPod's FailureMessage for a node that failed to provision.

@@ -19,6 +19,9 @@ struct SlurmOptions {
   // How long removing a node waits for Slurm to drain and forget it before the
   // node is terminated anyway.
   std::chrono::seconds remove_timeout{30};
+  // How long a node whose lifecycle scripts succeeded may wait for its part of
+  // Slurm (daemons up, registered) before it fails to provision.
+  std::chrono::seconds ready_timeout{300};
 };
 
 struct ControlPlaneOptions {

@@ -540,6 +540,25 @@ TEST_F(SlurmReconcileTest, CreateClusterChecksSlurmConfig) {
             StatusCode::kNotFound);
 }
 
+TEST_F(SlurmReconcileTest, ANodeWhoseSlurmNeverComesUpFailsAfterTheReadyTimeout) {
+  Create({Typed(Harness::Group("ctl", 1), "Controller"), Harness::Group("w", 1)});
+  SucceedLifecycle();
+  Pass();
+  // The controller's agent never acknowledges its configuration.
+  for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Pending") << n.instance_id;
+  // (Each Pass also moves the clock by a few poll intervals.)
+  h_.clock_.AdvanceTime(h_.options_.slurm.ready_timeout - std::chrono::seconds(10));
+  Pass();
+  EXPECT_EQ(h_.Describe("demo")["ClusterStatus"], "Creating");
+  h_.clock_.AdvanceTime(std::chrono::seconds(20));
+  Pass();
+  json d = h_.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "Failed");
+  std::string why = d.value("FailureMessage", "");
+  EXPECT_NE(why.find("Slurm on the instance did not come up within 300 s"), std::string::npos)
+      << why;
+}
+
 TEST_F(SlurmReconcileTest, UpdateClusterCannotChangeAGroupsSlurmRole) {
   Create({Harness::Group("ctl", 1), Harness::Group("w", 1)});
   PutSetting(ProvisioningParametersSetting(id_), "null");  // plain nodes: InService at once
