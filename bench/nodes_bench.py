@@ -163,6 +163,16 @@ done
 """
 
 
+def free_peer_block(avoid_block):
+    """A 10.x.0.0/16 no host route touches (counting down from 10.249), for a peer."""
+    routes = nodestest.host_routes()
+    for x in range(249, 199, -1):
+        b = "10.%d.0.0/16" % x
+        if ("10.%d." % x) not in routes and b != avoid_block:
+            return b
+    raise RuntimeError("no free 10.x.0.0/16 for a bare peer")
+
+
 class BarePeer:
     """The peer of (1): N bare 'nodes' on its own /16 and link prefix, guarded by
     an unreachable route added before any netns exists. Not thread-safe; one
@@ -170,15 +180,7 @@ class BarePeer:
 
     def __init__(self, root, avoid_block):
         self.root = root
-        self.block = None
-        routes = nodestest.host_routes()
-        for x in range(249, 199, -1):
-            b = "10.%d.0.0/16" % x
-            if ("10.%d." % x) not in routes and b != avoid_block:
-                self.block = b
-                break
-        if not self.block:
-            raise RuntimeError("no free 10.x.0.0/16 for the bare peer")
+        self.block = free_peer_block(avoid_block)
         self.net = ".".join(self.block.split(".")[:2]) + ".0"
         self.script = os.path.join(root, "bare_nodes.sh")
         self.pids_file = os.path.join(root, "bare_pids")

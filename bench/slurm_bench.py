@@ -187,15 +187,7 @@ class BareSlurm:
 
     def __init__(self, root, avoid_block):
         self.root = root
-        self.block = None
-        routes = nodestest.host_routes()
-        for x in range(249, 199, -1):
-            b = "10.%d.0.0/16" % x
-            if ("10.%d." % x) not in routes and b != avoid_block:
-                self.block = b
-                break
-        if not self.block:
-            raise RuntimeError("no free 10.x.0.0/16 for the bare Slurm peer")
+        self.block = nodes_bench.free_peer_block(avoid_block)
         self.net = ".".join(self.block.split(".")[:2]) + ".0"
         self.script = os.path.join(root, "bare_slurm.sh")
         nodestest.write_script(self.script, PEER_SCRIPT)
