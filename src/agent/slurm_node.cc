@@ -20,6 +20,9 @@ namespace {
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
+// A daemon that ran this long before dying is restarted after the shortest pause.
+constexpr std::chrono::seconds kStableRun{10};
+
 constexpr char kUserConfText[] =
     "# Your own Slurm settings. slurm.conf Includes this file; hpod never rewrites it.\n"
     "# Settings here override hpod's (the last value wins). Apply changes with\n"
@@ -180,10 +183,19 @@ void SlurmNode::Loop() {
                                           desired_->munge_key != applied_->munge_key ||
                                           desired_->controller_addr != applied_->controller_addr));
       };
-      // Nodes without a Slurm role (or before it arrives) cost no wakeups; with
-      // daemons to watch, a short tick supervises them.
+      // Nodes without a Slurm role (or before it arrives) cost no wakeups.
       if (applied_) {
-        cv_.wait_for(lock, std::chrono::milliseconds(200), wake);
+        // Daemons starting, restarting or being reconfigured are watched closely;
+        // settled ones once a second (a dead one is noticed within that).
+        const bool settled =
+            munged_ && munged_->ready && (!daemon_ || daemon_->ready) && !reconfigure_pending_;
+        auto tick = std::chrono::milliseconds(settled ? 1000 : 200);
+        if (applied_->role == "controller") {
+          auto until_poll = std::chrono::duration_cast<std::chrono::milliseconds>(
+              next_poll_ - clock_.SteadyNow());
+          tick = std::clamp(until_poll, std::chrono::milliseconds(10), tick);
+        }
+        cv_.wait_for(lock, tick, wake);
       } else {
         cv_.wait(lock, wake);
       }
@@ -388,7 +400,11 @@ void SlurmNode::Supervise(Daemon& d) {
       ++restarts_;
       // A daemon that ran for a while starts over from the shortest pause; one
       // that keeps dying at once backs off (each restart is an event at hpodd).
-      if (now - d.started_at >= options_.restart_backoff_max) d.backoff = {};
+      // (Measured at detection, which a settled node's 1 s tick may delay.)
+      if (now - d.started_at >=
+          std::max<std::chrono::milliseconds>(kStableRun, options_.restart_backoff_max)) {
+        d.backoff = {};
+      }
       d.backoff = std::min(std::max(options_.restart_backoff_initial, d.backoff * 2),
                            options_.restart_backoff_max);
       d.start_after = now + d.backoff;

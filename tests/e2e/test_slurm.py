@@ -151,7 +151,8 @@ class SlurmTest(unittest.TestCase):
         ping = self.on_controller("scontrol ping")
         self.assertIn("Slurmctld(primary) at %s is UP" % self.d.in_node(
             self.controller, "hostname").stdout.strip(), ping)
-        worker = [n["InstanceId"] for n in self.nodes if n["InstanceId"] != self.controller][0]
+        worker = [n["InstanceId"] for n in self.nodes
+                  if n["InstanceGroupName"] == "worker-group-1"][0]
         self.assertIn("slurm.conf", self.d.in_node(worker, "ls /run/slurm/conf/").stdout)
         self.assertFalse(os.path.exists(os.path.join(
             self.d.data_dir, "local", "nodes", worker, "disk", "opt", "slurm")))
@@ -221,7 +222,7 @@ class SlurmTest(unittest.TestCase):
             self.d.in_node(self.controller, "cat /fsx/jobs/%s.out" % job).stdout.strip(), "done")
 
     def test_4_killed_slurmd_is_restarted_with_an_event(self):
-        victim = [n for n in self.nodes if n["InstanceId"] != self.controller][1]
+        victim = [n for n in self.nodes if n["InstanceGroupName"] == "worker-group-1"][1]
         name = victim["PrivateDnsHostname"].split(".")[0]
         before = self.d.in_node(victim["InstanceId"], "pgrep -x slurmd").stdout.split()
         self.assertEqual(len(before), 1)
