@@ -95,8 +95,13 @@ class SlurmNodeTest : public ::testing::Test {
     WriteTestFile(tmp_ / "bin/scontrol",
                   "#!/bin/bash\n"
                   "case \"$1\" in\n"
-                  "  ping) echo 'Slurmctld(primary) at x is UP'; exit 0;;\n"
-                  "  reconfigure) echo reconfigure >> " +
+                  // Like the real one, ping answers only while a slurmctld runs (its
+                  // pid file is written once it recorded its argv).
+                  "  ping) kill -0 \"$(cat " +
+                      rec +
+                      "/slurmctld.pid 2>/dev/null)\" 2>/dev/null || exit 1\n"
+                      "        echo 'Slurmctld(primary) at x is UP'; exit 0;;\n"
+                      "  reconfigure) echo reconfigure >> " +
                       rec +
                       "/scontrol.log; exit 0;;\n"
                       "  -o) echo show >> " +
