@@ -234,20 +234,9 @@ class BareSlurm:
 
     def _our_processes(self):
         """Host PIDs whose command line names this run's dir (daemons, inits, nsenters)."""
-        out = []
         if not self.dir:
-            return out
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or int(pid) == os.getpid():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if self.dir in cmd:
-                out.append((int(pid), cmd[:120]))
-        return out
+            return []
+        return [(pid, cmd[:120]) for pid, cmd in nodestest.processes_naming(self.dir)]
 
     @staticmethod
     def _kill(pid):

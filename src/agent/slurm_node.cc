@@ -116,6 +116,14 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
   return s;
 }
 
+// Whether `desired` differs from what was applied in anything ApplySpec acts on.
+static bool NeedsApply(const std::optional<SlurmSpec>& desired,
+                       const std::optional<SlurmSpec>& applied) {
+  return desired && (!applied || desired->conf_hash != applied->conf_hash ||
+                     desired->munge_key != applied->munge_key ||
+                     desired->controller_addr != applied->controller_addr);
+}
+
 struct SlurmNode::Daemon {
   std::string name;
   SubprocessOptions options;
@@ -178,11 +186,7 @@ void SlurmNode::Loop() {
     std::optional<SlurmSpec> desired;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      auto wake = [&] {
-        return stopping_ || (desired_ && (!applied_ || desired_->conf_hash != applied_->conf_hash ||
-                                          desired_->munge_key != applied_->munge_key ||
-                                          desired_->controller_addr != applied_->controller_addr));
-      };
+      auto wake = [&] { return stopping_ || NeedsApply(desired_, applied_); };
       // Nodes without a Slurm role (or before it arrives) cost no wakeups.
       if (applied_) {
         // Daemons starting, restarting or being reconfigured are watched closely;
@@ -202,9 +206,7 @@ void SlurmNode::Loop() {
       if (stopping_) break;
       desired = desired_;
     }
-    if (desired && (!applied_ || desired->conf_hash != applied_->conf_hash ||
-                    desired->munge_key != applied_->munge_key ||
-                    desired->controller_addr != applied_->controller_addr)) {
+    if (NeedsApply(desired, applied_)) {
       bool restart_ctld = false, reconfigure = false;
       Status s = ApplySpec(*desired, &restart_ctld, &reconfigure);
       if (!s.ok()) {
@@ -391,6 +393,12 @@ void SlurmNode::StopDaemon(Daemon& d) {
   d.ready = false;
 }
 
+void SlurmNode::PauseBeforeRestart(Daemon& d, std::chrono::steady_clock::time_point now) {
+  d.backoff = std::min(std::max(options_.restart_backoff_initial, d.backoff * 2),
+                       options_.restart_backoff_max);
+  d.start_after = now + d.backoff;
+}
+
 void SlurmNode::Supervise(Daemon& d) {
   const auto now = clock_.SteadyNow();
   if (d.proc) {
@@ -405,9 +413,7 @@ void SlurmNode::Supervise(Daemon& d) {
           std::max<std::chrono::milliseconds>(kStableRun, options_.restart_backoff_max)) {
         d.backoff = {};
       }
-      d.backoff = std::min(std::max(options_.restart_backoff_initial, d.backoff * 2),
-                           options_.restart_backoff_max);
-      d.start_after = now + d.backoff;
+      PauseBeforeRestart(d, now);
       std::string why = *code > 128 ? "was killed by signal " + std::to_string(*code - 128)
                                     : "exited with code " + std::to_string(*code);
       std::string message = d.name + " " + why + "; restarting it in " +
@@ -419,9 +425,7 @@ void SlurmNode::Supervise(Daemon& d) {
     }
   } else if (now >= d.start_after) {
     if (Status s = StartDaemon(d); !s.ok()) {
-      d.backoff = std::min(std::max(options_.restart_backoff_initial, d.backoff * 2),
-                           options_.restart_backoff_max);
-      d.start_after = now + d.backoff;
+      PauseBeforeRestart(d, now);
       SetState("failed", "cannot start " + d.name + ": " + std::string(s.message()));
       return;
     }

@@ -112,6 +112,8 @@ class SlurmNode {
   void Loop();
   Status ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure);
   void Supervise(Daemon& d);
+  // Doubles d's backoff (within the options' bounds) and schedules its restart.
+  void PauseBeforeRestart(Daemon& d, std::chrono::steady_clock::time_point now);
   Status StartDaemon(Daemon& d);
   void StopDaemon(Daemon& d);
   void PollNodes();

@@ -182,15 +182,8 @@ class NodesDaemon:
                 found.append("link " + name)
         with open("/proc/self/mountinfo") as f:
             found += ["mount " + l.split()[4] for l in f if self.root in l]
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or int(pid) == os.getpid():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if self.root in cmd and "hpodd " not in cmd and not cmd.startswith(HPODD):
+        for pid, cmd in processes_naming(self.root):
+            if "hpodd " not in cmd and not cmd.startswith(HPODD):
                 found.append("process %s: %s" % (pid, cmd[:120]))
         return found
 
@@ -227,6 +220,22 @@ class NodesDaemon:
         for m in sorted(mounts, key=len, reverse=True):
             run("umount", "-l", m, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def processes_naming(text):
+    """(pid, command line) of every other process whose command line contains text."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            out.append((int(pid), cmd))
+    return out
 
 
 def write_script(path, body):
