@@ -2,7 +2,19 @@
 # Installs every Debian package hpod needs to build and test. Idempotent: when all
 # packages are present it does nothing (no apt-get update, no network).
 # Only Debian's archive is used; nothing is downloaded from anywhere else.
+#   --corpus  also Jane Austen's novels (r-cran-janeaustenr, pulls R) for
+#             `hpod-data corpus`; the KJV is always installed
+#   --bench   also the peers the benchmarks measure against (PyTorch 1.13)
 set -euo pipefail
+
+EXTRA_PKGS=()
+for arg in "$@"; do
+  case "$arg" in
+    --corpus) EXTRA_PKGS+=(r-cran-janeaustenr) ;;
+    --bench) EXTRA_PKGS+=(python3-torch r-cran-janeaustenr) ;;
+    *) echo "install-deps: unknown option $arg (use --corpus or --bench)" >&2; exit 2 ;;
+  esac
+done
 
 # Build-time libraries.
 BUILD_PKGS=(
@@ -16,6 +28,8 @@ BUILD_PKGS=(
   libsqlite3-dev            # the state store
   libpcre2-dev              # botocore model patterns use \p{L} classes that std::regex lacks
   libgtest-dev libgmock-dev # unit tests
+  # hpod-train / hpod-data (training-building-blocks.md §2, §10, §12)
+  libopenblas-dev libdnnl-dev libsentencepiece-dev libxxhash-dev
 )
 # Test-time tools.
 TEST_PKGS=(
@@ -25,6 +39,8 @@ TEST_PKGS=(
   iproute2 util-linux       # local provider: ip netns/link/route, nsenter, unshare
   tmux                      # drives `hpod start-session` through a real PTY in e2e tests
   swift swift-proxy swift-account swift-container swift-object  # S3 server (s3api) for lifecycle tests
+  bible-kjv                 # the real corpus the training e2e test learns from
+  python3-numpy python3-tqdm python3-protobuf python3-crc32c protobuf-compiler  # oracles for safetensors, the progress line, tfevents
 )
 # Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
 # libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:
@@ -34,7 +50,7 @@ RUN_PKGS=(
 )
 
 missing=()
-for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}" "${RUN_PKGS[@]}"; do
+for p in "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}" "${RUN_PKGS[@]}" "${EXTRA_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi

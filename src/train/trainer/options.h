@@ -1,0 +1,95 @@
+// hpod-train's options: one struct filled from `--config train.json` and then
+// from flags (flags win), validated as a whole so a bad value is reported in
+// one line that names the field.
+//
+// Every option has one name; in train.json it is written with underscores
+// (`save_interval`), on the command line with dashes (`--save-interval`).
+// The table in options.cc is the single source of both, and of `--help`.
+//
+// Thread contract: plain values; functions are pure apart from reading files.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpod/base/status.h"
+#include "hpod/train/model/config.h"
+
+namespace hpod::train {
+
+struct TrainOptions {
+  // Model: a preset name ("15m", "ci"), a JSON file (hpod's or HF's
+  // config.json), or an object in train.json.
+  std::string model = "15m";
+  model::Config model_config;  // resolved from `model` by ResolveModel()
+  std::string init_from_hf;    // HF Llama directory to initialise from
+  std::string export_hf;       // write a HF directory at the end
+  std::string export_dtype = "f32";
+
+  // Data.
+  std::vector<std::string> data;  // shard paths/globs, or "synthetic"
+  std::string tokenizer;          // tokenizer.model: id recorded, copied on export
+  int64_t seq_len = 256;
+  int64_t batch_size = 8;  // micro-batch
+  int64_t grad_accum = 1;
+  uint64_t seed = 1337;
+
+  // Optimisation.
+  int64_t max_steps = 100;
+  int64_t warmup_steps = 10;
+  int64_t lr_decay_steps = 0;  // cosine reaches min_lr here; 0: max_steps
+  double lr = 5e-4;
+  double min_lr = -1;  // < 0: lr / 10
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double grad_clip = 1.0;  // 0 disables clipping
+
+  // Runtime.
+  int threads = 1;
+  std::string matmul = "onednn";
+
+  // Checkpoints.
+  std::string checkpoint_dir;  // default $HPOD_CHECKPOINT_DIR
+  int64_t save_interval = 0;   // 0: only at the end and on a stop signal
+  int keep_last = 3;
+  bool resume = true;
+
+  // Output.
+  std::string tensorboard_dir;
+  std::string progress = "auto";  // auto, tty, lines, none
+  int64_t log_interval = 1;
+  std::string metrics_jsonl;  // one JSON line per step
+  std::string summary_json;
+  int64_t timing_warmup_steps = 2;  // excluded from tokens/s
+  bool dry_run = false;
+};
+
+// Parses argv (with `--config FILE` applied first). Returns the options, or
+// an error whose message is one line naming the flag or field. `help` is set
+// (and options are returned unvalidated) for --help.
+struct ParsedArgs {
+  TrainOptions options;
+  bool help = false;
+  std::string help_text;
+};
+StatusOr<ParsedArgs> ParseArgs(int argc, const char* const* argv);
+
+// Applies a train.json object; unknown keys are errors naming the key.
+Status ApplyJson(const nlohmann::json& j, const std::string& origin, TrainOptions* o);
+
+// Resolves `model` into model_config and checks every cross-field rule
+// (seq_len <= max_seq_len, positive sizes, known enum values, …).
+Status Validate(TrainOptions* o);
+
+// The options as JSON (train.json form), for checkpoints and the summary.
+nlohmann::json OptionsToJson(const TrainOptions& o);
+
+// Built-in model shapes. "15m" is llama2.c's 15M shape (the benchmark's);
+// "ci" is the 0.14M-parameter model tests train in seconds.
+StatusOr<model::Config> ModelPreset(const std::string& name);
+
+}  // namespace hpod::train

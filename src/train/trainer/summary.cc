@@ -1,0 +1,113 @@
+#include "hpod/train/trainer/summary.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "fmt/format.h"
+
+namespace hpod::train {
+
+void Summary::AddStep(int64_t index, double seconds, int64_t tokens, int64_t warmup) {
+  if (index <= warmup) {
+    warmup_steps += 1;
+    warmup_s += seconds;
+    warmup_tokens += tokens;
+  } else {
+    timed_steps += 1;
+    timed_s += seconds;
+    timed_tokens += tokens;
+  }
+}
+
+nlohmann::json SummaryToJson(const Summary& s) {
+  auto rate = [](double amount, double seconds) -> nlohmann::json {
+    if (seconds <= 0) return nullptr;
+    return amount / seconds;
+  };
+  nlohmann::json saves = nlohmann::json::array();
+  double write_s = 0;
+  int64_t write_bytes = 0;
+  double max_stall = 0;
+  for (const auto& r : s.saves) {
+    saves.push_back({{"step", r.step},
+                     {"stall_s", r.stall_s},
+                     {"snapshot_s", r.snapshot_s},
+                     {"write_s", r.write_s},
+                     {"bytes", r.bytes},
+                     {"write_mb_per_s", rate(r.bytes / 1e6, r.write_s)}});
+    write_s += r.write_s;
+    write_bytes += r.bytes;
+    max_stall = std::max(max_stall, r.stall_s);
+  }
+  nlohmann::json loads = nlohmann::json::array();
+  for (const auto& r : s.loads) {
+    loads.push_back({{"path", r.path},
+                     {"step", r.step},
+                     {"load_s", r.load_s},
+                     {"bytes", r.bytes},
+                     {"load_mb_per_s", rate(r.bytes / 1e6, r.load_s)}});
+  }
+  const double mean_step = s.timed_steps > 0 ? s.timed_s / static_cast<double>(s.timed_steps) : 0;
+  // The in-loop stall per save as a fraction of a step: the figure the
+  // async design promises to keep small.
+  nlohmann::json stall_fraction = nullptr;
+  if (!s.saves.empty() && mean_step > 0) {
+    double in_loop = s.stall_s_total / static_cast<double>(s.saves.size());
+    stall_fraction = in_loop / mean_step;
+  }
+  const int64_t steps_run = s.end_step - s.start_step;
+  return nlohmann::json{
+      {"start_step", s.start_step},
+      {"end_step", s.end_step},
+      {"steps_run", steps_run},
+      {"resumed_from_step",
+       s.resumed_from_step < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.resumed_from_step)},
+      {"consumed_samples", s.consumed_samples},
+      {"tokens", s.warmup_tokens + s.timed_tokens},
+      {"final_loss", s.final_loss},
+      {"elapsed_s", s.elapsed_s},
+      {"stopped_by_signal",
+       s.stop_signal == 0 ? nlohmann::json(nullptr) : nlohmann::json(s.stop_signal)},
+      {"num_params", s.num_params},
+      {"flops_per_token", s.flops_per_token},
+      {"throughput",
+       {{"tokens_per_s", rate(static_cast<double>(s.timed_tokens), s.timed_s)},
+        {"steps", s.timed_steps},
+        {"seconds", s.timed_s},
+        {"mean_step_s", mean_step},
+        {"gflops_per_s",
+         rate(s.flops_per_token * static_cast<double>(s.timed_tokens) / 1e9, s.timed_s)}}},
+      {"warmup",
+       {{"steps", s.warmup_steps},
+        {"seconds", s.warmup_s},
+        {"tokens_per_s", rate(static_cast<double>(s.warmup_tokens), s.warmup_s)}}},
+      {"checkpoint",
+       {{"saves", saves},
+        {"loads", loads},
+        {"stall_s_total", s.stall_s_total},
+        {"stall_s_max", max_stall},
+        {"stall_fraction_of_step", stall_fraction},
+        {"final_save_s", s.final_save_s},
+        {"write_mb_per_s", rate(write_bytes / 1e6, write_s)}}},
+      {"warnings", s.warnings},
+  };
+}
+
+Status WriteSummary(const std::string& path, const Summary& s) {
+  std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) {
+    return InvalidArgumentError(fmt::format("cannot write --summary-json {}", path));
+  }
+  std::string text = SummaryToJson(s).dump(2) + "\n";
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = (std::fclose(f) == 0) && ok;
+  std::error_code ec;
+  if (ok) std::filesystem::rename(tmp, path, ec);
+  if (!ok || ec) {
+    return InternalError(fmt::format("writing --summary-json {} failed", path));
+  }
+  return OkStatus();
+}
+
+}  // namespace hpod::train

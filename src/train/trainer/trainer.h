@@ -1,0 +1,53 @@
+// The training loop of hpod-train: data → forward/backward (with gradient
+// accumulation) → clip → AdamW → progress line, TensorBoard, metrics → async
+// checkpoint; resume from the newest complete checkpoint; a JSON summary.
+//
+// Exact resume: everything a step depends on is either in the checkpoint
+// (weights, AdamW moments and step, global step, consumed_samples) or a pure
+// function of options recorded there (the data order is a function of seed and
+// sample index, the learning rate of the step). So a run resumed from step k
+// computes, bit for bit, the losses the uninterrupted run computed after k,
+// for the same seed and thread count.
+//
+// Thread contract: Run() is called once from one thread. RequestStop() may be
+// called from any thread or a signal handler (it only sets an atomic flag).
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "hpod/base/status.h"
+#include "hpod/train/trainer/options.h"
+
+namespace hpod::train {
+
+// Exit codes of hpod-train.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+// Stopped by SIGTERM/SIGINT after a final checkpoint: 128 + signal, as a
+// shell reports it, so Slurm and auto-resume see an interrupted step.
+inline constexpr int kExitSignalBase = 128;
+
+class Trainer {
+ public:
+  explicit Trainer(TrainOptions options) : options_(std::move(options)) {}
+
+  // Trains to max_steps or until a stop is requested. Returns the exit code;
+  // errors are printed to `err` as one line.
+  int Run(std::FILE* out, std::FILE* err);
+  // Prints the plan (--dry-run) without allocating the model's arenas.
+  Status PrintPlan(std::FILE* out);
+
+  // Async-signal-safe.
+  void RequestStop(int signal) { stop_signal_.store(signal); }
+
+ private:
+  Status RunImpl(std::FILE* out, std::FILE* err);
+
+  TrainOptions options_;
+  std::atomic<int> stop_signal_{0};
+};
+
+}  // namespace hpod::train
