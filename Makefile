@@ -2,11 +2,12 @@
 #   make             install missing Debian packages, build
 #   make test        ... and run every test (unit, e2e, a short fuzz run)
 #   make quickstart  start hpodd and show how to talk to it
+#   make corpus      the real training data (KJV + Austen from Debian packages) in build/data
 BUILD ?= build
 JOBS ?= $(shell nproc)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all deps build test unit e2e fuzz quickstart bench clean
+.PHONY: all deps build test unit e2e fuzz quickstart corpus bench clean
 
 all: build
 
@@ -37,7 +38,12 @@ fuzz: build
 quickstart: build
 	./scripts/quickstart.sh
 
+corpus: build
+	./scripts/install-deps.sh --corpus
+	./scripts/corpus.sh
+
 bench: build
+	./scripts/install-deps.sh --bench
 	./bench/run.sh
 
 clean:
