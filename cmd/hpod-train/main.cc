@@ -3,7 +3,9 @@
 // 128+N stopped by signal N (SIGTERM, SIGINT) after a final checkpoint.
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include "hpod/train/trainer/options.h"
@@ -13,8 +15,13 @@ namespace {
 
 hpod::train::Trainer* g_trainer = nullptr;
 
-// Only sets an atomic flag: the loop finishes its step, saves and exits.
+std::atomic<int> g_signals{0};  // lock-free: safe in a handler
+
+// The first signal only sets an atomic flag: the loop finishes its step,
+// saves and exits. A second one (an impatient Ctrl-C) exits at once; the
+// newest complete checkpoint is still on disk.
 extern "C" void OnStopSignal(int sig) {
+  if (g_signals.fetch_add(1) > 0) _exit(hpod::train::kExitSignalBase + sig);
   if (g_trainer != nullptr) g_trainer->RequestStop(sig);
 }
 
@@ -43,6 +50,7 @@ int main(int argc, char** argv) {
   g_trainer = &trainer;
   struct sigaction sa = {};
   sa.sa_handler = OnStopSignal;
+  sa.sa_flags = SA_RESTART;  // writes to a pipe or terminal resume, not fail with EINTR
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);

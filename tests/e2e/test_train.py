@@ -129,6 +129,46 @@ class TrainTest(unittest.TestCase):
         self.assertEqual(len(done), 2, done)
         self.assertTrue(done[-1].endswith("40"), done)
 
+    def test_exact_resume_with_two_threads_and_accumulation(self):
+        """The same with 2 threads and 2 micro-batches per step: compared with an
+        uninterrupted run of that configuration (results depend on the thread
+        count, by design, not on interruptions)."""
+        extra = ["--threads", "2", "--grad-accum", "2"]
+        run([TRAIN] + self.train_args("ref2", 20, *extra))
+        ref2 = losses(os.path.join(self.tmp, "ref2.jsonl"))
+        ckpt = os.path.join(self.tmp, "kill2-ckpt")
+        jsonl = os.path.join(self.tmp, "kill2.jsonl")
+        args = self.train_args("kill2", 20, *extra, "--checkpoint-dir", ckpt,
+                               "--save-interval", "1")
+        proc = subprocess.Popen([TRAIN] + args, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        self.wait_for_step(proc, jsonl, 9)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        run([TRAIN] + args)
+        with open(jsonl) as f:
+            for line in f:
+                raw = json.loads(line, parse_float=str)
+                self.assertEqual(raw["loss"], ref2[int(raw["step"])], raw["step"])
+        self.assertEqual(max(losses(jsonl)), 20)
+
+    def test_resume_refuses_what_would_not_continue_the_run(self):
+        ckpt = os.path.join(self.tmp, "guard-ckpt")
+        run([TRAIN] + self.train_args("guard", 5, "--checkpoint-dir", ckpt))
+        # Other data: consumed_samples would point into a different stream.
+        p = run([TRAIN] + BASE + ["--data", "synthetic", "--max-steps", "10",
+                                  "--checkpoint-dir", ckpt], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("other data", p.stderr)
+        # A fresh run among an old run's checkpoints.
+        p = run([TRAIN] + self.train_args("guard2", 5, "--checkpoint-dir", ckpt, "--no-resume"),
+                check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("already holds checkpoints", p.stderr)
+        # A changed schedule resumes, and says so.
+        p = run([TRAIN] + self.train_args("guard3", 8, "--checkpoint-dir", ckpt, "--lr", "1e-3"))
+        self.assertIn("changed schedule: lr was 0.003", p.stderr)
+
     def test_sigterm_saves_and_resumes(self):
         ckpt = os.path.join(self.tmp, "term-ckpt")
         jsonl = os.path.join(self.tmp, "term.jsonl")

@@ -114,7 +114,7 @@ TEST(CheckpointTest, TempDirsAndCheckpointsWithoutManifestDoNotExist) {
   EXPECT_TRUE(fs::exists(two));
 }
 
-enum class Damage { kFlipByte, kTruncate, kDeleteManifest, kBadManifestJson, kBadShape };
+enum class Damage { kFlipByte, kTruncate, kDeleteManifest, kBadManifestJson, kBadShape, kEditMeta };
 
 struct DamageCase {
   Damage damage;
@@ -146,6 +146,12 @@ void Apply(Damage damage, const std::string& ckpt) {
     case Damage::kBadShape: {
       auto m = nlohmann::json::parse(ReadFile(manifest));
       m["tensors"][0]["shape"] = {3, 3};
+      WriteFile(manifest, m.dump());
+      break;
+    }
+    case Damage::kEditMeta: {  // e.g. a flipped digit in consumed_samples
+      auto m = nlohmann::json::parse(ReadFile(manifest));
+      m["meta"]["v"] = "neu";
       WriteFile(manifest, m.dump());
       break;
     }
@@ -188,7 +194,8 @@ INSTANTIATE_TEST_SUITE_P(
                       DamageCase{Damage::kTruncate, "bytes, manifest.json says"},
                       DamageCase{Damage::kDeleteManifest, "no manifest.json"},
                       DamageCase{Damage::kBadManifestJson, "not a valid JSON"},
-                      DamageCase{Damage::kBadShape, "tensor \"w\": nbytes 64 != 4 * product"}));
+                      DamageCase{Damage::kBadShape, "tensor \"w\": nbytes 64 != 4 * product"},
+                      DamageCase{Damage::kEditMeta, "meta does not match its meta_crc32c"}));
 
 TEST(CheckpointTest, SinkLoadsInPlaceAndFallsBackIntoTheSameBuffers) {
   TempDir tmp;

@@ -92,6 +92,10 @@ nlohmann::json MakeManifest(int64_t step, const nlohmann::json& meta,
           {"created_unix", static_cast<int64_t>(now)},
           {"created", IsoTime(now)},
           {"meta", meta},
+          // The meta (step counters, data position) decides where a resume
+          // continues, so it is checksummed like the tensors. dump() of parsed
+          // JSON reproduces the text (sorted keys, shortest round-trip numbers).
+          {"meta_crc32c", Crc32c(meta.dump())},
           {"tensors_file",
            {{"name", kTensorsFile},
             {"size", file_bytes},

@@ -72,6 +72,9 @@ Status PwriteAll(int fd, const char* data, int64_t size, int64_t offset, std::st
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "write " + std::string(path));
     }
+    if (n == 0) {  // never for regular files; guards against spinning forever
+      return InternalError("write " + std::string(path) + " made no progress");
+    }
     data += n;
     size -= n;
     offset += n;

@@ -71,6 +71,10 @@ Status CheckManifest(const std::string& path, const nlohmann::json& m, int64_t f
     return Corrupt(path, "manifest.json says step " + std::to_string(out->step));
   }
   out->meta = m.value("meta", nlohmann::json::object());
+  if (auto it = m.find("meta_crc32c"); it == m.end() || !it->is_number_unsigned() ||
+                                       it->get<uint32_t>() != Crc32c(out->meta.dump())) {
+    return Corrupt(path, "manifest.json: meta does not match its meta_crc32c");
+  }
 
   const auto& tf = m.at("tensors_file");
   const auto size = tf.at("size").get<int64_t>();

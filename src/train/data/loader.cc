@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "fmt/format.h"
 #include "hpod/train/data/shard.h"
 
 namespace hpod::train::data {
@@ -30,6 +31,13 @@ class ShardSource final : public TokenSource {
   int64_t num_samples() const override { return num_samples_; }
   uint32_t vocab_size() const override { return shards_.front().vocab_size(); }
   int64_t seq_len() const override { return seq_len_; }
+  std::string fingerprint() const override {
+    std::string f = fmt::format("shards:{}", shards_.size());
+    for (const Shard& s : shards_) {
+      f += fmt::format(":{}/{:016x}", s.num_tokens(), s.checksum());
+    }
+    return f;
+  }
 
   void Sample(int64_t i, int32_t* x, int32_t* y) const override {
     const int64_t epoch = i / num_samples_;
@@ -98,6 +106,7 @@ class SyntheticSource final : public TokenSource {
   int64_t num_samples() const override { return num_samples_; }
   uint32_t vocab_size() const override { return vocab_; }
   int64_t seq_len() const override { return seq_len_; }
+  std::string fingerprint() const override { return fmt::format("synthetic:{}", vocab_); }
 
   void Sample(int64_t i, int32_t* x, int32_t* y) const override {
     const uint64_t base = static_cast<uint64_t>(i) * static_cast<uint64_t>(seq_len_ + 1);

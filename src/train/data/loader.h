@@ -38,6 +38,11 @@ class TokenSource {
   virtual int64_t seq_len() const = 0;
   // Fills x[0, seq_len) and y[0, seq_len) for global sample index i >= 0.
   virtual void Sample(int64_t i, int32_t* x, int32_t* y) const = 0;
+  // Identifies the token stream: equal fingerprints (with equal seq_len and
+  // seed) mean equal samples for every index. Shards: their count, token
+  // counts and content checksums in order; synthetic: vocab and the name.
+  // Checkpoints record it so a resume on other data is refused.
+  virtual std::string fingerprint() const = 0;
 };
 
 // Opens shards for training. `paths_or_globs` are file names or glob(3)

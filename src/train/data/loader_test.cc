@@ -98,6 +98,26 @@ TEST(LoaderTest, DeterministicForASeedAndDifferentAcrossSeeds) {
   EXPECT_NE(Rows(**a, 0, 400), Rows(**c, 0, 400));
 }
 
+TEST(LoaderTest, FingerprintNamesTheTokenStream) {
+  TempDir a_dir, b_dir;
+  auto a = OpenShards(WriteStream(a_dir, {3000}), kSeqLen, 7);
+  auto a_split = OpenShards(WriteStream(b_dir, {1000, 2000}), kSeqLen, 7);
+  ASSERT_TRUE(a.ok() && a_split.ok());
+  auto a_again = OpenShards({a_dir.Path("part-0.bin")}, kSeqLen, 9);
+  ASSERT_TRUE(a_again.ok());
+  EXPECT_EQ((*a)->fingerprint(), (*a_again)->fingerprint());
+  EXPECT_NE((*a)->fingerprint(), (*a_split)->fingerprint());
+  // Same length, other content: the checksum tells them apart.
+  std::vector<int32_t> other(3000, 5);
+  ASSERT_TRUE(WriteShard(a_dir.Path("part-0.bin"), kVocab, other).ok());
+  auto changed = OpenShards({a_dir.Path("part-0.bin")}, kSeqLen, 7);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE((*a)->fingerprint(), (*changed)->fingerprint());
+  EXPECT_EQ(SyntheticTokens(512, kSeqLen, 1)->fingerprint(), "synthetic:512");
+  EXPECT_NE(SyntheticTokens(512, kSeqLen, 1)->fingerprint(),
+            SyntheticTokens(4096, kSeqLen, 1)->fingerprint());
+}
+
 TEST(LoaderTest, ResumeFromConsumedSamplesSeesTheTailOfTheUninterruptedRun) {
   TempDir dir;
   auto paths = WriteStream(dir, {1500, 1501});

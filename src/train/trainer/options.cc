@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <variant>
 
@@ -35,8 +36,8 @@ std::vector<OptionDef> Table(TrainOptions* o) {
       {"export_hf", &o->export_hf, "at the end, write the model as a HF Llama directory here"},
       {"export_dtype", &o->export_dtype, "dtype of --export-hf: f32, bf16, f16"},
       {"data", &o->data,
-       "token shards written by hpod-data (paths or globs), or 'synthetic' for "
-       "random tokens"},
+       "token shards written by hpod-data (paths or globs; on the command line "
+       "comma-separated), or 'synthetic' for random tokens"},
       {"tokenizer", &o->tokenizer,
        "the tokenizer.model the shards were made with: its id goes into "
        "checkpoints, and --export-hf copies it"},
@@ -141,7 +142,17 @@ Status ApplyOne(const OptionDef& def, const nlohmann::json& v, const std::string
               return TypeError(origin, def.name, "a non-negative integer", v);
             }
           } else {
-            *p = static_cast<T>(v.get<int64_t>());
+            // An unsigned value above INT64_MAX or an int field's overflow
+            // would wrap silently.
+            if (v.is_number_unsigned() &&
+                v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+              return TypeError(origin, def.name, "an integer in range", v);
+            }
+            const int64_t x = v.get<int64_t>();
+            if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) {
+              return TypeError(origin, def.name, "an integer in range", v);
+            }
+            *p = static_cast<T>(x);
           }
         }
         return OkStatus();
@@ -252,7 +263,10 @@ StatusOr<ParsedArgs> ParseArgs(int argc, const char* const* argv) {
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             app.add_option(flag, *p, def.help)->delimiter(',');
           } else {
-            app.add_option(flag, *p, def.help)->capture_default_str();
+            // A flag given twice (a script's default, then the user's) takes the last.
+            app.add_option(flag, *p, def.help)
+                ->capture_default_str()
+                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
           }
         },
         def.target);

@@ -70,6 +70,7 @@ TEST(OptionsTest, ErrorsAreOneLineNamingTheField) {
   auto bad_type = WriteTemp("bad-type.json", R"({"max_steps": "ten"})");
   auto bad_model = WriteTemp("bad-model.json", R"({"model": {"dim": 64, "n_heads": 5}})");
   auto not_json = WriteTemp("not.json", "{");
+  auto wraps = WriteTemp("wraps.json", R"({"threads": 4294967297})");
   std::vector<Case> cases = {
       {{"--data", "synthetic", "--seq-len", "0"}, "--seq-len"},
       {{"--data", "synthetic", "--matmul", "mkl"}, "--matmul"},
@@ -87,6 +88,7 @@ TEST(OptionsTest, ErrorsAreOneLineNamingTheField) {
       {{"--config", bad_type, "--data", "synthetic"}, "'max_steps'"},
       {{"--config", bad_model, "--data", "synthetic"}, "'n_heads'"},
       {{"--config", not_json}, "not valid JSON"},
+      {{"--config", wraps, "--data", "synthetic"}, "'threads'"},
       {{"--config", "/nonexistent/train.json"}, "/nonexistent/train.json"},
   };
   for (const auto& c : cases) {
@@ -95,7 +97,8 @@ TEST(OptionsTest, ErrorsAreOneLineNamingTheField) {
     EXPECT_THAT(p.status().message(), HasSubstr(c.needle)) << c.args.back();
     EXPECT_EQ(p.status().message().find('\n'), std::string::npos) << p.status().message();
   }
-  for (const auto& f : {bad_field, bad_type, bad_model, not_json}) std::filesystem::remove(f);
+  for (const auto& f : {bad_field, bad_type, bad_model, not_json, wraps})
+    std::filesystem::remove(f);
 }
 
 TEST(OptionsTest, HelpListsEveryOption) {
@@ -120,6 +123,15 @@ TEST(PlanTest, FifteenMillionShape) {
   EXPECT_THAT(plan, HasSubstr("93.3 GFLOP/step"));  // 2048 tokens
   EXPECT_THAT(plan, HasSubstr("every 100 steps"));
   EXPECT_THAT(plan, HasSubstr("114.5 MB weights+grads+AdamW"));
+  // Every value lands in its own slot (a format string once took one too few).
+  auto q = Parse({"--data",      "synthetic", "--lr-decay-steps", "77",  "--beta1",        "0.8",
+                  "--beta2",     "0.99",      "--grad-clip",      "0.5", "--weight-decay", "0.05",
+                  "--max-steps", "90",        "--warmup-steps",   "3",   "--lr",           "0.002",
+                  "--min-lr",    "0.0001"});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_THAT(FormatPlan(q->options, q->options.model_config),
+              HasSubstr("schedule   90 steps (184.3k tokens); AdamW lr 0.002 warmup 3 then cosine "
+                        "to 0.0001 at step 77, betas (0.8, 0.99), weight decay 0.05, clip 0.5\n"));
 }
 
 }  // namespace

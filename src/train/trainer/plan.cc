@@ -82,7 +82,7 @@ std::string FormatPlan(const TrainOptions& o, const model::Config& c) {
       data, o.seq_len, samples_per_step, o.batch_size, o.grad_accum, Count(tokens_per_step),
       o.seed));
   line(fmt::format(
-      "schedule   {} steps ({} tokens); AdamW lr {} warmup {} then cosine to {}, "
+      "schedule   {} steps ({} tokens); AdamW lr {} warmup {} then cosine to {} at step {}, "
       "betas ({}, {}), weight decay {}, clip {}",
       o.max_steps, Count(tokens_per_step * static_cast<double>(o.max_steps)), o.lr, o.warmup_steps,
       o.min_lr, o.lr_decay_steps > 0 ? o.lr_decay_steps : o.max_steps, o.beta1, o.beta2,

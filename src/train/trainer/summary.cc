@@ -51,8 +51,8 @@ nlohmann::json SummaryToJson(const Summary& s) {
   // The in-loop stall per save as a fraction of a step: the figure the
   // async design promises to keep small.
   nlohmann::json stall_fraction = nullptr;
-  if (!s.saves.empty() && mean_step > 0) {
-    double in_loop = s.stall_s_total / static_cast<double>(s.saves.size());
+  if (s.in_loop_saves > 0 && mean_step > 0) {
+    double in_loop = s.stall_s_total / static_cast<double>(s.in_loop_saves);
     stall_fraction = in_loop / mean_step;
   }
   const int64_t steps_run = s.end_step - s.start_step;
@@ -85,6 +85,8 @@ nlohmann::json SummaryToJson(const Summary& s) {
        {{"saves", saves},
         {"loads", loads},
         {"stall_s_total", s.stall_s_total},
+        {"in_loop_saves", s.in_loop_saves},
+        {"save_errors", s.save_errors},
         {"stall_s_max", max_stall},
         {"stall_fraction_of_step", stall_fraction},
         {"final_save_s", s.final_save_s},

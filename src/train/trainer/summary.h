@@ -50,8 +50,13 @@ struct Summary {
   double timed_s = 0;
   int64_t timed_tokens = 0;
 
-  double stall_s_total = 0;  // all in-loop checkpoint stalls
-  double final_save_s = 0;   // the synchronous save at the end
+  // Steps are timed from the first micro-batch to the optimizer update;
+  // checkpoint stalls are counted here, apart, so tokens/s is the compute
+  // rate and the stall fraction says what saving costs.
+  double stall_s_total = 0;  // in-loop (interval) saves only
+  int64_t in_loop_saves = 0;
+  int64_t save_errors = 0;  // failed saves (each retried; training went on)
+  double final_save_s = 0;  // the synchronous save at the end
   std::vector<SaveRecord> saves;
   std::vector<LoadRecord> loads;
   std::vector<std::string> warnings;

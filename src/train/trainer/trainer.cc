@@ -82,6 +82,23 @@ StatusOr<std::unique_ptr<data::TokenSource>> OpenSource(const TrainOptions& o,
   return source;
 }
 
+// What decides each step's update besides the checkpointed state. A resume
+// that changes any of it is no longer the run that was checkpointed: allowed
+// (extending a run is common) but said.
+nlohmann::json ScheduleJson(const TrainOptions& o) {
+  return nlohmann::json{
+      {"lr", o.lr},
+      {"min_lr", o.min_lr},
+      {"warmup_steps", o.warmup_steps},
+      {"lr_decay_steps", o.lr_decay_steps > 0 ? o.lr_decay_steps : o.max_steps},
+      {"beta1", o.beta1},
+      {"beta2", o.beta2},
+      {"weight_decay", o.weight_decay},
+      {"grad_clip", o.grad_clip},
+      {"samples_per_step", o.batch_size * o.grad_accum},
+  };
+}
+
 nlohmann::json CheckpointMeta(const TrainOptions& o, const Run& r, float loss) {
   return nlohmann::json{
       {"format", "hpod-train"},
@@ -95,8 +112,10 @@ nlohmann::json CheckpointMeta(const TrainOptions& o, const Run& r, float loss) {
       {"rng", {{"seed", o.seed}, {"data_order", "splitmix64 Fisher-Yates per epoch"}}},
       {"data",
        {{"sources", o.data},
+        {"fingerprint", r.source->fingerprint()},
         {"seq_len", o.seq_len},
         {"samples_per_epoch", r.source->num_samples()}}},
+      {"schedule", ScheduleJson(o)},
       {"options", OptionsToJson(o)},
   };
 }
@@ -132,6 +151,22 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+// Changed schedule settings are warnings: extending or tuning a run is
+// legitimate, but the result is then not the run that was checkpointed.
+std::vector<std::string> ScheduleChanges(const TrainOptions& o, const ckpt::LoadedCheckpoint& ck) {
+  std::vector<std::string> out;
+  const auto before = ck.meta.value("schedule", nlohmann::json::object());
+  const auto now = ScheduleJson(o);
+  for (const auto& [key, value] : now.items()) {
+    auto it = before.find(key);
+    if (it != before.end() && *it != value) {
+      out.push_back(
+          fmt::format("{} was {} in {}, is {} now", key, it->dump(), ck.path, value.dump()));
+    }
+  }
+  return out;
+}
+
 Status CheckCompatible(const TrainOptions& o, const Run& r, const ckpt::LoadedCheckpoint& ck) {
   const auto& m = ck.meta;
   if (m.value("format", "") != "hpod-train") {
@@ -158,6 +193,15 @@ Status CheckCompatible(const TrainOptions& o, const Run& r, const ckpt::LoadedCh
                     "would not match",
                     ck.path, ck_seed, o.seed));
   }
+  const auto data = m.value("data", nlohmann::json::object());
+  const std::string fp = data.value("fingerprint", "");
+  if (fp != r.source->fingerprint()) {
+    return FailedPreconditionError(
+        fmt::format("checkpoint {} was trained on other data ({}; this run's --data is {}): its "
+                    "consumed_samples would point elsewhere; use the same shards, another "
+                    "--checkpoint-dir, or --no-resume",
+                    ck.path, fp.empty() ? std::string("unknown") : fp, r.source->fingerprint()));
+  }
   std::string tok = m.value("tokenizer_id", "");
   if (!tok.empty() && !r.tokenizer_id.empty() && tok != r.tokenizer_id) {
     return FailedPreconditionError(
@@ -172,8 +216,17 @@ Status CheckCompatible(const TrainOptions& o, const Run& r, const ckpt::LoadedCh
 Status Trainer::PrintPlan(std::FILE* out) {
   model::Config c = options_.model_config;
   if (!options_.init_from_hf.empty()) {
-    HPOD_ASSIGN_OR_RETURN(auto hf, model::ImportHf(options_.init_from_hf));
-    c = hf.config;
+    // Only the shape: reading the weights is the run's job.
+    const std::string path = options_.init_from_hf + "/config.json";
+    std::ifstream in(path);
+    if (!in) return NotFoundError(fmt::format("cannot read {}", path));
+    auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return InvalidArgumentError(fmt::format("{} is not valid JSON", path));
+    auto parsed = model::ConfigFromJson(j);
+    if (!parsed.ok()) {
+      return InvalidArgumentError(fmt::format("{}: {}", path, parsed.status().message()));
+    }
+    c = *parsed;
   }
   std::string plan = FormatPlan(options_, c);
   std::fputs(plan.c_str(), out);
@@ -232,6 +285,18 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
 
   // Resume, else HF weights, else a fresh init.
   bool resumed = false;
+  float last_loss = NAN;
+  if (!o.checkpoint_dir.empty() && !o.resume) {
+    // A new run among an old run's checkpoints would be resumed from the old
+    // ones after a requeue, and pruning would count them against keep_last.
+    auto existing = ckpt::ListComplete(o.checkpoint_dir);
+    if (!existing.empty()) {
+      return FailedPreconditionError(
+          fmt::format("--no-resume, but {} already holds checkpoints (newest {}); a requeued run "
+                      "would resume from them: use an empty --checkpoint-dir or remove them",
+                      o.checkpoint_dir, existing.front()));
+    }
+  }
   if (!o.checkpoint_dir.empty() && o.resume) {
     std::vector<std::string> warnings;
     ckpt::LoadStats ls;
@@ -256,6 +321,11 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     }
     if (loaded.ok()) {
       HPOD_RETURN_IF_ERROR(CheckCompatible(o, r, *loaded));
+      for (const auto& change : ScheduleChanges(o, *loaded)) {
+        std::string w = "resuming with a changed schedule: " + change;
+        std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
+        summary.warnings.push_back(w);
+      }
       std::set<std::string> present(loaded->names.begin(), loaded->names.end());
       for (const auto& [name, target] : targets) {
         if (!present.contains(name)) {
@@ -265,6 +335,9 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
       r.step = loaded->meta.value("step", int64_t{0});
       r.consumed_samples = loaded->meta.value("consumed_samples", int64_t{0});
       r.adam->set_step(loaded->meta.value("optimizer_step", r.step));
+      if (auto it = loaded->meta.find("loss"); it != loaded->meta.end() && it->is_number()) {
+        last_loss = it->get<float>();
+      }
       summary.loads.push_back({loaded->path, r.step, ls.load_s, ls.bytes});
       summary.resumed_from_step = r.step;
       resumed = true;
@@ -339,33 +412,60 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   float* params = r.model->params();
   float* grads = r.model->grads();
   const int64_t first_step = r.step;
-  float last_loss = NAN;
   int64_t last_saved_step = resumed ? r.step : -1;
   double reduced_sum = 0;
   int64_t reduced_count = 0;
   summary.start_step = r.step;
 
-  auto save = [&](bool wait) -> Status {
-    if (!r.checkpointer || last_saved_step == r.step) return OkStatus();
+  auto warn = [&](std::string w) {
+    std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
+    summary.warnings.push_back(std::move(w));
+  };
+  // Starts an async save of the current state. A failed earlier save comes
+  // back from Save() (which then has not started this one): training goes on
+  // and this save is retried at once, so one bad write never ends a run; the
+  // newest good checkpoint is still on disk.
+  auto save = [&]() -> StatusOr<double> {
     auto tensors = CheckpointTensors(r);
-    HPOD_ASSIGN_OR_RETURN(auto stats,
-                          r.checkpointer->Save(r.step, CheckpointMeta(o, r, last_loss), tensors));
-    summary.stall_s_total += stats.stall_s;
+    auto meta = CheckpointMeta(o, r, last_loss);
+    auto stats = r.checkpointer->Save(r.step, meta, tensors);
+    if (!stats.ok()) {
+      summary.save_errors += 1;
+      warn(fmt::format("checkpoint save failed, training goes on: {}", stats.status().message()));
+      stats = r.checkpointer->Save(r.step, meta, tensors);
+      if (!stats.ok()) return stats.status();
+    }
     last_saved_step = r.step;
-    if (wait) HPOD_RETURN_IF_ERROR(r.checkpointer->Wait());
-    return OkStatus();
+    return stats->stall_s;
+  };
+
+  // TensorBoard is for people: a full log disk warns once and stops the
+  // events, it never stops training.
+  auto log_events = [&](int64_t step, std::vector<std::pair<std::string, float>> scalars) {
+    if (Status st = r.events->AddScalars(step, WallNow(), scalars); !st.ok()) {
+      warn(fmt::format("TensorBoard events disabled: {}", st.message()));
+      r.events.reset();
+    }
   };
 
   while (r.step < o.max_steps && stop_signal_.load() == 0) {
     const auto t0 = Clock::now();
     r.model->ZeroGrad();
     double loss_sum = 0;
+    bool interrupted = false;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
+      // A stop between micro-batches drops the partial step: the state stays
+      // that of r.step, which the final save writes (Slurm's KillWait is short).
+      if (micro > 0 && stop_signal_.load() != 0) {
+        interrupted = true;
+        break;
+      }
       data::FillBatch(*r.source, r.consumed_samples + micro * o.batch_size, o.batch_size, x.data(),
                       y.data());
       loss_sum += r.model->Forward(x.data(), y.data());
       r.model->Backward(1.0f / static_cast<float>(o.grad_accum));
     }
+    if (interrupted) break;
     const float loss = static_cast<float>(loss_sum / static_cast<double>(o.grad_accum));
     if (!std::isfinite(loss)) {
       return InternalError(
@@ -387,10 +487,17 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     reduced_count += 1;
 
     double stall_s = 0;
-    if (o.save_interval > 0 && r.step % o.save_interval == 0 && r.step < o.max_steps) {
+    const bool save_now = r.checkpointer && o.save_interval > 0 && r.step % o.save_interval == 0 &&
+                          r.step < o.max_steps;
+    if (save_now) {
       const auto s0 = Clock::now();
-      HPOD_RETURN_IF_ERROR(save(/*wait=*/false));
+      if (auto saved = save(); !saved.ok()) {
+        warn(fmt::format("checkpoint at step {} not started, retrying at the next interval: {}",
+                         r.step, saved.status().message()));
+      }
       stall_s = Seconds(s0, Clock::now());
+      summary.stall_s_total += stall_s;
+      summary.in_loop_saves += 1;
     }
 
     const bool log_now = r.step % o.log_interval == 0 || r.step == o.max_steps;
@@ -442,26 +549,41 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
             {"train/consumed_samples", static_cast<float>(r.consumed_samples)},
             {"checkpoint/stall_s", static_cast<float>(stall_s)},
         };
-        HPOD_RETURN_IF_ERROR(r.events->AddScalars(r.step, WallNow(), scalars));
+        log_events(r.step, scalars);
       }
+    } else if (save_now && r.events) {
+      // Every save's stall is logged, not only those that fall on a log step.
+      log_events(r.step, {{"checkpoint/stall_s", static_cast<float>(stall_s)}});
     }
   }
   if (bar) bar->Close();
 
   // A final checkpoint at the end or on a stop signal (synchronous: the
   // process is about to exit, and Slurm's KillWait bounds the time).
-  if (r.step > first_step || !resumed) {
-    const auto s0 = Clock::now();
-    HPOD_RETURN_IF_ERROR(save(/*wait=*/true));
-    summary.final_save_s = Seconds(s0, Clock::now());
-  }
   if (r.checkpointer) {
+    const auto s0 = Clock::now();
+    Status final_status = OkStatus();
+    if (last_saved_step != r.step) {
+      auto saved = save();
+      final_status = saved.ok() ? r.checkpointer->Wait() : saved.status();
+    } else {
+      final_status = r.checkpointer->Wait();
+    }
+    summary.final_save_s = Seconds(s0, Clock::now());
+    if (!final_status.ok()) {
+      auto done = ckpt::ListComplete(o.checkpoint_dir);
+      return DataLossError(fmt::format(
+          "the final checkpoint (step {}) failed: {}; the newest complete one is {}", r.step,
+          final_status.message(), done.empty() ? std::string("none") : done.front()));
+    }
     HPOD_RETURN_IF_ERROR(r.checkpointer->Close());
     for (const auto& s : r.checkpointer->completed()) {
       summary.saves.push_back({s.step, s.stall_s, s.snapshot_s, s.write_s, s.bytes});
     }
   }
-  if (r.events) HPOD_RETURN_IF_ERROR(r.events->Flush());
+  if (r.events) {
+    if (Status st = r.events->Flush(); !st.ok()) warn("TensorBoard events: " + st.message());
+  }
 
   if (!o.export_hf.empty()) {
     HPOD_RETURN_IF_ERROR(
@@ -481,8 +603,10 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     HPOD_RETURN_IF_ERROR(WriteSummary(o.summary_json, summary));
   }
   if (summary.stop_signal != 0) {
-    std::fprintf(err, "hpod-train: stopped by signal %d at step %lld; checkpoint saved\n",
-                 summary.stop_signal, static_cast<long long>(r.step));
+    std::fprintf(err, "hpod-train: stopped by signal %d at step %lld; %s\n", summary.stop_signal,
+                 static_cast<long long>(r.step),
+                 r.checkpointer ? "checkpoint saved"
+                                : "no --checkpoint-dir, so this run's progress is not kept");
   }
   return OkStatus();
 }
