@@ -2,12 +2,13 @@
 # Runs every benchmark in bench/ in turn, then (only with --fuzz) the long
 # libFuzzer run `scripts/fuzz.sh ${FUZZ_SECONDS:-600}`. Exits non-zero if any of
 # them failed; each still runs when an earlier one failed.
-#   bench/run.sh                 all benchmarks (full durations, ~10 min)
-#   bench/run.sh --quick         all benchmarks, smoke durations (~3.5 min)
+#   bench/run.sh                 all benchmarks (full durations, ~18 min)
+#   bench/run.sh --quick         all benchmarks, smoke durations (~6 min)
 #   bench/run.sh --fuzz          ... and the long fuzz run afterwards
 #   bench/run.sh nodes [--quick] only the named ones (api: api_latency.sh,
 #                                nodes: nodes_bench.py, real nodes, needs root;
-#                                slurm: slurm_bench.py, real nodes + Slurm, root)
+#                                slurm: slurm_bench.py, real nodes + Slurm, root;
+#                                train: train_bench.py, hpod-train vs PyTorch)
 # Every benchmark stops the processes it starts by PID and is bounded in time;
 # see bench/README.md for what each measures and its peer.
 set -uo pipefail
@@ -20,17 +21,19 @@ for arg in "$@"; do
   case "$arg" in
     --fuzz) fuzz=1 ;;
     --quick) pass+=(--quick) ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     api) only+=(api_latency.sh) ;;
     nodes) only+=(nodes_bench.py) ;;
     slurm) only+=(slurm_bench.py) ;;
+    train) only+=(train_bench.py) ;;
     *) echo "run.sh: unknown argument: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
 
 # The benchmarks, in order. Add new ones here (each takes --quick; exit 77 = skipped,
-# e.g. nodes_bench.py when not root, slurm_bench.py also without Slurm).
-benchmarks=(api_latency.sh nodes_bench.py slurm_bench.py)
+# e.g. nodes_bench.py when not root, slurm_bench.py also without Slurm,
+# train_bench.py without hpod-train or Debian's python3-torch).
+benchmarks=(api_latency.sh nodes_bench.py slurm_bench.py train_bench.py)
 if [ "${#only[@]}" -gt 0 ]; then benchmarks=("${only[@]}"); fi
 
 status=0
