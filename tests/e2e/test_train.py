@@ -216,6 +216,9 @@ class TrainTest(unittest.TestCase):
         got = losses(jsonl)
         self.assertEqual(sorted(got), list(range(16, 26)))
         self.assert_matches_reference(got)
+        # The corrupt one was set aside, not left to be tried again.
+        self.assertTrue(os.path.isdir(newest + ".corrupt"))
+        self.assertIn("set aside", p.stderr)
 
     def test_summary_and_tensorboard(self):
         tb = os.path.join(self.tmp, "tb")

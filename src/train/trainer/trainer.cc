@@ -248,6 +248,10 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   struct Run r;
   Summary summary;
   summary.start_wall_time = WallNow();
+  auto warn = [&](std::string w) {
+    std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
+    summary.warnings.push_back(std::move(w));
+  };
   const auto t_start = Clock::now();
 
   // Model shape and, for --init-from-hf, the initial weights.
@@ -255,8 +259,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   r.config = o.model_config;
   if (!o.init_from_hf.empty()) {
     HPOD_ASSIGN_OR_RETURN(auto imported, model::ImportHf(o.init_from_hf));
-    for (const auto& w : imported.warnings)
-      std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
+    for (const auto& w : imported.warnings) warn(w);
     r.config = imported.config;
     if (o.seq_len > r.config.max_seq_len) {
       return InvalidArgumentError(
@@ -315,16 +318,11 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
       return it->second.first;
     };
     auto loaded = ckpt::LoadLatest(o.checkpoint_dir, sink, &warnings, &ls);
-    for (const auto& w : warnings) {
-      std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
-      summary.warnings.push_back(w);
-    }
+    for (const auto& w : warnings) warn(w);
     if (loaded.ok()) {
       HPOD_RETURN_IF_ERROR(CheckCompatible(o, r, *loaded));
       for (const auto& change : ScheduleChanges(o, *loaded)) {
-        std::string w = "resuming with a changed schedule: " + change;
-        std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
-        summary.warnings.push_back(w);
+        warn("resuming with a changed schedule: " + change);
       }
       std::set<std::string> present(loaded->names.begin(), loaded->names.end());
       for (const auto& [name, target] : targets) {
@@ -340,6 +338,17 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
       }
       summary.loads.push_back({loaded->path, r.step, ls.load_s, ls.bytes});
       summary.resumed_from_step = r.step;
+      // Checkpoints newer than the one loaded failed verification. Set them
+      // aside (kept for a post-mortem): left in place they would hold
+      // keep_last slots and be tried, and warned about, on every start.
+      for (const std::string& path : ckpt::ListComplete(o.checkpoint_dir)) {
+        if (path == loaded->path) break;  // newest first: the rest are older
+        const std::string aside = path + ".corrupt";
+        std::error_code ec;
+        std::filesystem::rename(path, aside, ec);
+        warn(ec ? fmt::format("could not set aside {}: {}", path, ec.message())
+                : fmt::format("set aside {} as {}", path, aside));
+      }
       resumed = true;
       std::fprintf(err,
                    "hpod-train: resumed from %s (step %lld, consumed_samples %lld) "
@@ -417,10 +426,6 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   int64_t reduced_count = 0;
   summary.start_step = r.step;
 
-  auto warn = [&](std::string w) {
-    std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
-    summary.warnings.push_back(std::move(w));
-  };
   // Starts an async save of the current state. A failed earlier save comes
   // back from Save() (which then has not started this one): training goes on
   // and this save is retried at once, so one bad write never ends a run; the
