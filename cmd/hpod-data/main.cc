@@ -67,57 +67,27 @@ int DefaultThreads() { return static_cast<int>(std::max(1u, std::thread::hardwar
 
 // --- train-tokenizer ---------------------------------------------------------
 
-struct TrainTokenizerFlags {
-  std::vector<std::string> inputs;
-  int vocab_size = 0;
-  std::string output;
-  int threads = DefaultThreads();
-  bool verbose = false;
-};
-
-int RunTrainTokenizer(const TrainTokenizerFlags& f) {
-  TrainTokenizerOptions o;
-  o.inputs = f.inputs;
-  o.vocab_size = f.vocab_size;
-  o.model_prefix = f.output;
-  o.threads = f.threads;
-  o.verbose = f.verbose;
-  const double mb = static_cast<double>(TotalBytes(f.inputs)) / 1e6;
+int RunTrainTokenizer(const TrainTokenizerOptions& o) {
+  const double mb = static_cast<double>(TotalBytes(o.inputs)) / 1e6;
   std::fprintf(stderr, "training BPE tokenizer (vocab %d) on %zu file(s), %.2f MB, %d thread(s)\n",
-               f.vocab_size, f.inputs.size(), mb, f.threads);
+               o.vocab_size, o.inputs.size(), mb, o.threads);
   const auto t0 = Clock::now();
   Status s = TrainTokenizer(o);
   if (!s.ok()) return Fail(s.message());
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  auto tok = Tokenizer::Load(f.output + ".model");
+  auto tok = Tokenizer::Load(o.model_prefix + ".model");
   if (!tok.ok()) return Fail(tok.status().message());
-  std::printf("wrote %s.model and %s.vocab: vocab %d, trained in %.2f s, id %s\n", f.output.c_str(),
-              f.output.c_str(), tok->vocab_size(), secs, tok->id().c_str());
+  std::printf("wrote %s.model and %s.vocab: vocab %d, trained in %.2f s, id %s\n",
+              o.model_prefix.c_str(), o.model_prefix.c_str(), tok->vocab_size(), secs,
+              tok->id().c_str());
   return 0;
 }
 
 // --- tokenize ----------------------------------------------------------------
 
-struct TokenizeFlags {
-  std::string tokenizer;
-  std::vector<std::string> inputs;
-  std::string output;
-  std::string val_output;
-  double val_fraction = 0.01;
-  uint64_t val_seed = 0;
-  int threads = DefaultThreads();
-};
-
-int RunTokenize(const TokenizeFlags& f) {
-  auto tok = Tokenizer::Load(f.tokenizer);
+int RunTokenize(const std::string& tokenizer, const TokenizeOptions& o) {
+  auto tok = Tokenizer::Load(tokenizer);
   if (!tok.ok()) return Fail(tok.status().message());
-  TokenizeOptions o;
-  o.inputs = f.inputs;
-  o.output = f.output;
-  o.val_output = f.val_output;
-  o.val_fraction = f.val_fraction;
-  o.val_seed = f.val_seed;
-  o.threads = f.threads;
   auto last = Clock::now();
   const auto rate = [](const TokenizeStats& s) {
     return s.seconds > 0 ? static_cast<double>(s.bytes_read) / 1e6 / s.seconds : 0.0;
@@ -137,10 +107,10 @@ int RunTokenize(const TokenizeFlags& f) {
       static_cast<long long>(s.tokens),
       s.tokens > 0 ? static_cast<double>(s.bytes_read) / s.tokens : 0.0, s.seconds, rate(s),
       Human(s.seconds > 0 ? s.tokens / s.seconds : 0).c_str(), tok->id().c_str());
-  std::printf("wrote %s: %lld documents, %lld tokens\n", f.output.c_str(),
+  std::printf("wrote %s: %lld documents, %lld tokens\n", o.output.c_str(),
               static_cast<long long>(s.train_documents), static_cast<long long>(s.train_tokens));
-  if (!f.val_output.empty()) {
-    std::printf("wrote %s: %lld documents, %lld tokens\n", f.val_output.c_str(),
+  if (!o.val_output.empty()) {
+    std::printf("wrote %s: %lld documents, %lld tokens\n", o.val_output.c_str(),
                 static_cast<long long>(s.val_documents), static_cast<long long>(s.val_tokens));
   }
   return 0;
@@ -221,7 +191,10 @@ int Main(int argc, char** argv) {
       "hpod-data"};
   app.require_subcommand(1);
 
-  TrainTokenizerFlags tt;
+  // Flags bind straight into the library's option structs.
+  TrainTokenizerOptions tt;
+  tt.vocab_size = 0;  // required
+  tt.threads = DefaultThreads();
   auto* train = app.add_subcommand(
       "train-tokenizer",
       "Train a SentencePiece BPE tokenizer with llama2.c's options (byte fallback, split digits, "
@@ -234,19 +207,23 @@ int Main(int argc, char** argv) {
                    "Vocabulary size, incl. 256 byte pieces and <unk>,<s>,</s> (e.g. 512, 4096)")
       ->required()
       ->check(CLI::Range(260, 1 << 20));
-  train->add_option("--output", tt.output, "Model prefix: writes PREFIX.model and PREFIX.vocab")
+  train
+      ->add_option("--output", tt.model_prefix,
+                   "Model prefix: writes PREFIX.model and PREFIX.vocab")
       ->required();
   train->add_option("--threads", tt.threads, "Trainer threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   train->add_flag("--verbose", tt.verbose, "Show sentencepiece's own training log");
 
-  TokenizeFlags tk;
+  std::string tokenizer_path;
+  TokenizeOptions tk;
+  tk.threads = DefaultThreads();
   auto* tokenize = app.add_subcommand(
       "tokenize",
       "Tokenize text into a token shard: every non-blank line is a document, written as BOS + "
       "its tokens; optionally split documents into a validation shard");
-  tokenize->add_option("--tokenizer", tk.tokenizer, "SentencePiece .model file")
+  tokenize->add_option("--tokenizer", tokenizer_path, "SentencePiece .model file")
       ->required()
       ->check(CLI::ExistingFile);
   tokenize->add_option("--input", tk.inputs, "Text file, one document per line (repeatable)")
@@ -303,7 +280,7 @@ int Main(int argc, char** argv) {
     if (tokenize->count("--val-fraction") > 0 && tk.val_output.empty()) {
       return Fail("--val-fraction needs --val-output (where the validation shard goes)");
     }
-    return RunTokenize(tk);
+    return RunTokenize(tokenizer_path, tk);
   }
   if (*info) return RunInfo(info_path, info_format);
   if (*corpus) return RunCorpus(corpus_dir, !no_austen);

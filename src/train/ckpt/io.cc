@@ -14,26 +14,6 @@ namespace {
 constexpr int64_t kMaxIo = int64_t{1} << 30;
 }  // namespace
 
-Status ErrnoStatus(int err, std::string_view what) {
-  std::string msg = std::string(what) + ": " + std::strerror(err);
-  switch (err) {
-    case ENOSPC:
-    case EDQUOT:
-      return ResourceExhaustedError(std::move(msg));
-    case ENOENT:
-      return NotFoundError(std::move(msg));
-    case ENOTDIR:
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case EISDIR:
-    case EEXIST:
-      return FailedPreconditionError(std::move(msg));
-    default:
-      return InternalError(std::move(msg));
-  }
-}
-
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);

@@ -8,13 +8,10 @@
 #include <string>
 #include <string_view>
 
+#include "hpod/base/file_util.h"  // ErrnoStatus
 #include "hpod/base/status.h"
 
 namespace hpod::train::ckpt {
-
-// errno → Status: ENOSPC/EDQUOT → ResourceExhausted, ENOENT → NotFound, path problems
-// (ENOTDIR, EACCES, EPERM, EROFS, EISDIR, EEXIST) → FailedPrecondition, else Internal.
-Status ErrnoStatus(int err, std::string_view what);
 
 class Fd {
  public:

@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "hpod/base/subprocess.h"
-#include "hpod/train/data/io.h"
+#include "hpod/base/file_util.h"
 
 namespace hpod::train::data {
 namespace {

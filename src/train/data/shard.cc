@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hpod/train/data/io.h"
+#include "hpod/base/file_util.h"
 
 namespace hpod::train::data {
 namespace {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <thread>
 
-#include "hpod/train/data/io.h"
+#include "hpod/base/file_util.h"
 #include "hpod/train/data/loader.h"
 #include "hpod/train/data/shard.h"
 

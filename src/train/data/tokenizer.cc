@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "hpod/base/crypto.h"
-#include "hpod/train/data/io.h"
+#include "hpod/base/file_util.h"
 
 namespace hpod::train::data {
 

@@ -3,13 +3,12 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <limits>
-#include <sstream>
 #include <variant>
 
 #include "fmt/format.h"
+#include "hpod/base/file_util.h"
 
 namespace hpod::train {
 namespace {
@@ -160,14 +159,6 @@ Status ApplyOne(const OptionDef& def, const nlohmann::json& v, const std::string
       def.target);
 }
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(fmt::format("cannot read {}", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   HPOD_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -182,6 +173,13 @@ StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
 constexpr char kInlinePrefix[] = "json:";
 
 }  // namespace
+
+StatusOr<model::Config> ReadModelConfig(const std::string& path) {
+  HPOD_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  auto c = model::ConfigFromJson(j);
+  if (!c.ok()) return InvalidArgumentError(fmt::format("{}: {}", path, c.status().message()));
+  return *c;
+}
 
 StatusOr<model::Config> ModelPreset(const std::string& name) {
   model::Config c;  // defaults: llama2.c's 15M shape
@@ -301,12 +299,7 @@ Status Validate(TrainOptions* o) {
   } else if (auto preset = ModelPreset(o->model); preset.ok()) {
     o->model_config = *preset;
   } else if (o->model.find('/') != std::string::npos || o->model.ends_with(".json")) {
-    HPOD_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(o->model));
-    auto c = model::ConfigFromJson(j);
-    if (!c.ok()) {
-      return InvalidArgumentError(fmt::format("{}: {}", o->model, c.status().message()));
-    }
-    o->model_config = *c;
+    HPOD_ASSIGN_OR_RETURN(o->model_config, ReadModelConfig(o->model));
   } else {
     return preset.status();
   }

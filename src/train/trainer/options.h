@@ -88,6 +88,10 @@ Status Validate(TrainOptions* o);
 // The options as JSON (train.json form), for checkpoints and the summary.
 nlohmann::json OptionsToJson(const TrainOptions& o);
 
+// A model shape from a JSON file (hpod's fields or a HF config.json); errors
+// name the file and the field.
+StatusOr<model::Config> ReadModelConfig(const std::string& path);
+
 // Built-in model shapes. "15m" is llama2.c's 15M shape (the benchmark's);
 // "ci" is the 0.14M-parameter model tests train in seconds.
 StatusOr<model::Config> ModelPreset(const std::string& name);

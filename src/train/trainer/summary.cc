@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "fmt/format.h"
+#include "hpod/base/file_util.h"
 
 namespace hpod::train {
 
@@ -96,19 +97,8 @@ nlohmann::json SummaryToJson(const Summary& s) {
 }
 
 Status WriteSummary(const std::string& path, const Summary& s) {
-  std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) {
-    return InvalidArgumentError(fmt::format("cannot write --summary-json {}", path));
-  }
-  std::string text = SummaryToJson(s).dump(2) + "\n";
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = (std::fclose(f) == 0) && ok;
-  std::error_code ec;
-  if (ok) std::filesystem::rename(tmp, path, ec);
-  if (!ok || ec) {
-    return InternalError(fmt::format("writing --summary-json {} failed", path));
-  }
+  Status st = WriteFileAtomic(path, SummaryToJson(s).dump(2) + "\n");
+  if (!st.ok()) return Status(st.code(), "--summary-json: " + st.message());
   return OkStatus();
 }
 

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -217,16 +216,7 @@ Status Trainer::PrintPlan(std::FILE* out) {
   model::Config c = options_.model_config;
   if (!options_.init_from_hf.empty()) {
     // Only the shape: reading the weights is the run's job.
-    const std::string path = options_.init_from_hf + "/config.json";
-    std::ifstream in(path);
-    if (!in) return NotFoundError(fmt::format("cannot read {}", path));
-    auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return InvalidArgumentError(fmt::format("{} is not valid JSON", path));
-    auto parsed = model::ConfigFromJson(j);
-    if (!parsed.ok()) {
-      return InvalidArgumentError(fmt::format("{}: {}", path, parsed.status().message()));
-    }
-    c = *parsed;
+    HPOD_ASSIGN_OR_RETURN(c, ReadModelConfig(options_.init_from_hf + "/config.json"));
   }
   std::string plan = FormatPlan(options_, c);
   std::fputs(plan.c_str(), out);

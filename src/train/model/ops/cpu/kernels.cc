@@ -123,8 +123,13 @@ void RmsNormBackward(ThreadPool& pool, float* dx, float* dg, float* scratch, con
   }
 }
 
-void RopeForward(ThreadPool& pool, float* x, int64_t n, int64_t ld, int64_t heads, int64_t head_dim,
-                 int64_t seq_len, const float* cos, const float* sin) {
+namespace {
+
+// Rotates each (j, j + half) pair by +theta (sign 1, the forward pass) or
+// -theta (sign -1: the rotation's transpose, which is its backward pass).
+// Negating sin is exact, so both directions round as written out separately.
+void RopeRotate(ThreadPool& pool, float* x, int64_t n, int64_t ld, int64_t heads, int64_t head_dim,
+                int64_t seq_len, const float* cos, const float* sin, float sign) {
   const int64_t half = head_dim / 2;
   pool.ParallelFor(n, [&](int, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -133,32 +138,25 @@ void RopeForward(ThreadPool& pool, float* x, int64_t n, int64_t ld, int64_t head
       for (int64_t h = 0; h < heads; ++h) {
         float* v = x + i * ld + h * head_dim;
         for (int64_t j = 0; j < half; ++j) {
-          const float a = v[j], bb = v[j + half];
-          v[j] = a * ci[j] - bb * si[j];
-          v[j + half] = bb * ci[j] + a * si[j];
+          const float a = v[j], bb = v[j + half], s = sign * si[j];
+          v[j] = a * ci[j] - bb * s;
+          v[j + half] = bb * ci[j] + a * s;
         }
       }
     }
   });
 }
 
+}  // namespace
+
+void RopeForward(ThreadPool& pool, float* x, int64_t n, int64_t ld, int64_t heads, int64_t head_dim,
+                 int64_t seq_len, const float* cos, const float* sin) {
+  RopeRotate(pool, x, n, ld, heads, head_dim, seq_len, cos, sin, 1.0f);
+}
+
 void RopeBackward(ThreadPool& pool, float* dx, int64_t n, int64_t ld, int64_t heads,
                   int64_t head_dim, int64_t seq_len, const float* cos, const float* sin) {
-  const int64_t half = head_dim / 2;
-  pool.ParallelFor(n, [&](int, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float* ci = cos + (i % seq_len) * half;
-      const float* si = sin + (i % seq_len) * half;
-      for (int64_t h = 0; h < heads; ++h) {
-        float* v = dx + i * ld + h * head_dim;
-        for (int64_t j = 0; j < half; ++j) {
-          const float a = v[j], bb = v[j + half];
-          v[j] = a * ci[j] + bb * si[j];
-          v[j + half] = bb * ci[j] - a * si[j];
-        }
-      }
-    }
-  });
+  RopeRotate(pool, dx, n, ld, heads, head_dim, seq_len, cos, sin, -1.0f);
 }
 
 void CausalSoftmaxForwardRows(float* att, int64_t t, int64_t r0, int64_t r1) {

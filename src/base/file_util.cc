@@ -1,4 +1,4 @@
-#include "hpod/train/data/io.h"
+#include "hpod/base/file_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-namespace hpod::train::data {
+namespace hpod {
 namespace {
 
 Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
@@ -25,8 +25,8 @@ Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
 
 }  // namespace
 
-Status ErrnoStatus(int err, const std::string& context) {
-  std::string message = context + ": " + std::strerror(err);
+Status ErrnoStatus(int err, std::string_view what) {
+  std::string message = std::string(what) + ": " + std::strerror(err);
   switch (err) {
     case ENOENT:
       return NotFoundError(std::move(message));
@@ -36,6 +36,11 @@ Status ErrnoStatus(int err, const std::string& context) {
     case ENOSPC:
     case EDQUOT:
       return ResourceExhaustedError(std::move(message));
+    case ENOTDIR:
+    case EISDIR:
+    case EEXIST:
+    case EROFS:
+      return FailedPreconditionError(std::move(message));
     default:
       return InternalError(std::move(message));
   }
@@ -76,8 +81,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view bytes) {
     return s;
   }
   // The rename is durable only once the directory entry is.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -86,4 +91,4 @@ Status WriteFileAtomic(const std::string& path, std::string_view bytes) {
   return OkStatus();
 }
 
-}  // namespace hpod::train::data
+}  // namespace hpod

@@ -1,0 +1,27 @@
+// Whole-file helpers and errno → Status, for libraries that may use only base
+// (the training runtime; ARCHITECTURE.md).
+//
+// Thread contract: free functions, safe from any thread for distinct paths.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "hpod/base/status.h"
+
+namespace hpod {
+
+// A Status for a failed system call, message "<what>: <strerror>": NotFound
+// for ENOENT, PermissionDenied for EACCES/EPERM, ResourceExhausted for
+// ENOSPC/EDQUOT, FailedPrecondition for a path of the wrong kind or a
+// read-only file system (ENOTDIR, EISDIR, EEXIST, EROFS), Internal otherwise.
+Status ErrnoStatus(int err, std::string_view what);
+
+// Reads the whole file.
+StatusOr<std::string> ReadFile(const std::string& path);
+
+// Writes `bytes` to "<path>.tmp", fsyncs it, renames it over `path` and fsyncs
+// the directory, so readers see either the old file or the complete new one.
+Status WriteFileAtomic(const std::string& path, std::string_view bytes);
+
+}  // namespace hpod
