@@ -17,6 +17,8 @@
 #include <thread>
 #include <utility>
 
+#include "hpod/base/signals.h"
+
 extern char** environ;
 
 namespace hpod {
@@ -131,14 +133,8 @@ void BuildPlan(const SubprocessOptions& options, ChildPlan& plan) {
 [[noreturn]] void ChildMain(const ChildPlan& plan, int in_fd, int out_fd, int err_out_fd,
                             int err_fd) {
   // Handlers and the mask are inherited across fork; a daemon that blocks SIGTERM
-  // for sigwait must not pass that on to its children.
-  sigset_t all;
-  ::sigemptyset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, nullptr);
-  struct sigaction dfl;
-  ::memset(&dfl, 0, sizeof(dfl));
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  // for its signal watcher must not pass that on to its children.
+  ResetSignalsForExec();
 
   if (::setsid() < 0) ChildFail(err_fd, 1);
   if (!plan.pty_slave.empty()) {
