@@ -65,7 +65,7 @@ std::vector<OptionDef> Table(TrainOptions* o) {
        "$HPOD_CHECKPOINT_DIR; empty = no checkpoints)"},
       {"save_interval", &o->save_interval,
        "save every N steps, asynchronously (0 = only at the end and on "
-       "SIGTERM/SIGINT)"},
+       "SIGTERM/SIGINT); SIGUSR1 saves after the current step as well"},
       {"keep_last", &o->keep_last, "keep the newest N complete checkpoints"},
       {"resume", &o->resume,
        "resume from the newest complete checkpoint in checkpoint_dir "

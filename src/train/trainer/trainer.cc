@@ -11,6 +11,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "hpod/base/clock.h"
+#include "hpod/base/signals.h"
 #include "hpod/train/ckpt/checkpoint.h"
 #include "hpod/train/data/loader.h"
 #include "hpod/train/data/tokenizer.h"
@@ -414,6 +415,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   int64_t last_saved_step = resumed ? r.step : -1;
   double reduced_sum = 0;
   int64_t reduced_count = 0;
+  bool warned_no_checkpoint_dir = false;
   summary.start_step = r.step;
 
   // Starts an async save of the current state. A failed earlier save comes
@@ -482,8 +484,19 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     reduced_count += 1;
 
     double stall_s = 0;
-    const bool save_now = r.checkpointer && o.save_interval > 0 && r.step % o.save_interval == 0 &&
-                          r.step < o.max_steps;
+    const int requested_by = checkpoint_signal_.exchange(0);
+    if (requested_by != 0 && !r.checkpointer && !warned_no_checkpoint_dir) {
+      warn(fmt::format("{} asks for a checkpoint, but this run has no --checkpoint-dir",
+                       SignalName(requested_by)));
+      warned_no_checkpoint_dir = true;
+    }
+    const bool save_now =
+        r.checkpointer && r.step < o.max_steps &&
+        (requested_by != 0 || (o.save_interval > 0 && r.step % o.save_interval == 0));
+    if (save_now && requested_by != 0) {
+      std::fprintf(err, "hpod-train: checkpoint requested by %s: saving step %lld\n",
+                   SignalName(requested_by).c_str(), static_cast<long long>(r.step));
+    }
     if (save_now) {
       const auto s0 = Clock::now();
       if (auto saved = save(); !saved.ok()) {

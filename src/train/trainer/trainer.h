@@ -9,8 +9,10 @@
 // computes, bit for bit, the losses the uninterrupted run computed after k,
 // for the same seed and thread count.
 //
-// Thread contract: Run() is called once from one thread. RequestStop() may be
-// called from any thread or a signal handler (it only sets an atomic flag).
+// Thread contract: Run() is called once from one thread. RequestStop() and
+// RequestCheckpoint() may be called from any thread (they only set atomics;
+// hpod-train calls them from its signal watcher thread, never from a signal
+// handler: see hpod/base/signals.h for why hpod-train has none).
 #pragma once
 
 #include <atomic>
@@ -40,14 +42,22 @@ class Trainer {
   // Prints the plan (--dry-run) without allocating the model's arenas.
   Status PrintPlan(std::FILE* out);
 
-  // Async-signal-safe.
+  // Asks the loop to stop: it finishes the step in progress (or drops a
+  // partial gradient accumulation), saves a final checkpoint and Run()
+  // returns 128 + `signal`. Also before Run(): Run() then sets up (and
+  // resumes), runs no step and exits the same way.
   void RequestStop(int signal) { stop_signal_.store(signal); }
+  // Asks for a checkpoint after the step in progress (asynchronous, like an
+  // interval save), training goes on. `signal` names the request in the log.
+  // Requests before a save starts count as one.
+  void RequestCheckpoint(int signal) { checkpoint_signal_.store(signal); }
 
  private:
   Status RunImpl(std::FILE* out, std::FILE* err);
 
   TrainOptions options_;
   std::atomic<int> stop_signal_{0};
+  std::atomic<int> checkpoint_signal_{0};  // 0: no checkpoint requested
 };
 
 }  // namespace hpod::train
