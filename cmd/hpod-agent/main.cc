@@ -6,13 +6,14 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
-#include <thread>
 
 #include "hpod/agent/agent.h"
 #include "hpod/agent/agent_options.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/logging.h"
+#include "hpod/base/signals.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hpod-agent: the hpod node agent"};
@@ -30,27 +31,22 @@ int main(int argc, char** argv) {
     return hpod::agent::kExitConfig;
   }
 
-  // Block the stop signals in every thread; a dedicated thread waits for them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // The stop signals are read by a watcher thread, never by a handler
+  // (hpod/base/signals.h); blocked here, before the agent starts any thread.
+  hpod::BlockSignals({SIGTERM, SIGINT});
   signal(SIGPIPE, SIG_IGN);
 
   hpod::agent::Agent agent(*options, hpod::RealClock::Get());
   spdlog::default_logger()->sinks().push_back(agent.MakeLogSink());
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig == SIGTERM || sig == SIGINT) {
-      spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    }
+  std::atomic<bool> stopping{false};
+  auto watcher = hpod::SignalWatcher::Start({SIGTERM, SIGINT}, [&](int sig) {
+    if (stopping.exchange(true)) return;  // a burst of them stops the agent once
+    spdlog::info("received {}, stopping", hpod::SignalName(sig));
     agent.Stop();
   });
-  int code = agent.Run();
-  // Wake the waiter if Run ended on its own (a refused credential).
-  pthread_kill(waiter.native_handle(), SIGTERM);
-  waiter.join();
-  return code;
+  if (!watcher.ok()) {
+    spdlog::error("{}", watcher.status().message());
+    return 1;
+  }
+  return agent.Run();
 }

@@ -4,13 +4,16 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <iostream>
 
 #include "hpod/base/logging.h"
 #include "hpod/base/sd_notify.h"
+#include "hpod/base/signals.h"
 #include "hpod/controlplane/daemon.h"
 #include "hpod/controlplane/init.h"
 #include "hpod/store/store.h"
@@ -46,12 +49,15 @@ int Fail(const std::string& msg) {
 
 int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& context,
              const ProviderFactory& make_provider, const char* provider_description) {
-  // Block the stop signals in every thread; the main thread waits for them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // The stop signals are blocked in every thread (started before any other)
+  // and read by a watcher thread, never by a handler (hpod/base/signals.h).
+  // The first one shuts down; later ones change nothing.
+  std::promise<int> stop;
+  std::atomic<bool> stopping{false};
+  auto watcher = SignalWatcher::Start({SIGTERM, SIGINT}, [&](int sig) {
+    if (!stopping.exchange(true)) stop.set_value(sig);
+  });
+  if (!watcher.ok()) return Fail(watcher.status().message());
   signal(SIGPIPE, SIG_IGN);
 
   const Clock& clock = RealClock::Get();
@@ -65,9 +71,8 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& 
               static_cast<unsigned>((*daemon)->port()));
   std::fflush(stdout);
   (void)SdNotify("READY=1");
-  int sig = 0;
-  sigwait(&set, &sig);
-  spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  const int sig = stop.get_future().get();
+  spdlog::info("received {}, shutting down", SignalName(sig));
   (void)SdNotify("STOPPING=1");
   (*daemon)->Shutdown(std::chrono::seconds(10));
   return 0;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "hpod/base/signals.h"
 #include "hpod/base/subprocess.h"
 
 extern char** environ;
@@ -84,7 +85,9 @@ class SessionChild {
       ::dup2(out[1], 1);
       ::dup2(out[1], 2);
       if (::chdir(cwd.c_str()) != 0) _exit(126);
-      ::signal(SIGPIPE, SIG_DFL);
+      // The agent blocks SIGTERM/SIGINT for its watcher and ignores SIGPIPE;
+      // a session's shell must not inherit either (Ctrl-C, timeout(1), kill).
+      ResetSignalsForExec();
       ::execvpe(cargv[0], cargv.data(), cenv.data());
       _exit(127);
     }

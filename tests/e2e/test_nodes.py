@@ -192,6 +192,13 @@ class NodesTest(unittest.TestCase):
         self.assertIn("to-stderr", p.stdout + p.stderr)
         events = self.d.hpod_json("list-cluster-events", "--cluster-name", "demo")["Events"]
         self.assertTrue(any("Session s-" in e.get("Description", "") for e in events), events)
+        # The agent blocks SIGTERM/SIGINT for its signal watcher and ignores
+        # SIGPIPE; a session's shell must start with neither (or Ctrl-C,
+        # timeout(1) and kill would not work in it).
+        p = self.d.hpod("start-session", "--target", target, "--command",
+                        "grep -E '^Sig(Blk|Ign)' /proc/self/status")
+        self.assertIn("SigBlk:\t0000000000000000", p.stdout)
+        self.assertIn("SigIgn:\t0000000000000000", p.stdout)
         # Nothing of hpodd's environment reaches the node.
         env = self.d.in_node(iid, "cat /proc/1/environ | tr '\\0' '\\n'").stdout
         self.assertNotIn("AWS_", env)
