@@ -30,6 +30,7 @@ BUILD_PKGS=(
   libgtest-dev libgmock-dev # unit tests
   # hpod-train / hpod-data (training-building-blocks.md §2, §10, §12)
   libopenblas-dev libdnnl-dev libsentencepiece-dev libxxhash-dev
+  libgloo-dev               # collectives for distributed hpod-train (CPU)
 )
 # Test-time tools.
 TEST_PKGS=(
@@ -41,6 +42,7 @@ TEST_PKGS=(
   swift swift-proxy swift-account swift-container swift-object  # S3 server (s3api) for lifecycle tests
   bible-kjv                 # the real corpus the training e2e test learns from
   python3-numpy python3-tqdm python3-protobuf python3-crc32c protobuf-compiler  # oracles for safetensors, the progress line, tfevents
+  iperf3                    # the link peer of the allreduce benchmark
 )
 # Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
 # libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:

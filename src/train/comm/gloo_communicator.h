@@ -1,0 +1,49 @@
+// The CPU communicator, on gloo's TCP transport (Debian libgloo-dev).
+//
+// gloo's functional API has allreduce, allgatherv, broadcast and barrier but no
+// reduce-scatter (only the legacy AllreduceHalvingDoubling class, and mixing
+// legacy objects with functional calls on one context stalls every later call:
+// training-building-blocks.md §5). So reduce-scatter and allgather are ours: a
+// ring over gloo's unbound buffers (N-1 steps, each rank sending to rank+1
+// and receiving from rank-1, the reduce-scatter pipelined in 1 MiB segments so
+// the additions overlap the transfer). A ring moves the minimum (each rank
+// sends and receives (N-1)/N of the buffer), keeps the summation order fixed,
+// and, since we post every receive ourselves, always knows which peer went
+// missing. Broadcast and allreduce use gloo's own functions.
+//
+// Thread contract: as Communicator. gloo's TCP device runs one event-loop
+// thread per communicator; it inherits the creating thread's signal mask.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpod/base/status.h"
+#include "hpod/train/comm/communicator.h"
+#include "hpod/train/comm/store.h"
+
+namespace hpod::train::comm {
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  // This rank's address for the TCP transport: an IP, or a name resolving to
+  // one that every peer can reach (the node's own hostname on a cluster).
+  std::string hostname = "127.0.0.1";
+  // The default timeout of every collective, and of connecting the mesh.
+  std::chrono::milliseconds timeout{30000};
+  // Store keys go under this prefix (one per run attempt).
+  std::string prefix;
+  // For errors, by rank: "rank 2 (ip-10-77-1-13)". Empty: "rank N".
+  std::vector<std::string> peer_names;
+};
+
+// Connects every pair of ranks through `store` (gloo's connectFullMesh; each
+// rank publishes its address and waits for the others'). DeadlineExceeded
+// naming the ranks whose address never appeared; Unavailable when a peer
+// cannot be connected to.
+StatusOr<std::unique_ptr<Communicator>> ConnectGloo(Store& store, const GlooOptions& options);
+
+}  // namespace hpod::train::comm

@@ -1,0 +1,196 @@
+// Ranks as threads over one in-memory store, gloo's TCP transport on
+// 127.0.0.1 (gloo's own test pattern; STYLE.md rule 10).
+#include "hpod/train/comm/gloo_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <numeric>
+#include <thread>
+
+namespace hpod::train::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Runs body(rank, comm) on `world` threads, each with its own communicator.
+void Spawn(int world, const std::function<void(int, Communicator&)>& body,
+           std::chrono::milliseconds timeout = 10s) {
+  HashStore store;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      GlooOptions o;
+      o.rank = r;
+      o.size = world;
+      o.timeout = timeout;
+      o.prefix = "test";
+      for (int p = 0; p < world; ++p) o.peer_names.push_back("rank " + std::to_string(p) + " (t)");
+      auto comm = ConnectGloo(store, o);
+      ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+      body(r, **comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Integer-valued floats, so every order of summation is exact.
+float Value(int rank, int64_t i) { return static_cast<float>((rank + 1) * 1000 + i % 997); }
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, ReduceScatterSumsEachRanksSlice) {
+  const int world = GetParam();
+  // Uneven slices, one larger than a 1 MiB segment (several segments in flight).
+  std::vector<int64_t> counts;
+  for (int r = 0; r < world; ++r) counts.push_back(r == 1 ? 300000 : 1000 + 17 * r);
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  Spawn(world, [&](int rank, Communicator& c) {
+    std::vector<float> data(total);
+    for (int64_t i = 0; i < total; ++i) data[i] = Value(rank, i);
+    ASSERT_TRUE(c.ReduceScatterSum(data.data(), counts).ok());
+    const int64_t off = ShardOffset(counts, rank);
+    for (int64_t i = off; i < off + counts[rank]; ++i) {
+      float want = 0;
+      for (int r = 0; r < world; ++r) want += Value(r, i);
+      ASSERT_EQ(data[i], want) << "rank " << rank << " element " << i;
+    }
+  });
+}
+
+TEST_P(CollectivesTest, AllGatherAndBytesAndBroadcastAndAllReduce) {
+  const int world = GetParam();
+  auto counts = ShardCounts(12345, world);
+  Spawn(world, [&](int rank, Communicator& c) {
+    std::vector<float> data(12345, -1.0f);
+    const int64_t off = ShardOffset(counts, rank);
+    for (int64_t i = off; i < off + counts[rank]; ++i) data[i] = Value(rank, i);
+    ASSERT_TRUE(c.AllGather(data.data(), counts).ok());
+    for (int r = 0; r < world; ++r) {
+      const int64_t o = ShardOffset(counts, r);
+      for (int64_t i = o; i < o + counts[r]; ++i) ASSERT_EQ(data[i], Value(r, i));
+    }
+    // Different sizes per rank, one empty.
+    std::string mine = rank == 0 ? "" : std::string(rank * 3, static_cast<char>('a' + rank));
+    auto all = c.AllGatherBytes(mine);
+    ASSERT_TRUE(all.ok());
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ((*all)[r], r == 0 ? "" : std::string(r * 3, static_cast<char>('a' + r)));
+    }
+    int64_t word = rank == world - 1 ? 4242 : 0;
+    ASSERT_TRUE(c.Broadcast(&word, sizeof(word), world - 1).ok());
+    EXPECT_EQ(word, 4242);
+    std::vector<float> sum(1000, static_cast<float>(rank + 1));
+    ASSERT_TRUE(c.AllReduceSum(sum.data(), 1000).ok());
+    EXPECT_EQ(sum[999], static_cast<float>(world * (world + 1) / 2));
+    EXPECT_TRUE(c.Barrier().ok());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest, ::testing::Values(2, 3, 4));
+
+TEST(CollectivesTest, ReduceScatterIsBitIdenticalAcrossReruns) {
+  // Non-integer values: the order of additions matters, and is fixed.
+  std::vector<int64_t> counts = ShardCounts(50000, 3);
+  std::vector<std::vector<float>> runs;
+  for (int rerun = 0; rerun < 2; ++rerun) {
+    std::vector<float> got(50000);
+    Spawn(3, [&](int rank, Communicator& c) {
+      std::vector<float> data(50000);
+      for (int64_t i = 0; i < 50000; ++i) data[i] = 1.0f / static_cast<float>(i + rank + 3);
+      ASSERT_TRUE(c.ReduceScatterSum(data.data(), counts).ok());
+      const int64_t off = ShardOffset(counts, rank);
+      std::copy(data.begin() + off, data.begin() + off + counts[rank], got.begin() + off);
+    });
+    runs.push_back(got);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST(CollectivesTest, ASilentPeerTimesOutNamingIt) {
+  Spawn(
+      2,
+      [&](int rank, Communicator& c) {
+        if (rank == 1) {
+          std::this_thread::sleep_for(1500ms);  // never joins the collective
+          return;
+        }
+        std::vector<float> data(1000, 1.0f);
+        const auto t0 = std::chrono::steady_clock::now();
+        CollectiveOptions o;
+        o.what = "gradients (step 17)";
+        Status st = c.ReduceScatterSum(data.data(), ShardCounts(1000, 2), o);
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+        EXPECT_EQ(st.message(),
+                  "reduce-scatter of gradients (step 17) failed: no data from rank 1 (t) within "
+                  "0.3 s");
+        EXPECT_LT(waited, 1200ms);
+      },
+      300ms);
+}
+
+TEST(CollectivesTest, APeerThatGoesAwayFailsTheOthersPromptly) {
+  HashStore store;
+  std::unique_ptr<Communicator> dead;
+  std::thread peer([&] {
+    GlooOptions o;
+    o.rank = 1;
+    o.size = 2;
+    o.prefix = "gone";
+    auto c = ConnectGloo(store, o);
+    ASSERT_TRUE(c.ok());
+    dead = std::move(*c);
+  });
+  GlooOptions o;
+  o.rank = 0;
+  o.size = 2;
+  o.prefix = "gone";
+  o.timeout = 20s;
+  o.peer_names = {"rank 0 (a)", "rank 1 (b)"};
+  auto c = ConnectGloo(store, o);
+  ASSERT_TRUE(c.ok());
+  peer.join();
+  dead.reset();  // closes its connections, as an exiting process does
+  std::vector<float> data(1000, 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = (*c)->AllGather(data.data(), ShardCounts(1000, 2));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 1 (b)"), std::string::npos) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // far below the 20 s timeout
+}
+
+TEST(ConnectGlooTest, ARankThatNeverArrivesIsNamed) {
+  HashStore store;
+  GlooOptions o;
+  o.rank = 0;
+  o.size = 3;
+  o.timeout = 200ms;
+  std::thread one([&] {
+    GlooOptions p = o;
+    p.rank = 1;
+    (void)ConnectGloo(store, p);
+  });
+  auto c = ConnectGloo(store, o);
+  one.join();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("rank(s) 2 never published"), std::string::npos)
+      << c.status().message();
+}
+
+TEST(ShardCountsTest, ContiguousAlignedNoneEmpty) {
+  for (int world : {1, 2, 3, 4, 7, 8}) {
+    for (int64_t n : {int64_t{129}, int64_t{1000}, int64_t{7163136}, int64_t{16} * world + 1}) {
+      auto c = ShardCounts(n, world, 16);
+      ASSERT_EQ(static_cast<int>(c.size()), world);
+      EXPECT_EQ(std::accumulate(c.begin(), c.end(), int64_t{0}), n);
+      for (int r = 0; r < world; ++r) {
+        if (n >= 16 * world) EXPECT_GT(c[r], 0) << n << " over " << world;
+        if (r + 1 < world) EXPECT_EQ(c[r] % 16, 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hpod::train::comm
