@@ -69,7 +69,9 @@ StatusOr<std::unique_ptr<AsyncCheckpointer>> AsyncCheckpointer::Create(
     return FailedPreconditionError("checkpoint directory " + dir + ": " +
                                    (ec ? ec.message() : "not a directory"));
   }
-  HPOD_RETURN_IF_ERROR(RemoveStaleTemps(dir));
+  if (!options.sharding || options.sharding->rank == 0) {
+    HPOD_RETURN_IF_ERROR(RemoveStaleTemps(dir));
+  }
   return std::unique_ptr<AsyncCheckpointer>(
       new AsyncCheckpointer(std::move(dir), std::move(options)));
 }
@@ -203,10 +205,12 @@ void AsyncCheckpointer::WriterLoop() {
     lk.unlock();
     if (options_.before_write_hook) options_.before_write_hook(job.step);
     const auto t0 = Clock::now();
-    Status s = CommitCheckpoint(dir_, job.step, job.meta, job.layout, staging_, job.file_bytes,
-                                options_.fsync);
+    Status s = options_.sharding ? CommitPart(dir_, job.step, job.meta, job.layout, staging_,
+                                              job.file_bytes, options_.fsync, *options_.sharding)
+                                 : CommitCheckpoint(dir_, job.step, job.meta, job.layout, staging_,
+                                                    job.file_bytes, options_.fsync);
     const double write_s = Seconds(Clock::now() - t0);
-    if (s.ok()) {
+    if (s.ok() && (!options_.sharding || options_.sharding->rank == 0)) {
       // The new checkpoint is durable; failing to delete old ones loses nothing, so it
       // is logged rather than reported as a failed save.
       Status p = PruneCheckpoints(dir_, options_.keep_last, job.step);

@@ -43,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -50,6 +51,7 @@
 
 #include "hpod/base/status.h"
 #include "hpod/train/ckpt/format.h"
+#include "hpod/train/ckpt/sharded.h"
 
 namespace hpod::train::ckpt {
 
@@ -81,6 +83,10 @@ struct CheckpointerOptions {
   // Test seam: when set, called on the writer thread with the step before it writes
   // anything. Tests block in it to observe a save in flight.
   std::function<void(int64_t step)> before_write_hook = nullptr;
+  // Set: every save is this rank's part of a sharded checkpoint (sharded.h, format
+  // 2); rank 0 commits it, prunes, and alone removes stale temp directories in
+  // Create. Unset: format 1, one directory per save from this process.
+  std::optional<ShardingOptions> sharding;
 };
 
 // Persists checkpoints in the background so that training only pays for a memcpy.
@@ -93,7 +99,8 @@ struct CheckpointerOptions {
 class AsyncCheckpointer {
  public:
   // Creates `dir` (mkdir -p) and removes stale `step_*.tmp*` entries left by a crashed
-  // writer. Precondition: no other process writes checkpoints into `dir`.
+  // writer. Precondition: no other process writes checkpoints into `dir` (sharded:
+  // only the ranks of this run, none of which has started a save yet).
   static StatusOr<std::unique_ptr<AsyncCheckpointer>> Create(std::string dir,
                                                              CheckpointerOptions options);
   ~AsyncCheckpointer();  // Close(), error ignored (call Close() to see it)
@@ -209,5 +216,8 @@ StatusOr<LoadedCheckpoint> LoadLatest(const std::string& dir, const TensorSink& 
 // Paths of the complete checkpoints (named step_<9 digits>, holding manifest.json)
 // in `dir`, newest first. Not verified. Empty when `dir` does not exist.
 std::vector<std::string> ListComplete(const std::string& dir);
+// Paths of every directory named step_<9 digits> in `dir`, complete or not
+// (temp and set-aside names excluded), newest first.
+std::vector<std::string> ListCheckpointDirs(const std::string& dir);
 
 }  // namespace hpod::train::ckpt

@@ -38,39 +38,6 @@ std::string TempName(const std::string& base, std::string_view kind) {
          std::to_string(temp_seq.fetch_add(1));
 }
 
-std::string IsoTime(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// Writes tensors.bin from `image` in large chunks and returns the per-tensor crc32c,
-// computed chunk by chunk just before the chunk is written (the bytes are then in cache).
-StatusOr<std::vector<uint32_t>> WriteTensorsFile(const std::string& path,
-                                                 std::span<const TensorLayout> layout,
-                                                 const char* image, int64_t image_bytes,
-                                                 bool fsync) {
-  HPOD_ASSIGN_OR_RETURN(Fd fd, OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
-  std::vector<uint32_t> crcs(layout.size(), 0);
-  size_t first = 0;  // first tensor not yet fully checksummed (layout is sorted by offset)
-  for (int64_t off = 0; off < image_bytes; off += kWriteChunk) {
-    const int64_t end = std::min(image_bytes, off + kWriteChunk);
-    for (size_t i = first; i < layout.size() && layout[i].offset < end; ++i) {
-      const int64_t a = std::max(off, layout[i].offset);
-      const int64_t b = std::min(end, layout[i].offset + layout[i].nbytes);
-      if (a < b) crcs[i] = Crc32cExtend(crcs[i], image + a, static_cast<size_t>(b - a));
-      if (layout[i].offset + layout[i].nbytes <= end) first = i + 1;
-    }
-    HPOD_RETURN_IF_ERROR(PwriteAll(fd.get(), image + off, end - off, off, path));
-    if (fsync) StartWriteback(fd.get(), off, end - off);
-  }
-  if (fsync) HPOD_RETURN_IF_ERROR(DataSync(fd.get(), path));
-  HPOD_RETURN_IF_ERROR(fd.Close(path));
-  return crcs;
-}
-
 nlohmann::json MakeManifest(int64_t step, const nlohmann::json& meta,
                             std::span<const TensorLayout> layout, const std::vector<uint32_t>& crcs,
                             const char* header, int64_t file_bytes) {
@@ -106,8 +73,39 @@ nlohmann::json MakeManifest(int64_t step, const nlohmann::json& meta,
           {"tensors", std::move(tensors)}};
 }
 
-// Moves the committed temp directory `tmp` to `final_path`, replacing an existing
-// checkpoint atomically where the file system can swap directories.
+}  // namespace
+
+std::string IsoTime(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+StatusOr<std::vector<uint32_t>> WriteTensorsFile(const std::string& path,
+                                                 std::span<const TensorLayout> layout,
+                                                 const char* image, int64_t image_bytes,
+                                                 bool fsync) {
+  HPOD_ASSIGN_OR_RETURN(Fd fd, OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  std::vector<uint32_t> crcs(layout.size(), 0);
+  size_t first = 0;  // first tensor not yet fully checksummed (layout is sorted by offset)
+  for (int64_t off = 0; off < image_bytes; off += kWriteChunk) {
+    const int64_t end = std::min(image_bytes, off + kWriteChunk);
+    for (size_t i = first; i < layout.size() && layout[i].offset < end; ++i) {
+      const int64_t a = std::max(off, layout[i].offset);
+      const int64_t b = std::min(end, layout[i].offset + layout[i].nbytes);
+      if (a < b) crcs[i] = Crc32cExtend(crcs[i], image + a, static_cast<size_t>(b - a));
+      if (layout[i].offset + layout[i].nbytes <= end) first = i + 1;
+    }
+    HPOD_RETURN_IF_ERROR(PwriteAll(fd.get(), image + off, end - off, off, path));
+    if (fsync) StartWriteback(fd.get(), off, end - off);
+  }
+  if (fsync) HPOD_RETURN_IF_ERROR(DataSync(fd.get(), path));
+  HPOD_RETURN_IF_ERROR(fd.Close(path));
+  return crcs;
+}
+
 Status InstallDirectory(const std::string& tmp, const std::string& final_path) {
   if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) == 0) {
     return OkStatus();
@@ -140,8 +138,6 @@ Status InstallDirectory(const std::string& tmp, const std::string& final_path) {
   if (!aside.empty()) fs::remove_all(aside, ec);
   return OkStatus();
 }
-
-}  // namespace
 
 std::string CheckpointDirName(int64_t step) {
   char buf[32];

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -58,5 +59,19 @@ Status PruneCheckpoints(const std::string& dir, int keep_last, int64_t just_writ
 
 // Removes `step_*.tmp*` entries in `dir` (leftovers of a crashed writer).
 Status RemoveStaleTemps(const std::string& dir);
+
+// The pieces CommitCheckpoint and the sharded writer (sharded.h) share.
+// Writes a tensors.bin-format file from `image` in large chunks (starting
+// writeback after each, fdatasync at the end when `fsync`) and returns the
+// per-tensor crc32c, computed chunk by chunk while the bytes are in cache.
+StatusOr<std::vector<uint32_t>> WriteTensorsFile(const std::string& path,
+                                                 std::span<const TensorLayout> layout,
+                                                 const char* image, int64_t image_bytes,
+                                                 bool fsync);
+// Moves the committed temp directory `tmp` to `final_path`, replacing an
+// existing checkpoint atomically where the file system can swap directories.
+Status InstallDirectory(const std::string& tmp, const std::string& final_path);
+// "2026-12-01T09:36:43Z".
+std::string IsoTime(std::time_t t);
 
 }  // namespace hpod::train::ckpt
