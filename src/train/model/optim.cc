@@ -1,16 +1,20 @@
 #include "hpod/train/model/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hpod::train::model {
 
-AdamW::AdamW(const Config& c, AdamWOptions o) : options_(o) {
-  for (const ParamSpec& s : ParamSpecs(c)) {
-    ranges_.push_back(Range{s.offset, s.numel, s.shape.size() >= 2});
-  }
+AdamW::AdamW(const Config& c, AdamWOptions o, int64_t begin, int64_t end)
+    : options_(o), begin_(begin) {
   const int64_t n = NumParams(c);
-  m_.assign(n, 0.0f);
-  v_.assign(n, 0.0f);
+  if (end < 0 || end > n) end = n;
+  for (const ParamSpec& s : ParamSpecs(c)) {
+    const int64_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.numel);
+    if (lo < hi) ranges_.push_back(Range{lo, hi - lo, s.shape.size() >= 2});
+  }
+  m_.assign(std::max<int64_t>(0, end - begin), 0.0f);
+  v_.assign(std::max<int64_t>(0, end - begin), 0.0f);
 }
 
 void AdamW::Step(float* params, const float* grads, float lr) {
@@ -27,8 +31,8 @@ void AdamW::Step(float* params, const float* grads, float lr) {
     const float decay = r.decay ? 1.0f - lr * options_.weight_decay : 1.0f;
     float* p = params + r.offset;
     const float* g = grads + r.offset;
-    float* mr = m + r.offset;
-    float* vr = v + r.offset;
+    float* mr = m + (r.offset - begin_);
+    float* vr = v + (r.offset - begin_);
     for (int64_t i = 0; i < r.numel; ++i) {
       p[i] *= decay;
       mr[i] = mr[i] * b1 + g[i] * (1.0f - b1);
@@ -39,7 +43,7 @@ void AdamW::Step(float* params, const float* grads, float lr) {
   }
 }
 
-double GlobalNorm(const float* x, int64_t n) {
+double SumSquares(const float* x, int64_t n) {
   // Four double lanes: vectorizable, and the summation order is fixed.
   double acc[4] = {0, 0, 0, 0};
   int64_t i = 0;
@@ -47,8 +51,10 @@ double GlobalNorm(const float* x, int64_t n) {
     for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
   }
   for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * x[i];
-  return std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3]));
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
+
+double GlobalNorm(const float* x, int64_t n) { return std::sqrt(SumSquares(x, n)); }
 
 void ClipByGlobalNorm(float* grads, int64_t n, double norm, double max_norm) {
   const double coef = max_norm / (norm + 1e-6);
