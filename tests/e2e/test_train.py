@@ -202,7 +202,7 @@ class TrainTest(unittest.TestCase):
         run([TRAIN] + args)
         newest = os.path.join(ckpt, "step_000000020")
         self.assertTrue(os.path.isdir(newest), os.listdir(ckpt))
-        with open(os.path.join(newest, "tensors.bin"), "r+b") as f:
+        with open(os.path.join(newest, "part-00000-of-00001.bin"), "r+b") as f:
             f.seek(4096)
             b = f.read(1)
             f.seek(4096)

@@ -60,6 +60,21 @@ std::vector<OptionDef> Table(TrainOptions* o) {
        "CPU threads for matmuls and kernels (results are bit-identical for a "
        "given seed and thread count)"},
       {"matmul", &o->matmul, "matmul library: onednn or openblas"},
+      {"rank", &o->rank,
+       "this process's rank in a distributed run (outside Slurm; under srun it is "
+       "SLURM_PROCID)"},
+      {"world_size", &o->world_size,
+       "processes in a distributed run (outside Slurm; under srun the step's task count)"},
+      {"master_addr", &o->master_addr,
+       "rank 0's host for the rendezvous (outside Slurm; under srun the first node of "
+       "the job's current node list)"},
+      {"master_port", &o->master_port,
+       "rendezvous port on rank 0 (default $MASTER_PORT, else 29500)"},
+      {"collective_timeout_s", &o->collective_timeout_s,
+       "a rank that dies or hangs fails every other rank's next collective within "
+       "this many seconds"},
+      {"rendezvous_timeout_s", &o->rendezvous_timeout_s,
+       "every rank must reach the rendezvous within this many seconds"},
       {"checkpoint_dir", &o->checkpoint_dir,
        "where checkpoints go and resume comes from (default "
        "$HPOD_CHECKPOINT_DIR; empty = no checkpoints)"},
@@ -315,6 +330,16 @@ Status Validate(TrainOptions* o) {
   HPOD_RETURN_IF_ERROR(positive("grad_accum", o->grad_accum));
   HPOD_RETURN_IF_ERROR(positive("max_steps", o->max_steps));
   HPOD_RETURN_IF_ERROR(positive("threads", o->threads));
+  for (auto [key, v] : {std::pair{"collective_timeout_s", o->collective_timeout_s},
+                        std::pair{"rendezvous_timeout_s", o->rendezvous_timeout_s}}) {
+    if (!(v > 0) || v > 86400) {
+      return InvalidArgumentError(fmt::format("{} = {} must be in (0, 86400]", FlagName(key), v));
+    }
+  }
+  if (o->master_port < 0 || o->master_port > 65535) {
+    return InvalidArgumentError(
+        fmt::format("--master-port = {} must be in 1..65535", o->master_port));
+  }
   HPOD_RETURN_IF_ERROR(positive("log_interval", o->log_interval));
   HPOD_RETURN_IF_ERROR(positive("keep_last", o->keep_last));
   if (o->threads > 256) {

@@ -52,6 +52,15 @@ struct TrainOptions {
   int threads = 1;
   std::string matmul = "onednn";
 
+  // Distributed. Under srun, rank and world size come from SLURM_* and the
+  // master from scontrol; these flags are for launches outside Slurm.
+  int rank = -1;                      // -1: from Slurm, else one process
+  int world_size = -1;                // -1: from Slurm, else 1
+  std::string master_addr;            // rank 0's host
+  int master_port = 0;                // 0: $MASTER_PORT, else 29500
+  double collective_timeout_s = 120;  // a silent peer fails the run after this
+  double rendezvous_timeout_s = 300;  // every rank must arrive within this
+
   // Checkpoints.
   std::string checkpoint_dir;  // default $HPOD_CHECKPOINT_DIR
   int64_t save_interval = 0;   // 0: only at the end and on a stop signal

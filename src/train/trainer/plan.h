@@ -18,6 +18,7 @@ namespace hpod::train {
 // logits once).
 int64_t EstimateActivationBytes(const model::Config& c, int64_t batch, int64_t seq_len);
 
-std::string FormatPlan(const TrainOptions& o, const model::Config& c);
+// `world`: ranks of a distributed run (memory per rank, the global batch).
+std::string FormatPlan(const TrainOptions& o, const model::Config& c, int world = 1);
 
 }  // namespace hpod::train

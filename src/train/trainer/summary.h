@@ -40,6 +40,10 @@ struct Summary {
   int stop_signal = 0;
   int64_t num_params = 0;
   double flops_per_token = 0;
+  int world_size = 1;
+  // Seconds of the timed steps spent in collectives (gradient reduce-scatter,
+  // the step's scalars, parameter allgather): rank 0's view.
+  double comm_s_timed = 0;
 
   // Steps are split into the first `warmup` of this process (page faults,
   // JIT, caches) and the rest, which tokens/s is computed from.

@@ -4,29 +4,22 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
+#include <cstdlib>
+#include <cstring>
 #include <map>
-#include <set>
 
 #include "fmt/format.h"
-#include "fmt/ranges.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/signals.h"
-#include "hpod/train/ckpt/checkpoint.h"
-#include "hpod/train/data/loader.h"
 #include "hpod/train/data/tokenizer.h"
 #include "hpod/train/model/hf.h"
-#include "hpod/train/model/llama.h"
-#include "hpod/train/model/optim.h"
 #include "hpod/train/trainer/plan.h"
 #include "hpod/train/trainer/progress.h"
-#include "hpod/train/trainer/summary.h"
-#include "hpod/train/trainer/tfevents.h"
+#include "hpod/train/trainer/run.h"
 
 namespace hpod::train {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
@@ -37,31 +30,15 @@ double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Checkpoint tensor names: parameters under their HF names, AdamW moments
-// under PyTorch's state names.
-constexpr char kExpAvg[] = "optimizer.exp_avg.";
-constexpr char kExpAvgSq[] = "optimizer.exp_avg_sq.";
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
 
 model::DType ExportDType(const std::string& s) {
   if (s == "bf16") return model::DType::kBF16;
   if (s == "f16") return model::DType::kF16;
   return model::DType::kF32;
 }
-
-// Everything the loop owns, built by Setup().
-struct Run {
-  model::Config config;
-  std::unique_ptr<data::TokenSource> source;
-  std::string tokenizer_id;
-  std::unique_ptr<model::Llama> model;
-  std::unique_ptr<model::AdamW> adam;
-  std::unique_ptr<ckpt::AsyncCheckpointer> checkpointer;
-  std::unique_ptr<EventWriter> events;
-  std::FILE* metrics = nullptr;
-  int64_t step = 0;              // optimizer steps done
-  int64_t consumed_samples = 0;  // samples consumed by those steps
-  std::vector<model::ParamSpec> specs;
-};
 
 StatusOr<std::unique_ptr<data::TokenSource>> OpenSource(const TrainOptions& o,
                                                         const model::Config& c) {
@@ -82,133 +59,25 @@ StatusOr<std::unique_ptr<data::TokenSource>> OpenSource(const TrainOptions& o,
   return source;
 }
 
-// What decides each step's update besides the checkpointed state. A resume
-// that changes any of it is no longer the run that was checkpointed: allowed
-// (extending a run is common) but said.
-nlohmann::json ScheduleJson(const TrainOptions& o) {
-  return nlohmann::json{
-      {"lr", o.lr},
-      {"min_lr", o.min_lr},
-      {"warmup_steps", o.warmup_steps},
-      {"lr_decay_steps", o.lr_decay_steps > 0 ? o.lr_decay_steps : o.max_steps},
-      {"beta1", o.beta1},
-      {"beta2", o.beta2},
-      {"weight_decay", o.weight_decay},
-      {"grad_clip", o.grad_clip},
-      {"samples_per_step", o.batch_size * o.grad_accum},
-  };
-}
+// The per-step numbers every rank contributes, exchanged in one small
+// allgather after the gradients are reduced: they are summed (or, for the
+// signals, the first one set wins) in rank order, so every rank computes the
+// same loss, norm and decisions.
+struct StepScalars {
+  double loss_sum = 0;    // of this rank's micro-batch losses
+  double grad_sumsq = 0;  // of this rank's shard of the reduced gradients
+  int32_t stop_signal = 0;
+  int32_t checkpoint_signal = 0;
+};
 
-nlohmann::json CheckpointMeta(const TrainOptions& o, const Run& r, float loss) {
-  return nlohmann::json{
-      {"format", "hpod-train"},
-      {"step", r.step},
-      {"consumed_samples", r.consumed_samples},
-      {"optimizer_step", r.adam->step()},
-      {"loss", loss},
-      {"config", model::ConfigToJson(r.config)},
-      {"tokenizer_id", r.tokenizer_id},
-      // The data order and init are pure functions of these: the "RNG state".
-      {"rng", {{"seed", o.seed}, {"data_order", "splitmix64 Fisher-Yates per epoch"}}},
-      {"data",
-       {{"sources", o.data},
-        {"fingerprint", r.source->fingerprint()},
-        {"seq_len", o.seq_len},
-        {"samples_per_epoch", r.source->num_samples()}}},
-      {"schedule", ScheduleJson(o)},
-      {"options", OptionsToJson(o)},
-  };
-}
-
-std::vector<ckpt::TensorView> CheckpointTensors(Run& r) {
-  std::vector<ckpt::TensorView> views;
-  views.reserve(r.specs.size() * 3);
-  for (const auto& s : r.specs) {
-    views.push_back({s.name, s.shape, r.model->params() + s.offset, s.numel});
+// The world size a --dry-run plans for: --world-size, else an srun step's.
+int PlannedWorld(const TrainOptions& o) {
+  if (o.world_size > 0) return o.world_size;
+  for (const char* var : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && std::getenv("SLURM_STEP_ID") != nullptr) return std::max(1, std::atoi(v));
   }
-  for (const auto& s : r.specs) {
-    views.push_back({kExpAvg + s.name, s.shape, r.adam->m() + s.offset, s.numel});
-  }
-  for (const auto& s : r.specs) {
-    views.push_back({kExpAvgSq + s.name, s.shape, r.adam->v() + s.offset, s.numel});
-  }
-  return views;
-}
-
-// Where each checkpoint tensor lands: straight into the model's and AdamW's
-// arenas (already touched, so no first-touch cost on resume).
-std::map<std::string, std::pair<float*, const model::ParamSpec*>> ArenaTargets(Run& r) {
-  std::map<std::string, std::pair<float*, const model::ParamSpec*>> targets;
-  for (const auto& s : r.specs) {
-    targets[s.name] = {r.model->params() + s.offset, &s};
-    targets[kExpAvg + s.name] = {r.adam->m() + s.offset, &s};
-    targets[kExpAvgSq + s.name] = {r.adam->v() + s.offset, &s};
-  }
-  return targets;
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
-// Changed schedule settings are warnings: extending or tuning a run is
-// legitimate, but the result is then not the run that was checkpointed.
-std::vector<std::string> ScheduleChanges(const TrainOptions& o, const ckpt::LoadedCheckpoint& ck) {
-  std::vector<std::string> out;
-  const auto before = ck.meta.value("schedule", nlohmann::json::object());
-  const auto now = ScheduleJson(o);
-  for (const auto& [key, value] : now.items()) {
-    auto it = before.find(key);
-    if (it != before.end() && *it != value) {
-      out.push_back(
-          fmt::format("{} was {} in {}, is {} now", key, it->dump(), ck.path, value.dump()));
-    }
-  }
-  return out;
-}
-
-Status CheckCompatible(const TrainOptions& o, const Run& r, const ckpt::LoadedCheckpoint& ck) {
-  const auto& m = ck.meta;
-  if (m.value("format", "") != "hpod-train") {
-    return DataLossError(fmt::format("{} is not an hpod-train checkpoint", ck.path));
-  }
-  auto want = model::ConfigToJson(r.config);
-  if (m.value("config", nlohmann::json()) != want) {
-    return FailedPreconditionError(
-        fmt::format("checkpoint {} was written for model {} but this run has {}; use another "
-                    "--checkpoint-dir or --no-resume",
-                    ck.path, m.value("config", nlohmann::json()).dump(), want.dump()));
-  }
-  int64_t seq_len = m.value("data", nlohmann::json::object()).value("seq_len", int64_t{0});
-  if (seq_len != o.seq_len) {
-    return FailedPreconditionError(
-        fmt::format("checkpoint {} was trained with --seq-len {}, this run has {}; the data "
-                    "position would not match",
-                    ck.path, seq_len, o.seq_len));
-  }
-  auto ck_seed = m.value("rng", nlohmann::json::object()).value("seed", uint64_t{0});
-  if (ck_seed != o.seed) {
-    return FailedPreconditionError(
-        fmt::format("checkpoint {} was trained with --seed {}, this run has {}; the data order "
-                    "would not match",
-                    ck.path, ck_seed, o.seed));
-  }
-  const auto data = m.value("data", nlohmann::json::object());
-  const std::string fp = data.value("fingerprint", "");
-  if (fp != r.source->fingerprint()) {
-    return FailedPreconditionError(
-        fmt::format("checkpoint {} was trained on other data ({}; this run's --data is {}): its "
-                    "consumed_samples would point elsewhere; use the same shards, another "
-                    "--checkpoint-dir, or --no-resume",
-                    ck.path, fp.empty() ? std::string("unknown") : fp, r.source->fingerprint()));
-  }
-  std::string tok = m.value("tokenizer_id", "");
-  if (!tok.empty() && !r.tokenizer_id.empty() && tok != r.tokenizer_id) {
-    return FailedPreconditionError(
-        fmt::format("checkpoint {} was trained with tokenizer {}, this run's is {}", ck.path, tok,
-                    r.tokenizer_id));
-  }
-  return OkStatus();
+  return 1;
 }
 
 }  // namespace
@@ -219,7 +88,7 @@ Status Trainer::PrintPlan(std::FILE* out) {
     // Only the shape: reading the weights is the run's job.
     HPOD_ASSIGN_OR_RETURN(c, ReadModelConfig(options_.init_from_hf + "/config.json"));
   }
-  std::string plan = FormatPlan(options_, c);
+  std::string plan = FormatPlan(options_, c, PlannedWorld(options_));
   std::fputs(plan.c_str(), out);
   return OkStatus();
 }
@@ -227,7 +96,7 @@ Status Trainer::PrintPlan(std::FILE* out) {
 int Trainer::Run(std::FILE* out, std::FILE* err) {
   Status s = RunImpl(out, err);
   if (!s.ok()) {
-    std::fprintf(err, "hpod-train: error: %s\n", s.message().c_str());
+    std::fprintf(err, "%s: error: %s\n", log_prefix_.c_str(), s.message().c_str());
     return kExitError;
   }
   int sig = stop_signal_.load();
@@ -239,8 +108,14 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   struct Run r;
   Summary summary;
   summary.start_wall_time = WallNow();
+  // Warnings every rank would print alike come from rank 0; a rank's own
+  // trouble (a failed save of its part) from that rank, prefixed.
   auto warn = [&](std::string w) {
-    std::fprintf(err, "hpod-train: warning: %s\n", w.c_str());
+    if (r.lead()) std::fprintf(err, "%s: warning: %s\n", log_prefix_.c_str(), w.c_str());
+    summary.warnings.push_back(std::move(w));
+  };
+  auto rank_warn = [&](std::string w) {
+    std::fprintf(err, "%s: warning: %s\n", log_prefix_.c_str(), w.c_str());
     summary.warnings.push_back(std::move(w));
   };
   const auto t_start = Clock::now();
@@ -266,6 +141,33 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     r.tokenizer_id = tok.id();
   }
 
+  // The world: one process, or every rank of the run, agreed before any step.
+  comm::WorldFlags wf;
+  wf.rank = o.rank;
+  wf.world_size = o.world_size;
+  wf.master_addr = o.master_addr;
+  wf.master_port = o.master_port;
+  HPOD_ASSIGN_OR_RETURN(r.world.world, comm::ResolveWorld(wf));
+  if (r.world_size() > 1) log_prefix_ = fmt::format("hpod-train[rank {}]", r.rank());
+  comm::JoinOptions jo;
+  jo.rendezvous_timeout = Millis(o.rendezvous_timeout_s);
+  jo.collective_timeout = Millis(o.collective_timeout_s);
+  const auto t_join = Clock::now();
+  HPOD_ASSIGN_OR_RETURN(r.world, comm::JoinWorld(r.world.world, AgreeJson(o, r), jo));
+  if (r.world_size() > 1 && r.lead()) {
+    std::fprintf(err, "hpod-train: %d ranks (%s), master %s:%u, %s; rendezvous took %.2f s\n",
+                 r.world_size(), r.world.world.source.c_str(), r.world.world.master_addr.c_str(),
+                 static_cast<unsigned>(r.world.world.master_port), r.world.comm->backend().c_str(),
+                 Seconds(t_join, Clock::now()));
+  }
+  comm::Communicator& comm = *r.world.comm;
+
+  // ZeRO-1: this rank's slice of the flat arena (optimizer state, updates).
+  const int64_t n = model::NumParams(r.config);
+  r.shard_counts = comm::ShardCounts(n, r.world_size());
+  r.shard_begin = comm::ShardOffset(r.shard_counts, r.rank());
+  r.shard_count = r.shard_counts[r.rank()];
+
   model::ModelOptions mo;
   mo.threads = o.threads;
   mo.matmul =
@@ -275,92 +177,20 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   ao.beta1 = static_cast<float>(o.beta1);
   ao.beta2 = static_cast<float>(o.beta2);
   ao.weight_decay = static_cast<float>(o.weight_decay);
-  r.adam = std::make_unique<model::AdamW>(r.config, ao);
+  r.adam =
+      std::make_unique<model::AdamW>(r.config, ao, r.shard_begin, r.shard_begin + r.shard_count);
 
-  // Resume, else HF weights, else a fresh init.
-  bool resumed = false;
-  float last_loss = NAN;
-  if (!o.checkpoint_dir.empty() && !o.resume) {
-    // A new run among an old run's checkpoints would be resumed from the old
-    // ones after a requeue, and pruning would count them against keep_last.
-    auto existing = ckpt::ListComplete(o.checkpoint_dir);
-    if (!existing.empty()) {
-      return FailedPreconditionError(
-          fmt::format("--no-resume, but {} already holds checkpoints (newest {}); a requeued run "
-                      "would resume from them: use an empty --checkpoint-dir or remove them",
-                      o.checkpoint_dir, existing.front()));
-    }
-  }
-  if (!o.checkpoint_dir.empty() && o.resume) {
-    std::vector<std::string> warnings;
-    ckpt::LoadStats ls;
-    auto targets = ArenaTargets(r);
-    ckpt::TensorSink sink = [&](const std::string& name,
-                                const std::vector<int64_t>& shape) -> StatusOr<float*> {
-      auto it = targets.find(name);
-      if (it == targets.end()) return nullptr;  // not ours: kept aside, ignored
-      if (shape != it->second.second->shape) {
-        return FailedPreconditionError(fmt::format(
-            "checkpoint tensor {} has shape {}, this run's model needs {}: the "
-            "checkpoints in {} are for another model (use another --checkpoint-dir "
-            "or --no-resume)",
-            name, ShapeString(shape), ShapeString(it->second.second->shape), o.checkpoint_dir));
-      }
-      return it->second.first;
-    };
-    auto loaded = ckpt::LoadLatest(o.checkpoint_dir, sink, &warnings, &ls);
-    for (const auto& w : warnings) warn(w);
-    if (loaded.ok()) {
-      HPOD_RETURN_IF_ERROR(CheckCompatible(o, r, *loaded));
-      for (const auto& change : ScheduleChanges(o, *loaded)) {
-        warn("resuming with a changed schedule: " + change);
-      }
-      std::set<std::string> present(loaded->names.begin(), loaded->names.end());
-      for (const auto& [name, target] : targets) {
-        if (!present.contains(name)) {
-          return DataLossError(fmt::format("checkpoint {} lacks tensor {}", loaded->path, name));
-        }
-      }
-      r.step = loaded->meta.value("step", int64_t{0});
-      r.consumed_samples = loaded->meta.value("consumed_samples", int64_t{0});
-      r.adam->set_step(loaded->meta.value("optimizer_step", r.step));
-      if (auto it = loaded->meta.find("loss"); it != loaded->meta.end() && it->is_number()) {
-        last_loss = it->get<float>();
-      }
-      summary.loads.push_back({loaded->path, r.step, ls.load_s, ls.bytes});
-      summary.resumed_from_step = r.step;
-      // Checkpoints newer than the one loaded failed verification. Set them
-      // aside (kept for a post-mortem): left in place they would hold
-      // keep_last slots and be tried, and warned about, on every start.
-      for (const std::string& path : ckpt::ListComplete(o.checkpoint_dir)) {
-        if (path == loaded->path) break;  // newest first: the rest are older
-        const std::string aside = path + ".corrupt";
-        std::error_code ec;
-        std::filesystem::rename(path, aside, ec);
-        warn(ec ? fmt::format("could not set aside {}: {}", path, ec.message())
-                : fmt::format("set aside {} as {}", path, aside));
-      }
-      resumed = true;
-      std::fprintf(err,
-                   "hpod-train: resumed from %s (step %lld, consumed_samples %lld) "
-                   "in %.2f s, %.0f MB/s\n",
-                   loaded->path.c_str(), static_cast<long long>(r.step),
-                   static_cast<long long>(r.consumed_samples), ls.load_s,
-                   ls.load_s > 0 ? ls.bytes / ls.load_s / 1e6 : 0.0);
-    } else if (loaded.status().code() == StatusCode::kDataLoss) {
-      // Checkpoints exist but none verifies: starting over would silently
-      // discard progress the user expects to keep.
-      return Status(loaded.status().code(),
-                    loaded.status().message() + "; move the checkpoints aside or pass --no-resume");
-    } else if (loaded.status().code() != StatusCode::kNotFound) {
-      return loaded.status();
-    }
-  }
-  if (!resumed) {
+  // Resume, else HF weights, else a fresh init (the same on every rank).
+  HPOD_ASSIGN_OR_RETURN(Resumed resumed, Resume(o, r, warn, err));
+  float last_loss = resumed.resumed ? resumed.last_loss : NAN;
+  if (resumed.resumed) {
+    summary.loads.push_back(resumed.load);
+    summary.resumed_from_step = r.step;
+  } else {
     // A checkpoint that failed verification may have been read partly into
     // the arenas before it was skipped.
-    std::fill_n(r.adam->m(), r.model->num_params(), 0.0f);
-    std::fill_n(r.adam->v(), r.model->num_params(), 0.0f);
+    std::fill_n(r.adam->m(), r.adam->num_params(), 0.0f);
+    std::fill_n(r.adam->v(), r.adam->num_params(), 0.0f);
     r.adam->set_step(0);
     if (hf) {
       std::copy(hf->params.begin(), hf->params.end(), r.model->params());
@@ -369,7 +199,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     }
   }
   hf.reset();
-  if (r.step >= o.max_steps) {
+  if (r.step >= o.max_steps && r.lead()) {
     std::fprintf(err, "hpod-train: step %lld already reached --max-steps %lld; nothing to do\n",
                  static_cast<long long>(r.step), static_cast<long long>(o.max_steps));
   }
@@ -377,16 +207,34 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   if (!o.checkpoint_dir.empty()) {
     ckpt::CheckpointerOptions co;
     co.keep_last = o.keep_last;
+    if (r.world_size() == 1) {
+      r.exchange = ckpt::MakeLocalPartExchange();
+    } else {
+      // The writer thread gets its own connection: it may wait on the store
+      // (rank 0 collecting parts) while this thread keeps training.
+      HPOD_ASSIGN_OR_RETURN(r.ckpt_store, r.world.ConnectStore());
+      r.exchange = MakeStorePartExchange(*r.ckpt_store, r.world.prefix);
+    }
+    ckpt::ShardingOptions so;
+    so.rank = r.rank();
+    so.world = r.world_size();
+    so.begin = r.shard_begin;
+    so.count = r.shard_count;
+    so.num_params = n;
+    so.run_id = r.world.world.run_id;
+    so.exchange = r.exchange.get();
+    so.commit_timeout = std::max(Millis(o.collective_timeout_s), std::chrono::milliseconds(600000));
+    co.sharding = so;
     HPOD_ASSIGN_OR_RETURN(r.checkpointer, ckpt::AsyncCheckpointer::Create(o.checkpoint_dir, co));
     // Touch the staging buffer now, so the first save's stall is a memcpy.
     HPOD_RETURN_IF_ERROR(
         r.checkpointer->Reserve(ckpt::AsyncCheckpointer::FileBytes(CheckpointTensors(r))));
   }
-  if (!o.tensorboard_dir.empty()) {
+  if (!o.tensorboard_dir.empty() && r.lead()) {
     HPOD_ASSIGN_OR_RETURN(r.events, EventWriter::Create(o.tensorboard_dir));
   }
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics(nullptr, &std::fclose);
-  if (!o.metrics_jsonl.empty()) {
+  if (!o.metrics_jsonl.empty() && r.lead()) {
     metrics.reset(std::fopen(o.metrics_jsonl.c_str(), "a"));
     if (!metrics) {
       return InvalidArgumentError(
@@ -394,7 +242,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     }
   }
   std::optional<ProgressBar> bar;
-  if (o.progress != "none") {
+  if (o.progress != "none" && r.lead()) {
     ProgressBarOptions po;
     po.desc = "Epoch 0";
     po.total = o.max_steps;
@@ -403,32 +251,40 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     if (o.progress == "lines") po.is_tty = false;
     bar.emplace(err, RealClock::Get(), po);  // stderr, as tqdm
   }
+  // Every rank is set up (rank 0 cleaned stale temp directories before any
+  // rank can start a save).
+  HPOD_RETURN_IF_ERROR(comm.Barrier({.what = "the start of training"}));
 
+  const int world = r.world_size();
   const int64_t decay_steps = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.max_steps;
-  const int64_t samples_per_step = o.batch_size * o.grad_accum;
+  const int64_t samples_per_step = o.batch_size * o.grad_accum * world;
   const int64_t tokens_per_step = samples_per_step * o.seq_len;
+  // Each rank's micro-batches are its share of the global mean loss.
+  const float micro_scale = 1.0f / static_cast<float>(o.grad_accum * world);
   std::vector<int32_t> x(o.batch_size * o.seq_len), y(o.batch_size * o.seq_len);
-  const int64_t n = r.model->num_params();
   float* params = r.model->params();
   float* grads = r.model->grads();
   const int64_t first_step = r.step;
-  int64_t last_saved_step = resumed ? r.step : -1;
+  int64_t last_saved_step = resumed.resumed ? r.step : -1;
   double reduced_sum = 0;
   int64_t reduced_count = 0;
   bool warned_no_checkpoint_dir = false;
+  bool stop_agreed = false;
   summary.start_step = r.step;
+  summary.world_size = world;
 
-  // Starts an async save of the current state. A failed earlier save comes
-  // back from Save() (which then has not started this one): training goes on
-  // and this save is retried at once, so one bad write never ends a run; the
-  // newest good checkpoint is still on disk.
+  // Starts an async save of the current state (this rank's part). A failed
+  // earlier save comes back from Save() (which then has not started this
+  // one): training goes on and this save is retried at once, so one bad write
+  // never ends a run; the newest good checkpoint is still on disk.
   auto save = [&]() -> StatusOr<double> {
     auto tensors = CheckpointTensors(r);
     auto meta = CheckpointMeta(o, r, last_loss);
     auto stats = r.checkpointer->Save(r.step, meta, tensors);
     if (!stats.ok()) {
       summary.save_errors += 1;
-      warn(fmt::format("checkpoint save failed, training goes on: {}", stats.status().message()));
+      rank_warn(
+          fmt::format("checkpoint save failed, training goes on: {}", stats.status().message()));
       stats = r.checkpointer->Save(r.step, meta, tensors);
       if (!stats.ok()) return stats.status();
     }
@@ -445,46 +301,92 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     }
   };
 
-  while (r.step < o.max_steps && stop_signal_.load() == 0) {
+  while (r.step < o.max_steps && !(world == 1 ? stop_signal_.load() != 0 : stop_agreed)) {
     const auto t0 = Clock::now();
     r.model->ZeroGrad();
     double loss_sum = 0;
     bool interrupted = false;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
       // A stop between micro-batches drops the partial step: the state stays
-      // that of r.step, which the final save writes (Slurm's KillWait is short).
-      if (micro > 0 && stop_signal_.load() != 0) {
+      // that of r.step, which the final save writes (Slurm's KillWait is
+      // short). Ranks cannot do that alone: they stop together, at a step's end.
+      if (world == 1 && micro > 0 && stop_signal_.load() != 0) {
         interrupted = true;
         break;
       }
-      data::FillBatch(*r.source, r.consumed_samples + micro * o.batch_size, o.batch_size, x.data(),
-                      y.data());
+      // Rank r's micro-batches are the r-th run of grad_accum micro-batches
+      // of the global batch: N ranks see exactly the samples one rank would
+      // with N times the accumulation.
+      const int64_t first = r.consumed_samples + (r.rank() * o.grad_accum + micro) * o.batch_size;
+      data::FillBatch(*r.source, first, o.batch_size, x.data(), y.data());
       loss_sum += r.model->Forward(x.data(), y.data());
-      r.model->Backward(1.0f / static_cast<float>(o.grad_accum));
+      r.model->Backward(micro_scale);
     }
     if (interrupted) break;
-    const float loss = static_cast<float>(loss_sum / static_cast<double>(o.grad_accum));
+
+    // Gradients summed into this rank's shard, then the step's scalars.
+    const auto c0 = Clock::now();
+    const std::string at = fmt::format("step {}", r.step + 1);
+    const std::string grads_what = "gradients (" + at + ")";
+    HPOD_RETURN_IF_ERROR(comm.ReduceScatterSum(grads, r.shard_counts, {.what = grads_what}));
+    StepScalars mine;
+    mine.loss_sum = loss_sum;
+    mine.grad_sumsq = model::SumSquares(grads + r.shard_begin, r.shard_count);
+    mine.stop_signal = stop_signal_.load();
+    mine.checkpoint_signal = checkpoint_signal_.exchange(0);
+    const std::string scalars_what = "the loss and norms (" + at + ")";
+    HPOD_ASSIGN_OR_RETURN(
+        auto all,
+        comm.AllGatherBytes(std::string(reinterpret_cast<const char*>(&mine), sizeof(mine)),
+                            {.what = scalars_what}));
+    StepScalars total;
+    for (const std::string& s : all) {
+      StepScalars one;
+      if (s.size() != sizeof(one)) return InternalError("a rank sent malformed step scalars");
+      std::memcpy(&one, s.data(), sizeof(one));
+      total.loss_sum += one.loss_sum;
+      total.grad_sumsq += one.grad_sumsq;
+      if (total.stop_signal == 0) total.stop_signal = one.stop_signal;
+      if (total.checkpoint_signal == 0) total.checkpoint_signal = one.checkpoint_signal;
+    }
+    double comm_s = Seconds(c0, Clock::now());
+
+    const float loss =
+        static_cast<float>(total.loss_sum / static_cast<double>(o.grad_accum * world));
     if (!std::isfinite(loss)) {
       return InternalError(
           fmt::format("loss is {} at step {}; lower --lr or check the data (the last checkpoint "
                       "is intact)",
                       loss, r.step + 1));
     }
-    const double grad_norm = model::GlobalNorm(grads, n);
-    if (o.grad_clip > 0) model::ClipByGlobalNorm(grads, n, grad_norm, o.grad_clip);
+    const double grad_norm = std::sqrt(total.grad_sumsq);
+    if (o.grad_clip > 0) {
+      model::ClipByGlobalNorm(grads + r.shard_begin, r.shard_count, grad_norm, o.grad_clip);
+    }
     const double lr = model::LearningRate(r.step, o.warmup_steps, decay_steps, o.lr, o.min_lr);
     r.adam->Step(params, grads, static_cast<float>(lr));
+    const auto c1 = Clock::now();
+    const std::string params_what = "parameters (" + at + ")";
+    HPOD_RETURN_IF_ERROR(comm.AllGather(params, r.shard_counts, {.what = params_what}));
+    comm_s += Seconds(c1, Clock::now());
     r.step += 1;
     r.consumed_samples += samples_per_step;
     last_loss = loss;
+    if (total.stop_signal != 0) {
+      // Every rank stops after this step, exiting as the signalled one does.
+      stop_agreed = true;
+      int expected = 0;
+      stop_signal_.compare_exchange_strong(expected, total.stop_signal);
+    }
     const auto t1 = Clock::now();
     const double step_s = Seconds(t0, t1);
     summary.AddStep(r.step - first_step, step_s, tokens_per_step, o.timing_warmup_steps);
+    if (r.step - first_step > o.timing_warmup_steps) summary.comm_s_timed += comm_s;
     reduced_sum += loss;
     reduced_count += 1;
 
     double stall_s = 0;
-    const int requested_by = checkpoint_signal_.exchange(0);
+    const int requested_by = total.checkpoint_signal;
     if (requested_by != 0 && !r.checkpointer && !warned_no_checkpoint_dir) {
       warn(fmt::format("{} asks for a checkpoint, but this run has no --checkpoint-dir",
                        SignalName(requested_by)));
@@ -493,20 +395,22 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     const bool save_now =
         r.checkpointer && r.step < o.max_steps &&
         (requested_by != 0 || (o.save_interval > 0 && r.step % o.save_interval == 0));
-    if (save_now && requested_by != 0) {
+    if (save_now && requested_by != 0 && r.lead()) {
       std::fprintf(err, "hpod-train: checkpoint requested by %s: saving step %lld\n",
                    SignalName(requested_by).c_str(), static_cast<long long>(r.step));
     }
     if (save_now) {
       const auto s0 = Clock::now();
       if (auto saved = save(); !saved.ok()) {
-        warn(fmt::format("checkpoint at step {} not started, retrying at the next interval: {}",
-                         r.step, saved.status().message()));
+        rank_warn(
+            fmt::format("checkpoint at step {} not started, retrying at the next interval: {}",
+                        r.step, saved.status().message()));
       }
       stall_s = Seconds(s0, Clock::now());
       summary.stall_s_total += stall_s;
       summary.in_loop_saves += 1;
     }
+    if (!r.lead()) continue;  // the rest is what rank 0 shows and logs
 
     const bool log_now = r.step % o.log_interval == 0 || r.step == o.max_steps;
     double param_norm = NAN;
@@ -520,6 +424,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
                              {"param_norm", param_norm},
                              {"consumed_samples", r.consumed_samples},
                              {"step_time_s", step_s},
+                             {"comm_s", comm_s},
                              {"tokens_per_s", tokens_per_s},
                              {"checkpoint_stall_s", stall_s}};
       std::fprintf(metrics.get(), "%s\n", line.dump().c_str());
@@ -557,6 +462,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
             {"train/consumed_samples", static_cast<float>(r.consumed_samples)},
             {"checkpoint/stall_s", static_cast<float>(stall_s)},
         };
+        if (world > 1) scalars.push_back({"train/comm_s", static_cast<float>(comm_s)});
         log_events(r.step, scalars);
       }
     } else if (save_now && r.events) {
@@ -567,7 +473,8 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   if (bar) bar->Close();
 
   // A final checkpoint at the end or on a stop signal (synchronous: the
-  // process is about to exit, and Slurm's KillWait bounds the time).
+  // process is about to exit, and Slurm's KillWait bounds the time). Every
+  // rank writes its part; rank 0's Wait() returns once it committed them all.
   if (r.checkpointer) {
     const auto s0 = Clock::now();
     Status final_status = OkStatus();
@@ -589,6 +496,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
       summary.saves.push_back({s.step, s.stall_s, s.snapshot_s, s.write_s, s.bytes});
     }
   }
+  if (!r.lead()) return OkStatus();
   if (r.events) {
     if (Status st = r.events->Flush(); !st.ok()) warn("TensorBoard events: " + st.message());
   }

@@ -1,6 +1,10 @@
 // The training loop of hpod-train: data → forward/backward (with gradient
 // accumulation) → clip → AdamW → progress line, TensorBoard, metrics → async
 // checkpoint; resume from the newest complete checkpoint; a JSON summary.
+// One process, or one rank of a distributed run launched by srun (or with
+// --rank/--world-size/--master-addr): data parallel with the optimizer state
+// sharded across ranks (ZeRO-1; run.h), equal to one process with the same
+// global batch.
 //
 // Exact resume: everything a step depends on is either in the checkpoint
 // (weights, AdamW moments and step, global step, consumed_samples) or a pure
@@ -56,6 +60,9 @@ class Trainer {
   Status RunImpl(std::FILE* out, std::FILE* err);
 
   TrainOptions options_;
+  // Errors and warnings start with this: "hpod-train", or in a distributed
+  // run "hpod-train[rank 2]" (every rank reports its own errors).
+  std::string log_prefix_ = "hpod-train";
   std::atomic<int> stop_signal_{0};
   std::atomic<int> checkpoint_signal_{0};  // 0: no checkpoint requested
 };
