@@ -9,6 +9,7 @@ packages."""
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import unittest
@@ -220,6 +221,80 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(hosts, self.workers())
         self.assertEqual(
             self.d.in_node(self.controller, "cat /fsx/jobs/%s.out" % job).stdout.strip(), "done")
+
+    def wait_job(self, job, timeout=180):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not self.on_controller("squeue -h -j %s -o %%T" % job, check=False).strip():
+                return
+            time.sleep(0.5)
+        self.fail("job %s still queued or running after %d s" % (job, timeout))
+
+    def test_3b_sbatch_trains_across_three_workers(self):
+        """The seed's launch: data prepared with hpod-data on the controller into
+        /fsx, `sbatch --nodes 3 run.slurm ./llama_tiny.sh` trains one model on
+        three workers (rank and master from Slurm), checkpoints in parts under
+        /fsx, and equals the same script's 3-rank run on loopback bit for bit.
+        The same command again resumes from the newest checkpoint."""
+        bins = os.path.join(nodestest.hpodtest.BIN_DIR, "cmd")
+        text = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src",
+                            "train", "data", "testdata", "kjv_raw_sample.txt")
+        examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "slurm")
+        hpod_data = os.path.join(bins, "hpod-data", "hpod-data")
+        self.on_controller(
+            "set -e; mkdir -p /fsx/data /fsx/llama && cp %s/run.slurm %s/llama_tiny.sh /fsx/llama/"
+            " && %s train-tokenizer --vocab-size 512 --input %s --output /fsx/data/tok512"
+            " && %s tokenize --tokenizer /fsx/data/tok512.model --input %s"
+            " --output /fsx/data/train512.bin" % (examples, examples, hpod_data, text, hpod_data,
+                                                  text))
+        env = "HPOD_TRAIN=%s MAX_STEPS=%%d" % os.path.join(bins, "hpod-train", "hpod-train")
+        submit = ("cd /fsx/llama && " + env + " sbatch --nodes 3 run.slurm ./llama_tiny.sh"
+                  " --lr-decay-steps 80")
+        out = self.on_controller(submit % 60)
+        self.assertRegex(out, r"Submitted batch job \d+")
+        job = out.split()[-1]
+        self.wait_job(job)
+        log = self.on_controller("cat /fsx/llama/slurm-%s.out" % job)
+        self.assertIn("hpod-train: 3 ranks (slurm job %s step 0)" % job, log)
+        final = [l for l in log.splitlines() if "60/60" in l]
+        self.assertTrue(final, log)
+        for key in ("loss=", "gradient_norm=", "global_step=60.0", "consumed_samples=1440.0"):
+            self.assertIn(key, final[-1])
+        parts = self.on_controller("ls /fsx/runs/llama_tiny/checkpoints/step_000000060").split()
+        self.assertEqual(parts, ["manifest.json", "part-00000-of-00003.bin",
+                                 "part-00001-of-00003.bin", "part-00002-of-00003.bin"])
+        on_slurm = json.loads(self.on_controller("cat /fsx/runs/llama_tiny/summary.json"))
+        self.assertEqual(on_slurm["world_size"], 3)
+        self.assertEqual(on_slurm["end_step"], 60)
+
+        # The same script, three ranks on loopback, on the same files.
+        fsx = [root for root, _, files in os.walk(self.d.fsx_root) if "train512.bin" in files]
+        self.assertEqual(len(fsx), 1, fsx)
+        run_dir = os.path.join(self.d.root, "loopback")
+        port = 29000 + os.getpid() % 1000
+        procs = [subprocess.Popen(
+            [os.path.join(examples, "llama_tiny.sh"), "--lr-decay-steps", "80", "--rank", str(r),
+             "--world-size", "3", "--master-addr", "127.0.0.1", "--master-port", str(port)],
+            env=dict(os.environ, HPOD_TRAIN=os.path.join(bins, "hpod-train", "hpod-train"),
+                     DATA_DIR=fsx[0], RUN_DIR=run_dir, MAX_STEPS="60"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for r in range(3)]
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, err)
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            loopback = json.load(f)
+        self.assertEqual(on_slurm["final_loss"], loopback["final_loss"])
+
+        # Again, further: the same command resumes from step 60.
+        out = self.on_controller(submit % 80)
+        job2 = out.split()[-1]
+        self.wait_job(job2)
+        log2 = self.on_controller("cat /fsx/llama/slurm-%s.out" % job2)
+        self.assertIn("resumed from /fsx/runs/llama_tiny/checkpoints/step_000000060", log2)
+        self.assertNotIn("warning", log2)
+        self.assertEqual(
+            json.loads(self.on_controller("cat /fsx/runs/llama_tiny/summary.json"))["end_step"], 80)
 
     def test_4_killed_slurmd_is_restarted_with_an_event(self):
         victim = [n for n in self.nodes if n["InstanceGroupName"] == "worker-group-1"][1]

@@ -63,7 +63,7 @@ class GlooStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const Millis& timeout) override {
     std::vector<std::string> prefixed, missing;
     for (const auto& k : keys) prefixed.push_back(PrefixedKey(prefix_, k));
-    Status st = store_.Wait(prefixed, timeout.count() > 0 ? timeout : timeout_, &missing);
+    Status st = store_.Wait(prefixed, timeout.count() > 0 ? timeout : timeout_, &missing, "");
     if (!st.ok()) {
       missing_.clear();
       for (const auto& m : missing) missing_.push_back(m.substr(m.rfind('/') + 1));

@@ -196,14 +196,20 @@ Status Agree(Store& store, const std::string& prefix, const World& world,
   for (int r = 0; r < world.size; ++r) {
     keys.push_back(PrefixedKey(prefix, "rank/" + std::to_string(r)));
   }
-  Status waited = store.Wait(keys, timeout, &missing);
+  // The first rank to give up says why to the others (whose waits end at
+  // once with its reason), so every rank prints the one line that matters.
+  const std::string abort_key = PrefixedKey(prefix, "abort");
+  Status waited = store.Wait(keys, timeout, &missing, abort_key);
+  if (waited.code() == StatusCode::kAborted) return DeadlineExceededError(waited.message());
   if (waited.code() == StatusCode::kDeadlineExceeded) {
     std::vector<std::string> ranks;
     for (const auto& k : missing) ranks.push_back(k.substr(k.rfind('/') + 1));
-    return DeadlineExceededError(
+    Status gave_up = DeadlineExceededError(
         fmt::format("rank{} {} of {} never arrived at the rendezvous (master {}:{}) within {}",
                     ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "), world.size,
                     world.master_addr, world.master_port, Seconds(timeout)));
+    (void)store.Set(abort_key, gave_up.message());
+    return gave_up;
   }
   HPOD_RETURN_IF_ERROR(waited);
 

@@ -21,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 enum Op : uint8_t { kSet = 1, kGet = 2, kWait = 3, kAdd = 4, kCheck = 5 };
-enum Code : uint8_t { kOk = 0, kTimedOut = 1, kClosed = 2 };
+enum Code : uint8_t { kOk = 0, kTimedOut = 1, kClosed = 2, kAborted = 3 };
 
 // A request may carry this much at most (keys and value together): a store
 // message is metadata, and a garbled length must not allocate gigabytes.
@@ -125,20 +125,23 @@ Status HashStore::Set(const std::string& key, const std::string& value) {
 
 StatusOr<std::string> HashStore::Get(const std::string& key, Millis timeout) {
   std::vector<std::string> missing;
-  HPOD_RETURN_IF_ERROR(Wait({key}, timeout, &missing));
+  HPOD_RETURN_IF_ERROR(Wait({key}, timeout, &missing, ""));
   std::lock_guard<std::mutex> l(mu_);
   return values_[key];
 }
 
 Status HashStore::Wait(const std::vector<std::string>& keys, Millis timeout,
-                       std::vector<std::string>* missing) {
+                       std::vector<std::string>* missing, const std::string& abort_key) {
   std::unique_lock<std::mutex> l(mu_);
+  auto aborted = [&] { return !abort_key.empty() && values_.count(abort_key) != 0; };
   auto all_set = [&] {
-    return closed_ || std::all_of(keys.begin(), keys.end(),
-                                  [&](const std::string& k) { return values_.count(k) != 0; });
+    return closed_ || aborted() ||
+           std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string& k) { return values_.count(k) != 0; });
   };
   const bool done = cv_.wait_for(l, timeout, all_set);
   if (closed_) return UnavailableError("the store is closed");
+  if (aborted()) return AbortedError(values_[abort_key]);
   if (done) return OkStatus();
   std::vector<std::string> absent;
   for (const auto& k : keys) {
@@ -211,18 +214,18 @@ TcpStoreServer::TcpStoreServer(int listen_fd, int wake_fd, uint16_t port)
     : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port) {}
 
 TcpStoreServer::~TcpStoreServer() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stopping_ = true;
-    // Readers blocked in recv() see EOF; a request blocked in a wait wakes
-    // through Close() below.
-    for (int fd : client_fds_) shutdown(fd, SHUT_RDWR);
-  }
-  store_.Close();
   const uint64_t one = 1;
   ssize_t n = write(wake_fd_, &one, sizeof(one));
   (void)n;
   if (acceptor_.joinable()) acceptor_.join();
+  // Blocked waits wake and reply first ("closed", or what they were waiting
+  // for, e.g. an abort just set), then idle readers see EOF.
+  store_.Close();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+    for (int fd : client_fds_) shutdown(fd, SHUT_RD);
+  }
   std::vector<std::thread> clients;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -288,8 +291,8 @@ void TcpStoreServer::Serve(int fd) {
       }
       case kWait: {
         std::vector<std::string> missing;
-        st = store_.Wait(keys, Millis(arg), &missing);
-        out = Join(missing);
+        st = store_.Wait(keys, Millis(arg), &missing, value);
+        out = st.code() == StatusCode::kAborted ? st.message() : Join(missing);
         break;
       }
       case kAdd: {
@@ -308,9 +311,11 @@ void TcpStoreServer::Serve(int fd) {
         ok = false;
     }
     if (!ok) break;
-    std::string reply(1, static_cast<char>(st.ok()                                      ? kOk
-                                           : st.code() == StatusCode::kDeadlineExceeded ? kTimedOut
-                                                                                        : kClosed));
+    const Code code = st.ok()                                       ? kOk
+                      : st.code() == StatusCode::kDeadlineExceeded ? kTimedOut
+                      : st.code() == StatusCode::kAborted          ? kAborted
+                                                                   : kClosed;
+    std::string reply(1, static_cast<char>(code));
     PutBytes(reply, out);
     if (!SendAll(fd, reply.data(), reply.size(), Clock::now() + kReplyGrace).empty()) break;
   }
@@ -407,8 +412,9 @@ StatusOr<std::string> TcpStore::Get(const std::string& key, Millis timeout) {
 }
 
 Status TcpStore::Wait(const std::vector<std::string>& keys, Millis timeout,
-                      std::vector<std::string>* missing) {
-  HPOD_ASSIGN_OR_RETURN(auto r, Call(kWait, keys, "", timeout.count(), timeout));
+                      std::vector<std::string>* missing, const std::string& abort_key) {
+  HPOD_ASSIGN_OR_RETURN(auto r, Call(kWait, keys, abort_key, timeout.count(), timeout));
+  if (r.first == kAborted) return AbortedError(r.second);
   if (r.first == kTimedOut) {
     if (missing != nullptr) *missing = Split(r.second);
     return DeadlineExceededError(

@@ -13,9 +13,11 @@
 //   request  u8 op (1 set, 2 get, 3 wait, 4 add, 5 check), u32 key count,
 //            per key u32 length + bytes, u32 value length + bytes,
 //            i64 argument (get/wait: timeout in ms; add: delta)
-//   response u8 code (0 ok, 1 timed out, 2 closed), u32 length + bytes
-//            (get: the value; wait on timeout: the missing keys, '\n'-joined;
-//            add: the new value as decimal text; check: "1" or "0")
+//   response u8 code (0 ok, 1 timed out, 2 closed, 3 aborted), u32 length +
+//            bytes (get: the value; wait on timeout: the missing keys,
+//            '\n'-joined; wait aborted: the abort key's value; add: the new
+//            value as decimal text; check: "1" or "0"). A wait's value field
+//            carries its abort key.
 #pragma once
 
 #include <chrono>
@@ -46,8 +48,10 @@ class Store {
   virtual StatusOr<std::string> Get(const std::string& key, Millis timeout) = 0;
   // Waits until every key is set. DeadlineExceeded after `timeout`, with the
   // keys still missing in `missing` (may be null) so a caller can name them.
+  // When `abort_key` is not empty and gets set meanwhile (a rank gave up),
+  // Aborted with its value as the message.
   virtual Status Wait(const std::vector<std::string>& keys, Millis timeout,
-                      std::vector<std::string>* missing) = 0;
+                      std::vector<std::string>* missing, const std::string& abort_key) = 0;
   // Adds `delta` to the integer at `key` (0 when unset) and returns the sum.
   virtual StatusOr<int64_t> Add(const std::string& key, int64_t delta) = 0;
   // Whether `key` is set, without waiting.
@@ -61,7 +65,7 @@ class HashStore : public Store {
   Status Set(const std::string& key, const std::string& value) override;
   StatusOr<std::string> Get(const std::string& key, Millis timeout) override;
   Status Wait(const std::vector<std::string>& keys, Millis timeout,
-              std::vector<std::string>* missing) override;
+              std::vector<std::string>* missing, const std::string& abort_key) override;
   StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   StatusOr<bool> Check(const std::string& key) override;
   // Wakes every waiter with Unavailable, now and later (server shutdown).
@@ -120,7 +124,7 @@ class TcpStore : public Store {
   Status Set(const std::string& key, const std::string& value) override;
   StatusOr<std::string> Get(const std::string& key, Millis timeout) override;
   Status Wait(const std::vector<std::string>& keys, Millis timeout,
-              std::vector<std::string>* missing) override;
+              std::vector<std::string>* missing, const std::string& abort_key) override;
   StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
   StatusOr<bool> Check(const std::string& key) override;
 

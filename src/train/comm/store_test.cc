@@ -21,7 +21,7 @@ TEST(HashStoreTest, SetGetWaitAddCheck) {
     std::this_thread::sleep_for(20ms);
     (void)s.Set("b", "x");
   });
-  EXPECT_TRUE(s.Wait({"a", "b"}, 5s, nullptr).ok());
+  EXPECT_TRUE(s.Wait({"a", "b"}, 5s, nullptr, "").ok());
   t.join();
 }
 
@@ -29,10 +29,22 @@ TEST(HashStoreTest, WaitNamesWhatIsMissing) {
   HashStore s;
   ASSERT_TRUE(s.Set("rank/0", "").ok());
   std::vector<std::string> missing;
-  Status st = s.Wait({"rank/0", "rank/1", "rank/2"}, 20ms, &missing);
+  Status st = s.Wait({"rank/0", "rank/1", "rank/2"}, 20ms, &missing, "");
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(missing, (std::vector<std::string>{"rank/1", "rank/2"}));
   EXPECT_EQ(s.Get("nope", 10ms).status().code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(HashStoreTest, AnAbortKeyEndsTheWaitWithItsValue) {
+  HashStore s;
+  std::thread t([&] {
+    std::this_thread::sleep_for(20ms);
+    (void)s.Set("abort", "rank 0 gave up: rank 2 never arrived");
+  });
+  Status st = s.Wait({"never"}, 10s, nullptr, "abort");
+  t.join();
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_EQ(st.message(), "rank 0 gave up: rank 2 never arrived");
 }
 
 TEST(HashStoreTest, CloseWakesWaiters) {
@@ -65,9 +77,18 @@ TEST(TcpStoreTest, RoundTripsOverTcp) {
   EXPECT_EQ(*(*b)->Get("late", 5s), "v");
   t.join();
   std::vector<std::string> missing;
-  Status st = (*b)->Wait({"k", "absent"}, 30ms, &missing);
+  Status st = (*b)->Wait({"k", "absent"}, 30ms, &missing, "");
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(missing, std::vector<std::string>{"absent"});
+  // A wait ends when its abort key is set, by another client.
+  std::thread t2([&] {
+    std::this_thread::sleep_for(30ms);
+    (void)(*a)->Set("stop", "why");
+  });
+  st = (*b)->Wait({"absent"}, 10s, nullptr, "stop");
+  t2.join();
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_EQ(st.message(), "why");
 }
 
 TEST(TcpStoreTest, ServerGoingAwayIsUnavailable) {
