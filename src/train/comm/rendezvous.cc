@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "hpod/base/subprocess.h"
 #include "hpod/train/comm/gloo_communicator.h"
+#include "hpod/train/comm/nccl_communicator.h"
 
 namespace hpod::train::comm {
 namespace {
@@ -286,6 +287,16 @@ StatusOr<JoinedWorld> JoinWorld(const World& world, const nlohmann::json& agree,
   j.store = std::move(client);
   HPOD_RETURN_IF_ERROR(Agree(*j.store, j.prefix, world, j.hostname, agree,
                              options.rendezvous_timeout, &j.peer_names));
+  if (options.backend == "nccl") {
+    NcclOptions n;
+    n.rank = world.rank;
+    n.size = world.size;
+    n.device = world.local_rank;
+    n.timeout = options.collective_timeout;
+    n.prefix = j.prefix;
+    HPOD_ASSIGN_OR_RETURN(j.comm, ConnectNccl(*j.store, n));
+    return j;
+  }
   GlooOptions g;
   g.rank = world.rank;
   g.size = world.size;

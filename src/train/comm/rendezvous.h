@@ -78,6 +78,8 @@ struct JoinOptions {
   std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(5)};
   // The default of every collective.
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(60)};
+  // "gloo" or "nccl" (the GPU of the local rank).
+  std::string backend = "gloo";
 };
 
 // A rank's view of the joined world.

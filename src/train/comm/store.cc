@@ -430,7 +430,7 @@ StatusOr<int64_t> TcpStore::Add(const std::string& key, int64_t delta) {
 
 StatusOr<bool> TcpStore::Check(const std::string& key) {
   HPOD_ASSIGN_OR_RETURN(auto r, Call(kCheck, {key}, "", 0, Millis(0)));
-  return r.second == "1";
+  return r.second.size() == 1 && r.second[0] == '1';
 }
 
 }  // namespace hpod::train::comm

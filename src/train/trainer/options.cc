@@ -70,6 +70,9 @@ std::vector<OptionDef> Table(TrainOptions* o) {
        "the job's current node list)"},
       {"master_port", &o->master_port,
        "rendezvous port on rank 0 (default $MASTER_PORT, else 29500)"},
+      {"comm", &o->comm,
+       "collectives between ranks: gloo (CPU, over TCP) or nccl (one GPU per rank, the local "
+       "rank's; host-staged while training runs on the CPU)"},
       {"collective_timeout_s", &o->collective_timeout_s,
        "a rank that dies or hangs fails every other rank's next collective within "
        "this many seconds"},
@@ -335,6 +338,9 @@ Status Validate(TrainOptions* o) {
     if (!(v > 0) || v > 86400) {
       return InvalidArgumentError(fmt::format("{} = {} must be in (0, 86400]", FlagName(key), v));
     }
+  }
+  if (o->comm != "gloo" && o->comm != "nccl") {
+    return InvalidArgumentError(fmt::format("--comm = {} must be gloo or nccl", o->comm));
   }
   if (o->master_port < 0 || o->master_port > 65535) {
     return InvalidArgumentError(

@@ -58,6 +58,7 @@ struct TrainOptions {
   int world_size = -1;                // -1: from Slurm, else 1
   std::string master_addr;            // rank 0's host
   int master_port = 0;                // 0: $MASTER_PORT, else 29500
+  std::string comm = "gloo";           // collectives: gloo (CPU, TCP) or nccl (GPU)
   double collective_timeout_s = 120;  // a silent peer fails the run after this
   double rendezvous_timeout_s = 300;  // every rank must arrive within this
 

@@ -19,7 +19,7 @@ class StorePartExchange : public ckpt::PartExchange {
                                              std::chrono::milliseconds timeout) override {
     std::vector<std::string> keys, missing;
     for (int r = 0; r < world; ++r) keys.push_back(Key(step, r));
-    Status st = store_.Wait(keys, timeout, &missing);
+    Status st = store_.Wait(keys, timeout, &missing, "");
     if (st.code() == StatusCode::kDeadlineExceeded) {
       std::vector<std::string> ranks;
       for (const auto& k : missing) ranks.push_back(k.substr(k.rfind('/') + 1));

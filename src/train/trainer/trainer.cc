@@ -152,6 +152,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
   comm::JoinOptions jo;
   jo.rendezvous_timeout = Millis(o.rendezvous_timeout_s);
   jo.collective_timeout = Millis(o.collective_timeout_s);
+  jo.backend = o.comm;
   const auto t_join = Clock::now();
   HPOD_ASSIGN_OR_RETURN(r.world, comm::JoinWorld(r.world.world, AgreeJson(o, r), jo));
   if (r.world_size() > 1 && r.lead()) {
