@@ -2,14 +2,17 @@
 # Runs every benchmark in bench/ in turn, then (only with --fuzz) the long
 # libFuzzer run `scripts/fuzz.sh ${FUZZ_SECONDS:-600}`. Exits non-zero if any of
 # them failed; each still runs when an earlier one failed.
-#   bench/run.sh                 all benchmarks (full durations, ~20 min)
-#   bench/run.sh --quick         all benchmarks, smoke durations (~7 min)
+#   bench/run.sh                 all benchmarks (full durations, ~30 min)
+#   bench/run.sh --quick         all benchmarks, smoke durations (~10 min)
 #   bench/run.sh --fuzz          ... and the long fuzz run afterwards
 #   bench/run.sh nodes [--quick] only the named ones (api: api_latency.sh,
 #                                nodes: nodes_bench.py, real nodes, needs root;
 #                                slurm: slurm_bench.py, real nodes + Slurm, root;
 #                                train: train_bench.py, hpod-train vs PyTorch;
-#                                signals: signal_soak.py, stops under a storm)
+#                                signals: signal_soak.py, stops under a storm;
+#                                comm: comm_bench.py, collectives vs iperf3, root;
+#                                ckpt: ckpt_bench.py, checkpoint writes vs dd;
+#                                dist: train_dist_bench.py, 2 ranks vs 1 process)
 # Every benchmark stops the processes it starts by PID and is bounded in time;
 # see bench/README.md for what each measures and its peer.
 set -uo pipefail
@@ -28,6 +31,9 @@ for arg in "$@"; do
     slurm) only+=(slurm_bench.py) ;;
     train) only+=(train_bench.py) ;;
     signals) only+=(signal_soak.py) ;;
+    comm) only+=(comm_bench.py) ;;
+    ckpt) only+=(ckpt_bench.py) ;;
+    dist) only+=(train_dist_bench.py) ;;
     *) echo "run.sh: unknown argument: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,7 +41,8 @@ done
 # The benchmarks, in order. Add new ones here (each takes --quick; exit 77 = skipped,
 # e.g. nodes_bench.py when not root, slurm_bench.py also without Slurm,
 # train_bench.py without hpod-train or Debian's python3-torch).
-benchmarks=(api_latency.sh nodes_bench.py slurm_bench.py train_bench.py signal_soak.py)
+benchmarks=(api_latency.sh nodes_bench.py slurm_bench.py train_bench.py signal_soak.py
+            comm_bench.py ckpt_bench.py train_dist_bench.py)
 if [ "${#only[@]}" -gt 0 ]; then benchmarks=("${only[@]}"); fi
 
 status=0

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "hpod/base/crc32c.h"
 #include "hpod/train/ckpt/checkpoint.h"
@@ -29,6 +30,8 @@ namespace {
 // writeback (sync_file_range), so the disk works while the next chunk is copied and
 // the final fdatasync only waits for the tail.
 constexpr int64_t kWriteChunk = 8 << 20;
+// Parallel writers of one file (see WriteTensorsFile).
+constexpr int64_t kWriteStreams = 2;
 
 // Distinguishes temp directories of saves within one process.
 std::atomic<uint64_t> temp_seq{0};
@@ -88,19 +91,34 @@ StatusOr<std::vector<uint32_t>> WriteTensorsFile(const std::string& path,
                                                  const char* image, int64_t image_bytes,
                                                  bool fsync) {
   HPOD_ASSIGN_OR_RETURN(Fd fd, OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  // Checksums first, from memory (crc32c runs at several GB/s; the image is
+  // the writer's own staging buffer, already in cache-friendly order).
   std::vector<uint32_t> crcs(layout.size(), 0);
-  size_t first = 0;  // first tensor not yet fully checksummed (layout is sorted by offset)
-  for (int64_t off = 0; off < image_bytes; off += kWriteChunk) {
-    const int64_t end = std::min(image_bytes, off + kWriteChunk);
-    for (size_t i = first; i < layout.size() && layout[i].offset < end; ++i) {
-      const int64_t a = std::max(off, layout[i].offset);
-      const int64_t b = std::min(end, layout[i].offset + layout[i].nbytes);
-      if (a < b) crcs[i] = Crc32cExtend(crcs[i], image + a, static_cast<size_t>(b - a));
-      if (layout[i].offset + layout[i].nbytes <= end) first = i + 1;
-    }
-    HPOD_RETURN_IF_ERROR(PwriteAll(fd.get(), image + off, end - off, off, path));
-    if (fsync) StartWriteback(fd.get(), off, end - off);
+  for (size_t i = 0; i < layout.size(); ++i) {
+    crcs[i] = Crc32c(image + layout[i].offset, static_cast<size_t>(layout[i].nbytes));
   }
+  // Then the file, in kWriteStreams contiguous ranges written at once, each in
+  // kWriteChunk pieces with writeback started after each. One buffered stream
+  // (as dd writes) leaves the device queue half empty: two streams wrote 1.25x
+  // faster on the development VM's disk (bench/ckpt_bench.py). The final
+  // fdatasync waits for all of it.
+  const int64_t chunks = (image_bytes + kWriteChunk - 1) / kWriteChunk;
+  const int streams = static_cast<int>(std::clamp<int64_t>(chunks / 2, 1, kWriteStreams));
+  std::vector<Status> results(streams);
+  auto write_range = [&](int k) {
+    const int64_t first = chunks * k / streams, last = chunks * (k + 1) / streams;
+    for (int64_t c = first; c < last && results[k].ok(); ++c) {
+      const int64_t off = c * kWriteChunk;
+      const int64_t len = std::min(kWriteChunk, image_bytes - off);
+      results[k] = PwriteAll(fd.get(), image + off, len, off, path);
+      if (results[k].ok() && fsync) StartWriteback(fd.get(), off, len);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int k = 1; k < streams; ++k) helpers.emplace_back(write_range, k);
+  write_range(0);
+  for (auto& t : helpers) t.join();
+  for (const Status& st : results) HPOD_RETURN_IF_ERROR(st);
   if (fsync) HPOD_RETURN_IF_ERROR(DataSync(fd.get(), path));
   HPOD_RETURN_IF_ERROR(fd.Close(path));
   return crcs;

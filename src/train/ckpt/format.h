@@ -61,9 +61,9 @@ Status PruneCheckpoints(const std::string& dir, int keep_last, int64_t just_writ
 Status RemoveStaleTemps(const std::string& dir);
 
 // The pieces CommitCheckpoint and the sharded writer (sharded.h) share.
-// Writes a tensors.bin-format file from `image` in large chunks (starting
-// writeback after each, fdatasync at the end when `fsync`) and returns the
-// per-tensor crc32c, computed chunk by chunk while the bytes are in cache.
+// Writes a tensors.bin-format file from `image` in large chunks on two
+// threads (starting writeback after each, fdatasync at the end when `fsync`)
+// and returns the per-tensor crc32c, computed from `image` first.
 StatusOr<std::vector<uint32_t>> WriteTensorsFile(const std::string& path,
                                                  std::span<const TensorLayout> layout,
                                                  const char* image, int64_t image_bytes,

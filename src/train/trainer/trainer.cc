@@ -330,9 +330,11 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
     const std::string at = fmt::format("step {}", r.step + 1);
     const std::string grads_what = "gradients (" + at + ")";
     HPOD_RETURN_IF_ERROR(comm.ReduceScatterSum(grads, r.shard_counts, {.what = grads_what}));
+    double comm_s = Seconds(c0, Clock::now());
     StepScalars mine;
     mine.loss_sum = loss_sum;
     mine.grad_sumsq = model::SumSquares(grads + r.shard_begin, r.shard_count);
+    const auto c_scalars = Clock::now();
     mine.stop_signal = stop_signal_.load();
     mine.checkpoint_signal = checkpoint_signal_.exchange(0);
     const std::string scalars_what = "the loss and norms (" + at + ")";
@@ -350,7 +352,7 @@ Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
       if (total.stop_signal == 0) total.stop_signal = one.stop_signal;
       if (total.checkpoint_signal == 0) total.checkpoint_signal = one.checkpoint_signal;
     }
-    double comm_s = Seconds(c0, Clock::now());
+    comm_s += Seconds(c_scalars, Clock::now());
 
     const float loss =
         static_cast<float>(total.loss_sum / static_cast<double>(o.grad_accum * world));
