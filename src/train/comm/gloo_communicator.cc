@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "fmt/format.h"
 
@@ -26,6 +29,10 @@ constexpr uint64_t kSlotPrefix = 0xA5ull << 56;
 uint64_t RingSlot(uint32_t tag, int step) {
   return kSlotPrefix | (static_cast<uint64_t>(tag) << 24) | static_cast<uint64_t>(step);
 }
+// After a failed collective, how long a rank waits for the others' reports to
+// tell which rank went away first (neighbours of a dead rank fail within
+// milliseconds; the ring's cascade takes one hop per rank).
+constexpr Millis kBlameWait{1500};
 // Reduce-scatter moves chunks in segments of this many floats, two in flight,
 // so adding one segment overlaps receiving the next (and bounds the scratch).
 constexpr int64_t kSegmentFloats = 256 * 1024;
@@ -190,15 +197,55 @@ class GlooCommunicator : public Communicator {
     return o.what.empty() ? std::string(op) : fmt::format("{} of {}", op, o.what);
   }
 
-  // A failed wait on a known peer: the one line the trainer prints.
+  // A failed wait on a known peer: the one line the trainer prints, naming
+  // the rank that went away first when other ranks' reports tell.
   Status PeerFailure(std::string_view op, const CollectiveOptions& o, int peer, bool receiving,
                      const std::string& detail) const {
-    if (IsTimeout(detail)) {
-      return DeadlineExceededError(fmt::format("{} failed: {} {} within {:g} s", What(op, o),
-                                               receiving ? "no data from" : "could not send to",
-                                               Peer(peer), Timeout(o).count() / 1000.0));
+    const bool timeout = IsTimeout(detail);
+    const std::string seen = timeout ? fmt::format("{} {} within {:g} s",
+                                                   receiving ? "no data from" : "could not send to",
+                                                   Peer(peer), Timeout(o).count() / 1000.0)
+                                     : fmt::format("lost {}: {}", Peer(peer), detail);
+    std::string blamed = Blame(peer, seen);
+    const std::string m = fmt::format("{} failed: {}", What(op, o), blamed.empty() ? seen : blamed);
+    return timeout ? DeadlineExceededError(m) : UnavailableError(m);
+  }
+
+  // Records what this rank saw and looks, for a little while, for the rank
+  // that others lost too but that never reported; "" when there is none (or
+  // no store): then this rank's own observation is the best there is.
+  std::string Blame(int peer, const std::string& seen) const {
+    Store* store = o_.failure_store;
+    if (store == nullptr) return "";
+    auto key = [&](int r) { return PrefixedKey(o_.prefix, "failed/" + std::to_string(r)); };
+    const nlohmann::json mine = {{"peer", peer}, {"seen", seen}};
+    if (!store->Set(key(o_.rank), mine.dump()).ok()) return "";
+    const auto deadline = Clock::now() + kBlameWait;
+    for (;;) {
+      std::map<int, nlohmann::json> reports;
+      for (int r = 0; r < o_.size; ++r) {
+        auto has = store->Check(key(r));
+        if (!has.ok()) return "";  // the store went with rank 0
+        if (!*has) continue;
+        auto v = store->Get(key(r), Millis(100));
+        if (v.ok()) reports[r] = nlohmann::json::parse(*v, nullptr, false);
+      }
+      // Named as lost by someone, never heard from itself.
+      std::map<int, int> suspects;  // suspect -> a rank that lost it
+      for (const auto& [r, rep] : reports) {
+        const int p = rep.is_object() ? rep.value("peer", -1) : -1;
+        if (p >= 0 && p < o_.size && reports.count(p) == 0) suspects.emplace(p, r);
+      }
+      if (suspects.size() == 1) {
+        const auto [gone, witness] = *suspects.begin();
+        if (gone == peer) return "";  // this rank saw it first hand
+        return fmt::format("{} went away first ({} saw: {}); this rank then lost {}", Peer(gone),
+                           Peer(witness), reports[witness].value("seen", std::string("?")),
+                           Peer(peer));
+      }
+      if (Clock::now() >= deadline) return "";
+      std::this_thread::sleep_for(Millis(20));
     }
-    return UnavailableError(fmt::format("{} failed: lost {}: {}", What(op, o), Peer(peer), detail));
   }
   Status GlooFailure(std::string_view op, const CollectiveOptions& o,
                      const std::string& detail) const {

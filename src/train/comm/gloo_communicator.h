@@ -38,6 +38,12 @@ struct GlooOptions {
   std::string prefix;
   // For errors, by rank: "rank 2 (ip-10-77-1-13)". Empty: "rank N".
   std::vector<std::string> peer_names;
+  // Where ranks leave word of a failed collective (not owned; may be null).
+  // A rank that dies takes down its ring neighbours first and theirs next, so
+  // most ranks only see a neighbour that already gave up. Each rank records
+  // what it saw, and the error names the rank that everybody lost but that
+  // never reported: the one that went away first.
+  Store* failure_store = nullptr;
 };
 
 // Connects every pair of ranks through `store` (gloo's connectFullMesh; each

@@ -160,6 +160,51 @@ TEST(CollectivesTest, APeerThatGoesAwayFailsTheOthersPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // far below the 20 s timeout
 }
 
+TEST(CollectivesTest, TheRankThatWentAwayFirstIsNamedNotTheNeighbourThatFollowed) {
+  // Ring of 4: rank 2 dies; its neighbours 1 and 3 fail on it and exit; rank 0
+  // (between 3 and 1) only sees a neighbour go. The reports say who went first.
+  HashStore store;
+  const std::vector<std::string> names = {"rank 0 (a)", "rank 1 (b)", "rank 2 (c)", "rank 3 (d)"};
+  std::vector<std::unique_ptr<Communicator>> comms(4);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 4; ++r) {
+    ts.emplace_back([&, r] {
+      GlooOptions o;
+      o.rank = r;
+      o.size = 4;
+      o.prefix = "blame";
+      o.timeout = 20s;
+      o.peer_names = names;
+      o.failure_store = &store;
+      auto c = ConnectGloo(store, o);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      comms[r] = std::move(*c);
+    });
+  }
+  for (auto& t : ts) t.join();
+  ts.clear();
+  comms[2].reset();  // rank 2 goes away
+  std::vector<Status> st(4);
+  for (int r : {1, 3}) {
+    ts.emplace_back([&, r] {
+      std::vector<float> d(4000, 1.0f);
+      st[r] = comms[r]->ReduceScatterSum(d.data(), ShardCounts(4000, 4));
+      comms[r].reset();  // and exits, as a failed rank does
+    });
+  }
+  std::vector<float> d(4000, 1.0f);
+  CollectiveOptions o;
+  o.what = "gradients (step 3)";
+  st[0] = comms[0]->ReduceScatterSum(d.data(), ShardCounts(4000, 4), o);
+  for (auto& t : ts) t.join();
+  for (int r : {1, 3}) EXPECT_NE(st[r].message().find("rank 2 (c)"), std::string::npos) << r;
+  EXPECT_NE(st[0].message().find("reduce-scatter of gradients (step 3) failed: rank 2 (c) went "
+                                 "away first ("),
+            std::string::npos)
+      << st[0].message();
+  EXPECT_NE(st[0].message().find("this rank then lost rank "), std::string::npos);
+}
+
 TEST(ConnectGlooTest, ARankThatNeverArrivesIsNamed) {
   HashStore store;
   GlooOptions o;

@@ -180,9 +180,26 @@ StatusOr<std::string> LocalAddressFacing(const std::string& host) {
   return ip;
 }
 
-Status Agree(Store& store, const std::string& prefix, const World& world,
-             const std::string& hostname, const nlohmann::json& agree,
-             std::chrono::milliseconds timeout, std::vector<std::string>* peer_names) {
+namespace {
+
+// A rendezvous abort carries the giving-up rank's status: "<code>:<message>".
+std::string ToAbort(const Status& st) {
+  return std::to_string(static_cast<int>(st.code())) + ":" + st.message();
+}
+Status FromAbort(const std::string& value) {
+  const size_t colon = value.find(':');
+  const int code = colon == std::string::npos ? 0 : std::atoi(value.substr(0, colon).c_str());
+  std::string message = colon == std::string::npos ? value : value.substr(colon + 1);
+  return code == static_cast<int>(StatusCode::kFailedPrecondition)
+             ? FailedPreconditionError(std::move(message))
+             : DeadlineExceededError(std::move(message));
+}
+
+// The agreement itself; Agree() below adds the goodbye that keeps rank 0's
+// store up until the others have read why the run cannot start.
+Status AgreeOnce(Store& store, const std::string& prefix, const World& world,
+                 const std::string& hostname, const nlohmann::json& agree,
+                 std::chrono::milliseconds timeout, std::vector<std::string>* peer_names) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const nlohmann::json me = {{"host", std::string(host)},
@@ -201,7 +218,7 @@ Status Agree(Store& store, const std::string& prefix, const World& world,
   // once with its reason), so every rank prints the one line that matters.
   const std::string abort_key = PrefixedKey(prefix, "abort");
   Status waited = store.Wait(keys, timeout, &missing, abort_key);
-  if (waited.code() == StatusCode::kAborted) return DeadlineExceededError(waited.message());
+  if (waited.code() == StatusCode::kAborted) return FromAbort(waited.message());
   if (waited.code() == StatusCode::kDeadlineExceeded) {
     std::vector<std::string> ranks;
     for (const auto& k : missing) ranks.push_back(k.substr(k.rfind('/') + 1));
@@ -209,7 +226,7 @@ Status Agree(Store& store, const std::string& prefix, const World& world,
         fmt::format("rank{} {} of {} never arrived at the rendezvous (master {}:{}) within {}",
                     ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "), world.size,
                     world.master_addr, world.master_port, Seconds(timeout)));
-    (void)store.Set(abort_key, gave_up.message());
+    (void)store.Set(abort_key, ToAbort(gave_up));
     return gave_up;
   }
   HPOD_RETURN_IF_ERROR(waited);
@@ -262,6 +279,34 @@ Status Agree(Store& store, const std::string& prefix, const World& world,
   return OkStatus();
 }
 
+}  // namespace
+
+Status Agree(Store& store, const std::string& prefix, const World& world,
+             const std::string& hostname, const nlohmann::json& agree,
+             std::chrono::milliseconds timeout, std::vector<std::string>* peer_names) {
+  Status st = AgreeOnce(store, prefix, world, hostname, agree, timeout, peer_names);
+  if (st.ok()) return st;
+  // Every rank finds a disagreement itself, but rank 0 may find it first: if
+  // it exited at once, its store would go before the others read the records
+  // and they would report a closed connection instead of the reason. So the
+  // others say goodbye, and rank 0 waits (briefly) for those that arrived.
+  const auto key = [&](const std::string& what, int r) {
+    return PrefixedKey(prefix, what + "/" + std::to_string(r));
+  };
+  if (world.rank != 0) {
+    (void)store.Set(key("left", world.rank), "");
+    return st;
+  }
+  (void)store.Set(PrefixedKey(prefix, "abort"), ToAbort(st));
+  std::vector<std::string> arrived;
+  for (int r = 1; r < world.size; ++r) {
+    auto has = store.Check(key("rank", r));
+    if (has.ok() && *has) arrived.push_back(key("left", r));
+  }
+  (void)store.Wait(arrived, std::chrono::seconds(5), nullptr, "");
+  return st;
+}
+
 StatusOr<std::unique_ptr<Store>> JoinedWorld::ConnectStore() const {
   HPOD_ASSIGN_OR_RETURN(auto s, TcpStore::Connect(world.master_addr, world.master_port,
                                                   std::chrono::seconds(60), "rank 0"));
@@ -304,6 +349,7 @@ StatusOr<JoinedWorld> JoinWorld(const World& world, const nlohmann::json& agree,
   g.timeout = options.collective_timeout;
   g.prefix = j.prefix;
   g.peer_names = j.peer_names;
+  g.failure_store = j.store.get();  // outlives the communicator (JoinedWorld's order)
   HPOD_ASSIGN_OR_RETURN(j.comm, ConnectGloo(*j.store, g));
   return j;
 }

@@ -135,9 +135,9 @@ Status HashStore::Wait(const std::vector<std::string>& keys, Millis timeout,
   std::unique_lock<std::mutex> l(mu_);
   auto aborted = [&] { return !abort_key.empty() && values_.count(abort_key) != 0; };
   auto all_set = [&] {
-    return closed_ || aborted() ||
-           std::all_of(keys.begin(), keys.end(),
-                       [&](const std::string& k) { return values_.count(k) != 0; });
+    return closed_ || aborted() || std::all_of(keys.begin(), keys.end(), [&](const std::string& k) {
+             return values_.count(k) != 0;
+           });
   };
   const bool done = cv_.wait_for(l, timeout, all_set);
   if (closed_) return UnavailableError("the store is closed");
@@ -311,7 +311,7 @@ void TcpStoreServer::Serve(int fd) {
         ok = false;
     }
     if (!ok) break;
-    const Code code = st.ok()                                       ? kOk
+    const Code code = st.ok()                                      ? kOk
                       : st.code() == StatusCode::kDeadlineExceeded ? kTimedOut
                       : st.code() == StatusCode::kAborted          ? kAborted
                                                                    : kClosed;
