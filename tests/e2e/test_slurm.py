@@ -9,6 +9,7 @@ packages."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -236,21 +237,27 @@ class SlurmTest(unittest.TestCase):
         three workers (rank and master from Slurm), checkpoints in parts under
         /fsx, and equals the same script's 3-rank run on loopback bit for bit.
         The same command again resumes from the newest checkpoint."""
+        # Nodes have their own /tmp (where a checkout may live): what the job
+        # runs is put on the cluster's /fsx, found from the host by a marker.
+        self.on_controller("mkdir -p /fsx/llama /fsx/data /fsx/bin && touch /fsx/llama/.here")
+        fsx = [root for root, _, files in os.walk(self.d.fsx_root) if ".here" in files]
+        self.assertEqual(len(fsx), 1, fsx)
+        fsx = os.path.dirname(fsx[0])
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
         bins = os.path.join(nodestest.hpodtest.BIN_DIR, "cmd")
-        text = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src",
-                            "train", "data", "testdata", "kjv_raw_sample.txt")
-        examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "examples", "slurm")
-        hpod_data = os.path.join(bins, "hpod-data", "hpod-data")
+        for name in ("run.slurm", "llama_tiny.sh"):
+            shutil.copy(os.path.join(top, "examples", "slurm", name), os.path.join(fsx, "llama"))
+        for tool in ("hpod-data", "hpod-train"):
+            shutil.copy(os.path.join(bins, tool, tool), os.path.join(fsx, "bin"))
+        shutil.copy(os.path.join(top, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
+                    os.path.join(fsx, "data", "corpus.txt"))
         self.on_controller(
-            "set -e; mkdir -p /fsx/data /fsx/llama && cp %s/run.slurm %s/llama_tiny.sh /fsx/llama/"
-            " && %s train-tokenizer --vocab-size 512 --input %s --output /fsx/data/tok512"
-            " && %s tokenize --tokenizer /fsx/data/tok512.model --input %s"
-            " --output /fsx/data/train512.bin" % (examples, examples, hpod_data, text, hpod_data,
-                                                  text))
-        env = "HPOD_TRAIN=%s MAX_STEPS=%%d" % os.path.join(bins, "hpod-train", "hpod-train")
-        submit = ("cd /fsx/llama && " + env + " sbatch --nodes 3 run.slurm ./llama_tiny.sh"
-                  " --lr-decay-steps 80")
+            "set -e; /fsx/bin/hpod-data train-tokenizer --vocab-size 512 --input "
+            "/fsx/data/corpus.txt --output /fsx/data/tok512 && /fsx/bin/hpod-data tokenize "
+            "--tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
+            "--output /fsx/data/train512.bin")
+        submit = ("cd /fsx/llama && HPOD_TRAIN=/fsx/bin/hpod-train MAX_STEPS=%d sbatch --nodes 3 "
+                  "run.slurm ./llama_tiny.sh --lr-decay-steps 80")
         out = self.on_controller(submit % 60)
         self.assertRegex(out, r"Submitted batch job \d+")
         job = out.split()[-1]
@@ -269,15 +276,16 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(on_slurm["end_step"], 60)
 
         # The same script, three ranks on loopback, on the same files.
-        fsx = [root for root, _, files in os.walk(self.d.fsx_root) if "train512.bin" in files]
-        self.assertEqual(len(fsx), 1, fsx)
         run_dir = os.path.join(self.d.root, "loopback")
-        port = 29000 + os.getpid() % 1000
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
         procs = [subprocess.Popen(
-            [os.path.join(examples, "llama_tiny.sh"), "--lr-decay-steps", "80", "--rank", str(r),
-             "--world-size", "3", "--master-addr", "127.0.0.1", "--master-port", str(port)],
+            [os.path.join(top, "examples", "slurm", "llama_tiny.sh"), "--lr-decay-steps", "80",
+             "--rank", str(r), "--world-size", "3", "--master-addr", "127.0.0.1",
+             "--master-port", str(port)],
             env=dict(os.environ, HPOD_TRAIN=os.path.join(bins, "hpod-train", "hpod-train"),
-                     DATA_DIR=fsx[0], RUN_DIR=run_dir, MAX_STEPS="60"),
+                     DATA_DIR=os.path.join(fsx, "data"), RUN_DIR=run_dir, MAX_STEPS="60"),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for r in range(3)]
         for p in procs:
             _, err = p.communicate(timeout=300)

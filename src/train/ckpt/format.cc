@@ -44,18 +44,9 @@ std::string TempName(const std::string& base, std::string_view kind) {
 nlohmann::json MakeManifest(int64_t step, const nlohmann::json& meta,
                             std::span<const TensorLayout> layout, const std::vector<uint32_t>& crcs,
                             const char* header, int64_t file_bytes) {
-  uint32_t header_crc;
-  std::memcpy(&header_crc, header + 32, 4);
+  const uint32_t header_crc = HeaderCrc(header);
   const std::time_t now = std::time(nullptr);
-  nlohmann::json tensors = nlohmann::json::array();
-  for (size_t i = 0; i < layout.size(); ++i) {
-    tensors.push_back({{"name", layout[i].name},
-                       {"dtype", "F32"},
-                       {"shape", layout[i].shape},
-                       {"offset", layout[i].offset},
-                       {"nbytes", layout[i].nbytes},
-                       {"crc32c", crcs[i]}});
-  }
+  nlohmann::json tensors = TensorsJson(layout, crcs);
   return {{"format", "hpod-checkpoint"},
           {"format_version", kFormatVersion},
           {"step", step},
@@ -77,6 +68,26 @@ nlohmann::json MakeManifest(int64_t step, const nlohmann::json& meta,
 }
 
 }  // namespace
+
+nlohmann::json TensorsJson(std::span<const TensorLayout> layout,
+                           const std::vector<uint32_t>& crcs) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (size_t i = 0; i < layout.size(); ++i) {
+    tensors.push_back({{"name", layout[i].name},
+                       {"dtype", "F32"},
+                       {"shape", layout[i].shape},
+                       {"offset", layout[i].offset},
+                       {"nbytes", layout[i].nbytes},
+                       {"crc32c", crcs[i]}});
+  }
+  return tensors;
+}
+
+uint32_t HeaderCrc(const char* header) {
+  uint32_t crc;
+  std::memcpy(&crc, header + 32, 4);
+  return crc;
+}
 
 std::string IsoTime(std::time_t t) {
   std::tm tm{};

@@ -73,5 +73,9 @@ StatusOr<std::vector<uint32_t>> WriteTensorsFile(const std::string& path,
 Status InstallDirectory(const std::string& tmp, const std::string& final_path);
 // "2026-12-01T09:36:43Z".
 std::string IsoTime(std::time_t t);
+// The manifest's "tensors" array for a file with this layout and checksums.
+nlohmann::json TensorsJson(std::span<const TensorLayout> layout, const std::vector<uint32_t>& crcs);
+// The header_crc32c a header carries (bytes [32, 36)).
+uint32_t HeaderCrc(const char* header);
 
 }  // namespace hpod::train::ckpt

@@ -67,24 +67,13 @@ class LocalPartExchange : public PartExchange {
 nlohmann::json PartReport(const ShardingOptions& o, std::span<const TensorLayout> layout,
                           const std::vector<uint32_t>& crcs, const char* header,
                           int64_t file_bytes) {
-  uint32_t header_crc;
-  std::memcpy(&header_crc, header + 32, 4);
-  nlohmann::json tensors = nlohmann::json::array();
-  for (size_t i = 0; i < layout.size(); ++i) {
-    tensors.push_back({{"name", layout[i].name},
-                       {"dtype", "F32"},
-                       {"shape", layout[i].shape},
-                       {"offset", layout[i].offset},
-                       {"nbytes", layout[i].nbytes},
-                       {"crc32c", crcs[i]}});
-  }
   return {{"rank", o.rank},
           {"file", PartFileName(o.rank, o.world)},
           {"size", file_bytes},
-          {"header_crc32c", header_crc},
+          {"header_crc32c", HeaderCrc(header)},
           {"begin", o.begin},
           {"count", o.count},
-          {"tensors", std::move(tensors)}};
+          {"tensors", TensorsJson(layout, crcs)}};
 }
 
 // Rank 0, once its own part is down: collect every report, check every part is
