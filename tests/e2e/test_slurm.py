@@ -164,10 +164,13 @@ class SlurmTest(unittest.TestCase):
         cred = self.d.in_node(worker, "munge -n").stdout
         self.assertIn("STATUS:          Success",
                       self.on_controller("echo '%s' | unmunge" % cred.strip()))
-        # The motd tells users how to replace a node and use auto-resume.
+        # The motd says what works: jobs, /fsx, training across nodes. Node
+        # replacement and --auto-resume are not there until they work.
         motd = self.d.in_node(worker, "cat /opt/hpod/motd").stdout
-        self.assertIn('state=fail reason="Action:Replace"', motd)
-        self.assertIn("--auto-resume=1", motd)
+        self.assertIn("/fsx is on every node", motd)
+        self.assertIn("hpod-train", motd)
+        self.assertNotIn("Action:Replace", motd)
+        self.assertNotIn("--auto-resume", motd)
         # Users' own settings live in a file hpod created and never rewrites.
         self.assertIn("Include slurm.user.conf",
                       self.on_controller("cat /opt/slurm/etc/slurm.conf"))

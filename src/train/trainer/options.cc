@@ -257,8 +257,10 @@ StatusOr<ParsedArgs> ParseArgs(int argc, const char* const* argv) {
   }
 
   CLI::App app{
-      "hpod-train: trains a Llama-architecture model on one machine (the "
-      "distributed runtime adds ranks).\nOptions may also come from "
+      "hpod-train: trains a Llama-architecture model, as one process or as one rank of "
+      "a data-parallel run (under srun, or with --rank --world-size --master-addr).\n"
+      "SIGTERM/SIGINT save and exit 128+signal; SIGUSR1 saves and goes on.\nOptions may "
+      "also come from "
       "--config train.json, whose keys are the option names with underscores "
       "(save_interval); flags override the file."};
   app.set_help_flag("-h,--help", "print this help and exit");
