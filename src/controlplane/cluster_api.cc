@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "hpod/api/states.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/render.h"
@@ -174,7 +175,7 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
   c.id = NewClusterId();
   c.name = req["ClusterName"];
   c.arn = ClusterArn(options_.region, options_.account_id, c.id);
-  c.status = "Creating";
+  c.status = api::NameString(api::ClusterStatus::kCreating);
   c.creation_time = clock_.NowEpochSeconds();
   c.generation = 1;
   for (const char* m : kClusterSpecMembers) {
@@ -202,7 +203,7 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
       gr.spec = g;
       gr.target_count = g["InstanceCount"];
       gr.previous_target_count = -1;
-      gr.status = "Creating";
+      gr.status = api::NameString(api::InstanceGroupStatus::kCreating);
       HPOD_RETURN_IF_ERROR(tx.PutGroup(gr));
     }
     return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
@@ -238,7 +239,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
   std::string cluster_id, arn;
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
-    if (c.status != "InService") {
+    if (!api::Is(c.status, api::ClusterStatus::kInService)) {
       return FailedPreconditionError("Cluster " + c.name + " is " + c.status +
                                      "; it can be updated only when InService");
     }
@@ -290,13 +291,13 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
                                         "' cannot change; add a new group instead");
           }
           gr.previous_target_count = gr.target_count;
-          gr.status = "Updating";
+          gr.status = api::NameString(api::InstanceGroupStatus::kUpdating);
         } else {
           gr.cluster_id = c.id;
           gr.name = name;
           gr.position = next_position++;
           gr.previous_target_count = -1;
-          gr.status = "Creating";
+          gr.status = api::NameString(api::InstanceGroupStatus::kCreating);
         }
         gr.spec = g;
         gr.target_count = g["InstanceCount"];
@@ -314,7 +315,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
     for (const auto& name : to_delete) {
       store::GroupRecord gr = by_name[name];
       gr.deleting = true;
-      gr.status = "Deleting";
+      gr.status = api::NameString(api::InstanceGroupStatus::kDeleting);
       gr.previous_target_count = gr.target_count;
       HPOD_RETURN_IF_ERROR(tx.PutGroup(gr));
       HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, GroupSubject(name), EventLevel::kInfo,
@@ -330,7 +331,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
     }
     if (req.contains("NodeRecovery")) c.spec["NodeRecovery"] = req["NodeRecovery"];
     if (req.contains("Orchestrator")) c.spec["Orchestrator"] = req["Orchestrator"];
-    c.status = "Updating";
+    c.status = api::NameString(api::ClusterStatus::kUpdating);
     c.failure_message.clear();
     HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
     HPOD_RETURN_IF_ERROR(
@@ -350,8 +351,8 @@ StatusOr<ordered_json> ClusterApi::DeleteCluster(const json& req) {
     cluster_id = c.id;
     arn = c.arn;
     // Deleting twice is accepted: the second call asks for what is under way.
-    if (c.status == "Deleting") return OkStatus();
-    c.status = "Deleting";
+    if (api::Is(c.status, api::ClusterStatus::kDeleting)) return OkStatus();
+    c.status = api::NameString(api::ClusterStatus::kDeleting);
     HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
     return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
                        "Cluster deletion started");
@@ -378,7 +379,7 @@ StatusOr<ordered_json> ClusterApi::BatchDeleteClusterNodes(const json& req) {
     for (auto& g : groups) gmap[g.name] = g;
     // Returns "" on success, else the error code; fills `message`.
     auto remove = [&](store::NodeRecord* n, std::string* message) -> std::string {
-      if (c.status == "Deleting") {
+      if (api::Is(c.status, api::ClusterStatus::kDeleting)) {
         *message = "Cluster " + c.name + " is being deleted";
         return "InvalidNodeStatus";
       }
@@ -387,7 +388,8 @@ StatusOr<ordered_json> ClusterApi::BatchDeleteClusterNodes(const json& req) {
         *message = "Node " + n->instance_id + " is in the controller group and cannot be deleted";
         return "NodeIdInUse";
       }
-      if (n->remove || n->status == "ShuttingDown") return "";  // already going: idempotent
+      if (n->remove || api::Is(n->status, api::ClusterInstanceStatus::kShuttingDown))
+        return "";  // already going: idempotent
       n->remove = true;
       if (Status s = tx.PutNode(*n); !s.ok()) {
         *message = s.message();

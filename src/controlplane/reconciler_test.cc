@@ -167,5 +167,101 @@ TEST(ReconcilerTest, NoProviderFailsWithAClearMessage) {
   EXPECT_NE(d["FailureMessage"].get<std::string>().find("no node provider"), std::string::npos);
 }
 
+std::vector<std::string> EventTexts(Harness& h, const std::string& type) {
+  auto ev = h.Call("ListClusterEvents", {{"ClusterName", "demo"}, {"ResourceType", type}});
+  std::vector<std::string> out;
+  for (const auto& e : (*ev)["Events"]) out.push_back(e["Description"]);
+  return out;
+}
+
+// The worker group's node ids, in store order.
+std::vector<std::string> WorkerIds(Harness& h, const std::string& cluster_id) {
+  std::vector<std::string> ids;
+  EXPECT_TRUE(h.store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(cluster_id));
+                    for (auto& n : nodes) {
+                      if (n.group_name == "w") ids.push_back(n.instance_id);
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
+  return ids;
+}
+
+bool AnyContains(const std::vector<std::string>& texts, const std::string& part) {
+  for (const auto& t : texts) {
+    if (t.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(ReconcilerTest, AFailedNodeDegradesItsGroupAndBlocksNoUpdate) {
+  Harness h;
+  ASSERT_TRUE(
+      h.Call("CreateCluster", Req("demo", {Harness::Group("ctl", 1), Harness::Group("w", 2)}))
+          .ok());
+  h.Converge();
+  std::string id = IdOf(h.Describe("demo"));
+  std::string broken = WorkerIds(h, id)[0];
+  h.provider_->BreakNode(broken, "the machine stopped answering");
+  h.queue_->Add(id);
+  h.Converge();
+  json d = h.Describe("demo");
+  // ClusterStatus has no Degraded: the cluster stays InService, its group says it.
+  EXPECT_EQ(d["ClusterStatus"], "InService");
+  EXPECT_EQ(d["InstanceGroups"][1]["Status"], "Degraded");
+  EXPECT_EQ(d["InstanceGroups"][1]["CurrentCount"], 1);
+  EXPECT_TRUE(AnyContains(EventTexts(h, "InstanceGroup"),
+                          "from InService to Degraded: 1 of 2 instances in Failure"));
+  EXPECT_TRUE(AnyContains(EventTexts(h, "Cluster"), "Instance group w is Degraded"));
+  EXPECT_TRUE(AnyContains(EventTexts(h, "Cluster"), "the machine stopped answering"));
+  // The failed node keeps its slot (recovery replaces it, not scale-up) and
+  // blocks nothing: scaling up launches the missing nodes and the update ends.
+  ASSERT_TRUE(h.Call("UpdateCluster",
+                     {{"ClusterName", "demo"},
+                      {"InstanceGroups", {Harness::Group("ctl", 1), Harness::Group("w", 4)}}})
+                  .ok());
+  h.Converge();
+  d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "InService");
+  EXPECT_EQ(d["InstanceGroups"][1]["TargetCount"], 4);
+  EXPECT_EQ(d["InstanceGroups"][1]["CurrentCount"], 3);
+  EXPECT_EQ(d["InstanceGroups"][1]["Status"], "Degraded");
+  EXPECT_EQ(StoreNodeIds(h, id).size(), 5u);
+  EXPECT_TRUE(StoreNodeIds(h, id).count(broken));
+  // Deleting the failed node (which lowers the target, as BatchDeleteClusterNodes
+  // does) heals the group.
+  ASSERT_TRUE(
+      h.Call("BatchDeleteClusterNodes", {{"ClusterName", "demo"}, {"NodeIds", {broken}}}).ok());
+  h.Converge();
+  d = h.Describe("demo");
+  EXPECT_EQ(d["InstanceGroups"][1]["Status"], "InService");
+  EXPECT_EQ(d["InstanceGroups"][1]["TargetCount"], 3);
+  EXPECT_EQ(d["InstanceGroups"][1]["CurrentCount"], 3);
+  EXPECT_FALSE(StoreNodeIds(h, id).count(broken));
+  EXPECT_TRUE(AnyContains(EventTexts(h, "InstanceGroup"), "from Degraded to InService"));
+}
+
+TEST(ReconcilerTest, ScaleDownTakesAFailedNodeFirst) {
+  Harness h;
+  ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 3)})).ok());
+  h.Converge();
+  std::string id = IdOf(h.Describe("demo"));
+  std::string broken = WorkerIds(h, id)[0];
+  h.provider_->BreakNode(broken, "gone");
+  h.queue_->Add(id);
+  h.Converge();
+  ASSERT_TRUE(h.Call("UpdateCluster",
+                     {{"ClusterName", "demo"}, {"InstanceGroups", {Harness::Group("w", 2)}}})
+                  .ok());
+  h.Converge();
+  json d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "InService");
+  EXPECT_EQ(d["InstanceGroups"][0]["Status"], "InService");
+  EXPECT_EQ(d["InstanceGroups"][0]["CurrentCount"], 2);
+  EXPECT_FALSE(StoreNodeIds(h, id).count(broken));
+}
+
 }  // namespace
 }  // namespace hpod::controlplane

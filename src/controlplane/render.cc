@@ -1,5 +1,6 @@
 #include "hpod/controlplane/render.h"
 
+#include "hpod/api/states.h"
 #include "hpod/controlplane/ids.h"
 
 namespace hpod::controlplane {
@@ -45,7 +46,8 @@ ordered_json InModelOrder(const api::Shape& shape, const nlohmann::json& value) 
 }
 
 bool IsLiveNode(const store::NodeRecord& node) {
-  return !node.remove && node.status != "Failure" && node.status != "ShuttingDown";
+  return !node.remove && !api::Is(node.status, api::ClusterInstanceStatus::kFailure) &&
+         !api::Is(node.status, api::ClusterInstanceStatus::kShuttingDown);
 }
 
 ordered_json RenderCluster(const store::ClusterRecord& cluster,

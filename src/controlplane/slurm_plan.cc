@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "hpod/api/instance_types.h"
+#include "hpod/api/states.h"
 #include "hpod/base/crypto.h"
 #include "hpod/controlplane/agent_service.h"
 
@@ -162,9 +163,9 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
     // group the file does not name).
     std::vector<GroupRecord> all = groups;
     for (auto& g : all) g.deleting = false;
-    auto roles =
-        slurm::RolesFromProvisioningParameters(params, GroupInputs(all),
-                                               /*tolerate_gone_groups=*/c.status != "Creating");
+    auto roles = slurm::RolesFromProvisioningParameters(
+        params, GroupInputs(all),
+        /*tolerate_gone_groups=*/!api::Is(c.status, api::ClusterStatus::kCreating));
     if (!roles.ok()) {
       plan.mode = SlurmPlan::Mode::kError;
       plan.error = roles.status().message();
@@ -196,8 +197,9 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   std::map<std::string, std::string> type_of;
   for (const auto& g : groups) type_of[g.name] = g.spec.value("InstanceType", "");
   for (const auto& n : nodes) {
-    if ((n.remove && !draining.count(n.instance_id)) || n.status == "Failure" ||
-        n.private_ip.empty() || n.hostname.empty()) {
+    if ((n.remove && !draining.count(n.instance_id)) ||
+        api::Is(n.status, api::ClusterInstanceStatus::kFailure) || n.private_ip.empty() ||
+        n.hostname.empty()) {
       continue;
     }
     slurm::NodeRole role = plan.roles.RoleOf(n.group_name);

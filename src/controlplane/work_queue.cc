@@ -136,4 +136,15 @@ int WorkQueue::RunUntilIdle() {
   return processed;
 }
 
+void KeyRouter::Route(std::string prefix, WorkQueue::Processor processor) {
+  routes_.emplace_back(std::move(prefix), std::move(processor));
+}
+
+WorkQueue::Result KeyRouter::operator()(const std::string& key) const {
+  for (const auto& [prefix, processor] : routes_) {
+    if (key.starts_with(prefix)) return processor(key.substr(prefix.size()));
+  }
+  return default_(key);
+}
+
 }  // namespace hpod::controlplane

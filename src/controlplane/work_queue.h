@@ -76,4 +76,24 @@ class WorkQueue {
   std::vector<std::thread> threads_;
 };
 
+// Shares one queue between the reconcilers, one per concern: a key
+// "<prefix><id>" ("health/<cluster id>") goes to the processor registered for its
+// prefix; any other key goes to the default one (the cluster pass, whose keys are
+// bare cluster ids, as every handler enqueues them). Prefixes must not be
+// prefixes of one another.
+//
+// Thread contract: Route() is called before the queue starts; afterwards the
+// router is immutable and operator() may run on every worker.
+class KeyRouter {
+ public:
+  explicit KeyRouter(WorkQueue::Processor default_processor)
+      : default_(std::move(default_processor)) {}
+  void Route(std::string prefix, WorkQueue::Processor processor);
+  WorkQueue::Result operator()(const std::string& key) const;
+
+ private:
+  WorkQueue::Processor default_;
+  std::vector<std::pair<std::string, WorkQueue::Processor>> routes_;
+};
+
 }  // namespace hpod::controlplane

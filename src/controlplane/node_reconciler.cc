@@ -1,0 +1,226 @@
+#include "hpod/controlplane/node_reconciler.h"
+
+namespace hpod::controlplane {
+
+using api::ClusterInstanceStatus;
+using api::LifecycleState;
+using store::ClusterRecord;
+using store::GroupRecord;
+using store::NodeRecord;
+
+namespace {
+
+constexpr char kNoProvider[] =
+    "hpodd has no node provider configured, so no instance can be launched";
+constexpr char kNoCapacity[] =
+    "We currently do not have sufficient capacity for the requested instance type(s). Please try "
+    "again.";
+
+bool IsTransient(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kAborted;
+}
+
+}  // namespace
+
+api::NodePhase PhaseOf(const NodeRecord& n) {
+  if (n.remove) return api::NodePhase::kRemoving;
+  if (api::Is(n.status, ClusterInstanceStatus::kFailure)) return api::NodePhase::kFailed;
+  if (!n.launched) return api::NodePhase::kToLaunch;
+  if (api::Is(n.status, ClusterInstanceStatus::kRunning)) return api::NodePhase::kRunning;
+  return api::NodePhase::kProvisioning;
+}
+
+NodeReconciler::NodeReconciler(provider::Provider* provider, const Clock& clock,
+                               const ControlPlaneOptions& options,
+                               std::function<std::string(const std::string&)> bootstrap_token,
+                               SlurmReconciler& slurm)
+    : provider_(provider),
+      clock_(clock),
+      options_(options),
+      bootstrap_token_(std::move(bootstrap_token)),
+      slurm_(slurm) {}
+
+Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<GroupRecord>& groups,
+                           const std::vector<NodeRecord>& nodes,
+                           const std::map<std::string, store::AgentRecord>& agents,
+                           SlurmReconciler::Pass& slurm, std::vector<NodeChange>* changes) {
+  std::map<std::string, const GroupRecord*> gmap;
+  for (const auto& g : groups) gmap[g.name] = &g;
+  Status transient = OkStatus();
+  for (const NodeRecord& n : nodes) {
+    NodeChange change;
+    change.instance_id = n.instance_id;
+    Status s = OkStatus();
+    switch (PhaseOf(n)) {
+      case api::NodePhase::kRemoving:
+        s = Remove(n, slurm, &change);
+        break;
+      case api::NodePhase::kFailed:
+        continue;  // stays until removed (or, later, recovered)
+      case api::NodePhase::kToLaunch:
+        s = Launch(cluster, gmap, n, &change);
+        break;
+      case api::NodePhase::kProvisioning:
+      case api::NodePhase::kRunning:
+        s = Observe(n, agents, slurm, &change);
+        break;
+    }
+    // A transient failure leaves the node as it was; the pass is retried.
+    if (!s.ok()) {
+      transient = s;
+      continue;
+    }
+    changes->push_back(std::move(change));
+  }
+  return transient;
+}
+
+Status NodeReconciler::Remove(const NodeRecord& n, SlurmReconciler::Pass& slurm,
+                              NodeChange* change) {
+  slurm_.WaitDone(n.instance_id);
+  if (provider_ == nullptr) {
+    change->gone = true;
+    return OkStatus();
+  }
+  if (!slurm_.ReadyToTerminate(slurm, n)) {
+    change->status = ClusterInstanceStatus::kShuttingDown;
+    return OkStatus();
+  }
+  // Terminate even when `launched` is false: a crash may have come between an
+  // accepted Launch and recording it.
+  HPOD_RETURN_IF_ERROR(provider_->Terminate(n.instance_id));
+  auto d = provider_->Describe(n.instance_id);
+  if (!d.ok() && d.status().code() == StatusCode::kNotFound) {
+    change->gone = true;
+  } else if (!d.ok()) {
+    return d.status();
+  } else if (d->state == provider::NodeState::kTerminated) {
+    change->gone = true;
+  } else {
+    change->status = ClusterInstanceStatus::kShuttingDown;
+  }
+  return OkStatus();
+}
+
+Status NodeReconciler::Launch(const ClusterRecord& cluster,
+                              const std::map<std::string, const GroupRecord*>& groups,
+                              const NodeRecord& n, NodeChange* change) {
+  if (provider_ == nullptr) {
+    change->status = ClusterInstanceStatus::kFailure;
+    change->message = kNoProvider;
+    return OkStatus();
+  }
+  provider::LaunchSpec spec;
+  spec.instance_id = n.instance_id;
+  spec.cluster_id = cluster.id;
+  spec.cluster_name = cluster.name;
+  spec.cluster_arn = cluster.arn;
+  spec.group_name = n.group_name;
+  spec.instance_name = n.group_name + "-" + std::to_string(n.ordinal);
+  auto git = groups.find(n.group_name);
+  if (git != groups.end()) {
+    spec.group_spec = git->second->spec;
+    spec.instance_type = git->second->spec.value("InstanceType", "");
+  }
+  if (bootstrap_token_) spec.bootstrap_token = bootstrap_token_(n.instance_id);
+  Status s = provider_->Launch(spec);
+  if (s.code() == StatusCode::kResourceExhausted) {
+    change->status = ClusterInstanceStatus::kFailure;
+    change->message = kNoCapacity;
+  } else if (IsTransient(s)) {
+    return s;
+  } else if (!s.ok()) {
+    change->status = ClusterInstanceStatus::kFailure;
+    change->message = s.message();
+  } else {
+    change->launched = true;
+  }
+  return OkStatus();
+}
+
+Status NodeReconciler::Observe(const NodeRecord& n,
+                               const std::map<std::string, store::AgentRecord>& agents,
+                               SlurmReconciler::Pass& slurm, NodeChange* change) {
+  auto d = provider_ ? provider_->Describe(n.instance_id)
+                     : StatusOr<provider::NodeObservation>(NotFoundError("no provider"));
+  if (!d.ok() && d.status().code() != StatusCode::kNotFound) return d.status();
+  if (!d.ok()) {
+    change->status = ClusterInstanceStatus::kFailure;
+    change->message = "The instance no longer exists at the provider";
+    return OkStatus();
+  }
+  change->private_ip = d->private_ip;
+  change->hostname = d->hostname;
+  switch (d->state) {
+    case provider::NodeState::kPending:
+      change->status = ClusterInstanceStatus::kPending;
+      break;
+    case provider::NodeState::kRunning:
+      change->status = ClusterInstanceStatus::kRunning;
+      if (AgentsDecide()) FromAgent(n, agents, slurm, change);
+      break;
+    case provider::NodeState::kFailed:
+      change->status = ClusterInstanceStatus::kFailure;
+      change->message = d->message;
+      break;
+    case provider::NodeState::kTerminating:
+    case provider::NodeState::kTerminated:
+      change->status = ClusterInstanceStatus::kFailure;
+      change->message = "The instance was terminated outside hpod";
+      break;
+  }
+  if (change->message.empty()) change->message = d->message;
+  return OkStatus();
+}
+
+void NodeReconciler::FromAgent(const NodeRecord& n,
+                               const std::map<std::string, store::AgentRecord>& agents,
+                               SlurmReconciler::Pass& slurm, NodeChange* change) {
+  using Mode = SlurmPlan::Mode;
+  const bool was_running = api::Is(n.status, ClusterInstanceStatus::kRunning);
+  // The machine is up; the node is Running once its lifecycle scripts succeeded,
+  // as on HyperPod.
+  auto a = agents.find(n.instance_id);
+  std::optional<LifecycleState> lifecycle;
+  if (a != agents.end()) lifecycle = api::Parse<LifecycleState>(a->second.lifecycle_state);
+  double age = clock_.NowEpochSeconds() - n.launch_time;
+  const std::optional<SlurmPlan>& plan = slurm.plan;
+  if (lifecycle == LifecycleState::kSucceeded) {
+    change->status = ClusterInstanceStatus::kRunning;
+    if (plan && plan->mode == Mode::kError && !was_running) {
+      change->status = ClusterInstanceStatus::kFailure;
+      change->message = plan->error;
+    } else if (plan && plan->mode == Mode::kWaiting) {
+      if (!was_running) change->status = ClusterInstanceStatus::kPending;
+    } else if (plan && plan->mode == Mode::kSlurm) {
+      // Running only once the node's part of Slurm is up, as the user will use it
+      // right away.
+      bool up = plan->Ready() && slurm_.SyncNode(slurm, n);
+      if (!up && !was_running) change->status = ClusterInstanceStatus::kPending;
+    }
+    if (plan && change->status == ClusterInstanceStatus::kPending) {
+      // Bounded, so a cluster never sits in Creating for good.
+      if (auto why = slurm_.WaitExpired(slurm, n)) {
+        change->status = ClusterInstanceStatus::kFailure;
+        change->message = *why;
+      }
+    } else {
+      slurm_.WaitDone(n.instance_id);
+    }
+  } else if (lifecycle == LifecycleState::kFailed) {
+    change->status = ClusterInstanceStatus::kFailure;
+    change->message = a->second.lifecycle_message;
+  } else if (a == agents.end() && api::Is(n.status, ClusterInstanceStatus::kPending) &&
+             age > options_.agent_register_timeout.count()) {
+    change->status = ClusterInstanceStatus::kFailure;
+    change->message = "The hpod agent on the instance did not register with hpodd within " +
+                      std::to_string(options_.agent_register_timeout.count()) +
+                      " seconds (see `hpod logs --stream Agent` and the node's node-init.log)";
+  } else if (was_running) {
+    change->status = ClusterInstanceStatus::kRunning;  // a running node whose agent reconnects
+  } else {
+    change->status = ClusterInstanceStatus::kPending;
+  }
+}
+
+}  // namespace hpod::controlplane

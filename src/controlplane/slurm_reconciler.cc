@@ -1,0 +1,158 @@
+#include "hpod/controlplane/slurm_reconciler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hpod/controlplane/agent_service.h"
+
+namespace hpod::controlplane {
+
+using store::NodeRecord;
+
+SlurmReconciler::SlurmReconciler(store::Store& store, const Clock& clock,
+                                 const ControlPlaneOptions& options, SlurmAgents* agents)
+    : store_(store), clock_(clock), options_(options), agents_(agents) {}
+
+StatusOr<SlurmReconciler::Pass> SlurmReconciler::Begin(const std::string& cluster_id,
+                                                       const std::vector<NodeRecord>& nodes,
+                                                       bool in_play) {
+  Pass pass;
+  pass.cluster_id = cluster_id;
+  {
+    // Removal clocks live as long as this cluster's node rows marked for removal.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& clocks = removals_[cluster_id];
+    std::erase_if(clocks, [&](const auto& entry) {
+      return std::none_of(nodes.begin(), nodes.end(), [&](const NodeRecord& n) {
+        return n.remove && n.instance_id == entry.first;
+      });
+    });
+    if (clocks.empty()) removals_.erase(cluster_id);
+  }
+  if (!in_play || agents_ == nullptr) return pass;
+  pass.report = agents_->SlurmNodes(cluster_id);
+  // A node leaves Slurm in two steps: drained while still in slurm.conf, then
+  // dropped from it (see ReadyToTerminate).
+  std::set<std::string> draining;
+  for (const auto& n : nodes) {
+    const slurm::SlurmNodeState* s = pass.report ? pass.report->Find(n.hostname) : nullptr;
+    if (n.remove && s != nullptr && !s->Drained() && !RemovalTimedOut(cluster_id, n.instance_id)) {
+      draining.insert(n.instance_id);
+    }
+  }
+  HPOD_ASSIGN_OR_RETURN(SlurmPlan plan,
+                        BuildSlurmPlan(store_, cluster_id, options_.slurm, draining));
+  pass.plan = std::move(plan);
+  return pass;
+}
+
+bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
+  const SlurmPlan& plan = *pass.plan;
+  auto role = plan.role_of.find(n.instance_id);
+  if (role == plan.role_of.end()) return false;  // no address yet
+  nlohmann::json state = agents_->SlurmState(n.instance_id);
+  bool current = state.is_object() && state.value("conf_hash", "") == plan.conf_hash;
+  if (!current && role->second != slurm::NodeRole::kController) {
+    // Workers and login nodes wait for slurmctld to run this configuration: a
+    // configless slurmd that starts earlier fails to fetch it and retries only a
+    // second later, and one the controller does not know yet is refused.
+    nlohmann::json ctl = agents_->SlurmState(plan.controller_instance);
+    if (!ctl.is_object() || ctl.value("conf_hash", "") != plan.conf_hash ||
+        ctl.value("daemon", "") != "running") {
+      pass.busy = true;
+      return false;
+    }
+  }
+  if (!current) {
+    pass.busy = true;
+    // Resent on every pass until the agent reports the new hash (it applies the
+    // same message idempotently).
+    agents_->Send(n.instance_id, SlurmMessage(plan, n, options_.slurm));
+    return false;
+  }
+  if (state.value("daemon", "") != "running") return false;
+  if (role->second != slurm::NodeRole::kCompute) return true;
+  const slurm::SlurmNodeState* s = pass.report ? pass.report->Find(n.hostname) : nullptr;
+  if (pass.report && pass.report->reporter != plan.controller_instance) s = nullptr;
+  return s != nullptr && s->Registered();
+}
+
+bool SlurmReconciler::RemovalTimedOut(const std::string& cluster_id,
+                                      const std::string& instance_id) {
+  const auto now = clock_.SteadyNow();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto started = removals_[cluster_id].emplace(instance_id, now).first->second;
+  return now - started > options_.slurm.remove_timeout;
+}
+
+std::optional<std::string> SlurmReconciler::WaitExpired(const Pass& pass, const NodeRecord& n) {
+  const auto now = clock_.SteadyNow();
+  std::chrono::steady_clock::time_point since;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    since = waits_.emplace(n.instance_id, now).first->second;
+  }
+  if (now - since <= options_.slurm.ready_timeout) return std::nullopt;
+  WaitDone(n.instance_id);
+  std::string limit = std::to_string(options_.slurm.ready_timeout.count()) + " s";
+  if (pass.plan->mode == SlurmPlan::Mode::kWaiting) {
+    return "hpodd did not learn the cluster's Slurm roles within " + limit +
+           " of the lifecycle scripts succeeding (no provisioning_parameters.json report)";
+  }
+  std::string detail;
+  if (agents_ != nullptr) {
+    nlohmann::json state = agents_->SlurmState(n.instance_id);
+    if (state.is_object()) detail = state.value("message", "");
+  }
+  return "Slurm on the instance did not come up within " + limit +
+         (detail.empty() ? std::string(" (its slurmd did not register with slurmctld; see "
+                                       "/var/log/slurm on the node)")
+                         : ": " + detail);
+}
+
+void SlurmReconciler::WaitDone(const std::string& instance_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  waits_.erase(instance_id);
+}
+
+bool SlurmReconciler::ReadyToTerminate(Pass& pass, const NodeRecord& n) {
+  if (!pass.plan) return true;
+  const SlurmPlan& plan = *pass.plan;
+  if (plan.mode != SlurmPlan::Mode::kSlurm || n.hostname.empty()) return true;
+  const slurm::SlurmNodeState* s = pass.report ? pass.report->Find(n.hostname) : nullptr;
+  // Without the controller's view (hpodd just restarted, the controller's agent is
+  // reconnecting) hpod cannot tell whether Slurm still has the node: wait for it.
+  const bool unknown = !pass.report && !plan.controller_instance.empty();
+  if (s == nullptr && !unknown) return true;  // not (or no longer) in Slurm
+  if (RemovalTimedOut(n.cluster_id, n.instance_id)) {
+    spdlog::warn("{} is still in Slurm {} s after its removal began; terminating it anyway",
+                 n.hostname, options_.slurm.remove_timeout.count());
+    return true;
+  }
+  // Drain first, so nothing new lands on it; once drained, the plan leaves it out
+  // of slurm.conf and the controller's restart removes it from Slurm.
+  if (s != nullptr && !s->Drained()) pass.to_drain.push_back(n.hostname);
+  pass.busy = true;
+  return false;
+}
+
+void SlurmReconciler::Finish(Pass& pass) {
+  if (!pass.plan || pass.to_drain.empty() || pass.plan->controller_instance.empty()) return;
+  std::string list;
+  for (const auto& n : pass.to_drain) list += (list.empty() ? "" : ",") + n;
+  // One command for all of them, briefly bounded: this runs on a reconcile
+  // worker, and the next pass retries whatever the node table still shows.
+  auto r = agents_->Run(
+      pass.plan->controller_instance,
+      {"env", std::string("SLURM_CONF=") + slurm::kConfDir + "/slurm.conf", "scontrol", "update",
+       "nodename=" + list, "state=drain", "reason=hpod: removing the node from the cluster"},
+      std::chrono::seconds(3));
+  if (!r.ok() || r->exit_code != 0) {
+    spdlog::warn("draining {}: {}", list,
+                 r.ok() ? r->stderr_data : std::string(r.status().message()));
+  }
+  pass.to_drain.clear();
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,77 @@
+#pragma once
+
+// The Slurm concern of a cluster's reconcile pass: plans slurm.conf from the
+// nodes, brings each node's Slurm part in step with the plan (through its agent),
+// drains nodes on their way out and says when a node may be terminated. It keeps
+// two kinds of clocks in memory (when a node's removal began, since when a node
+// waits for Slurm); losing them in a restart only restarts those bounded waits.
+//
+// Thread contract: one SlurmReconciler serves every cluster; its methods may run
+// concurrently for different clusters (the WorkQueue runs one pass per cluster at
+// a time). A Pass belongs to the one pass that began it. No lock is held across
+// an agent call.
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/options.h"
+#include "hpod/controlplane/slurm_plan.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+class SlurmReconciler {
+ public:
+  // `agents` may be null: then no cluster has Slurm (tests, providers without agents).
+  SlurmReconciler(store::Store& store, const Clock& clock, const ControlPlaneOptions& options,
+                  SlurmAgents* agents);
+
+  // What one pass knows of the cluster's Slurm.
+  struct Pass {
+    std::string cluster_id;
+    std::optional<SlurmPlan> plan;           // none: Slurm is not in play this pass
+    std::optional<SlurmNodesReport> report;  // the controller's view of its nodes
+    std::vector<std::string> to_drain;       // hostnames to drain at Finish
+    bool busy = false;                       // Slurm is not yet in step with the cluster
+  };
+
+  // Starts a pass over `nodes` (the cluster's rows). `in_play` is false when the
+  // provider runs no agents or the cluster is winding down.
+  StatusOr<Pass> Begin(const std::string& cluster_id, const std::vector<store::NodeRecord>& nodes,
+                       bool in_play);
+  // Brings one node's Slurm in step with the plan; returns whether the node's part
+  // is up (controller: slurmctld answers; compute: registered).
+  bool SyncNode(Pass& pass, const store::NodeRecord& n);
+  // Whether a node being removed may be terminated now; queues its drain while
+  // Slurm still has it undrained.
+  bool ReadyToTerminate(Pass& pass, const store::NodeRecord& n);
+  // The failure message once a node whose scripts succeeded has waited longer
+  // than options.slurm.ready_timeout for its Slurm part.
+  std::optional<std::string> WaitExpired(const Pass& pass, const store::NodeRecord& n);
+  void WaitDone(const std::string& instance_id);
+  // Ends the pass: drains what it queued, in one short command.
+  void Finish(Pass& pass);
+
+ private:
+  // Starts the removal clock of a node on first call; true once it ran out.
+  bool RemovalTimedOut(const std::string& cluster_id, const std::string& instance_id);
+
+  store::Store& store_;
+  const Clock& clock_;
+  const ControlPlaneOptions& options_;
+  SlurmAgents* const agents_;
+  std::mutex mu_;
+  // When hpod began removing a node from Slurm, by cluster id, then instance id.
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>>
+      removals_;  // GUARDED_BY(mu_)
+  // Since when a node whose scripts succeeded waits for Slurm, by instance id.
+  std::map<std::string, std::chrono::steady_clock::time_point> waits_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace hpod::controlplane
