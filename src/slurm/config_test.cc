@@ -115,6 +115,17 @@ TEST(RenderSlurmFilesTest, GoldenCpu) {
                           "Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE"));
 }
 
+// The generated files claim only what works: no node replacement and no
+// auto-resume plugin until node recovery lands (it turns them back on).
+TEST(RenderSlurmFilesTest, ClaimsNoRecoveryThatDoesNotExist) {
+  SlurmFiles files = RenderSlurmFiles(CpuSpec());
+  for (const std::string& text : {files.slurm_conf, files.plugstack_conf}) {
+    EXPECT_THAT(text, Not(HasSubstr("replace")));
+    EXPECT_THAT(text, Not(HasSubstr("auto_resume.so")));
+    EXPECT_THAT(text, Not(HasSubstr("recovery finishes")));
+  }
+}
+
 TEST(RenderSlurmFilesTest, GoldenGpu) {
   SlurmFiles files = RenderSlurmFiles(GpuSpec());
   ExpectGolden("gpu.slurm.conf", files.slurm_conf);
