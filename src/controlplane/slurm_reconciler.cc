@@ -21,7 +21,7 @@ StatusOr<SlurmReconciler::Pass> SlurmReconciler::Begin(const std::string& cluste
   pass.cluster_id = cluster_id;
   {
     // Removal clocks live as long as this cluster's node rows marked for removal.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto& clocks = removals_[cluster_id];
     std::erase_if(clocks, [&](const auto& entry) {
       return std::none_of(nodes.begin(), nodes.end(), [&](const NodeRecord& n) {
@@ -81,7 +81,7 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
 bool SlurmReconciler::RemovalTimedOut(const std::string& cluster_id,
                                       const std::string& instance_id) {
   const auto now = clock_.SteadyNow();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto started = removals_[cluster_id].emplace(instance_id, now).first->second;
   return now - started > options_.slurm.remove_timeout;
 }
@@ -90,7 +90,7 @@ std::optional<std::string> SlurmReconciler::WaitExpired(const Pass& pass, const 
   const auto now = clock_.SteadyNow();
   std::chrono::steady_clock::time_point since;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     since = waits_.emplace(n.instance_id, now).first->second;
   }
   if (now - since <= options_.slurm.ready_timeout) return std::nullopt;
@@ -112,7 +112,7 @@ std::optional<std::string> SlurmReconciler::WaitExpired(const Pass& pass, const 
 }
 
 void SlurmReconciler::WaitDone(const std::string& instance_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   waits_.erase(instance_id);
 }
 

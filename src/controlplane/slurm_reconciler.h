@@ -13,13 +13,13 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "hpod/base/clock.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/controlplane/options.h"
 #include "hpod/controlplane/slurm_plan.h"
 #include "hpod/store/store.h"
@@ -60,18 +60,18 @@ class SlurmReconciler {
 
  private:
   // Starts the removal clock of a node on first call; true once it ran out.
-  bool RemovalTimedOut(const std::string& cluster_id, const std::string& instance_id);
+  bool RemovalTimedOut(const std::string& cluster_id, const std::string& instance_id) EXCLUDES(mu_);
 
   store::Store& store_;
   const Clock& clock_;
   const ControlPlaneOptions& options_;
   SlurmAgents* const agents_;
-  std::mutex mu_;
+  Mutex mu_;
   // When hpod began removing a node from Slurm, by cluster id, then instance id.
-  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>>
-      removals_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> removals_
+      GUARDED_BY(mu_);
   // Since when a node whose scripts succeeded waits for Slurm, by instance id.
-  std::map<std::string, std::chrono::steady_clock::time_point> waits_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::chrono::steady_clock::time_point> waits_ GUARDED_BY(mu_);
 };
 
 }  // namespace hpod::controlplane

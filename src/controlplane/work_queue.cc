@@ -17,7 +17,7 @@ void WorkQueue::Start() {
 
 void WorkQueue::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -27,7 +27,7 @@ void WorkQueue::Stop() {
 
 void WorkQueue::Add(const std::string& key) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (active_.count(key)) {
       dirty_.insert(key);
       return;
@@ -40,18 +40,18 @@ void WorkQueue::Add(const std::string& key) {
 void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay) {
   if (delay.count() <= 0) return Add(key);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     delayed_.emplace(clock_.SteadyNow() + delay, key);
   }
   cv_.notify_one();
 }
 
 size_t WorkQueue::Pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return queued_.size() + delayed_.size();
 }
 
-bool WorkQueue::PopDue(std::unique_lock<std::mutex>& lock, std::string* key) {
+bool WorkQueue::PopDue(std::string* key) {
   // Move due delayed keys into the queue.
   auto now = clock_.SteadyNow();
   while (!delayed_.empty() && delayed_.begin()->first <= now) {
@@ -83,7 +83,7 @@ void WorkQueue::Process(const std::string& key) {
     // A reconciler must not take the daemon down; treat it as a failure to retry.
     r.status = InternalError(std::string("reconciler threw: ") + e.what());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   active_.erase(key);
   if (!r.status.ok()) {
     int n = ++failures_[key];
@@ -100,13 +100,13 @@ void WorkQueue::Process(const std::string& key) {
 }
 
 void WorkQueue::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     std::string key;
-    if (PopDue(lock, &key)) {
-      lock.unlock();
+    if (PopDue(&key)) {
+      lock.Unlock();
       Process(key);
-      lock.lock();
+      lock.Lock();
       cv_.notify_all();
       continue;
     }
@@ -116,22 +116,22 @@ void WorkQueue::WorkerLoop() {
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(delayed_.begin()->first -
                                                                         clock_.SteadyNow());
       wait = std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
-      cv_.wait_for(lock, wait);
+      lock.WaitFor(cv_, wait);
     } else {
-      cv_.wait(lock);
+      lock.Wait(cv_);
     }
   }
 }
 
 int WorkQueue::RunUntilIdle() {
   int processed = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string key;
-  while (PopDue(lock, &key)) {
-    lock.unlock();
+  while (PopDue(&key)) {
+    lock.Unlock();
     Process(key);
     ++processed;
-    lock.lock();
+    lock.Lock();
   }
   return processed;
 }

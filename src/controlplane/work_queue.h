@@ -20,6 +20,7 @@
 
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 
 namespace hpod::controlplane {
 
@@ -56,23 +57,23 @@ class WorkQueue {
   size_t Pending() const;
 
  private:
-  bool PopDue(std::unique_lock<std::mutex>& lock, std::string* key);
-  void Process(const std::string& key);
-  void WorkerLoop();
+  bool PopDue(std::string* key) REQUIRES(mu_);
+  void Process(const std::string& key) EXCLUDES(mu_);
+  void WorkerLoop() EXCLUDES(mu_);
 
   const Clock& clock_;
   const WorkQueueOptions options_;
   const Processor processor_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::set<std::string> queued_;    // GUARDED_BY(mu_)
-  std::vector<std::string> order_;  // GUARDED_BY(mu_): FIFO of queued_
-  std::set<std::string> active_;    // GUARDED_BY(mu_)
-  std::set<std::string> dirty_;     // GUARDED_BY(mu_): re-added while active
-  std::multimap<std::chrono::steady_clock::time_point, std::string> delayed_;  // GUARDED_BY(mu_)
-  std::map<std::string, int> failures_;                                        // GUARDED_BY(mu_)
-  bool stopping_ = false;                                                      // GUARDED_BY(mu_)
+  std::set<std::string> queued_ GUARDED_BY(mu_);
+  std::vector<std::string> order_ GUARDED_BY(mu_);  // FIFO of queued_
+  std::set<std::string> active_ GUARDED_BY(mu_);
+  std::set<std::string> dirty_ GUARDED_BY(mu_);  // re-added while active
+  std::multimap<std::chrono::steady_clock::time_point, std::string> delayed_ GUARDED_BY(mu_);
+  std::map<std::string, int> failures_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
