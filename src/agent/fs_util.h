@@ -14,9 +14,9 @@
 
 namespace hpod::agent {
 
-// Writes `data` to a temporary file beside `path` with `mode`, fsyncs it, renames it
-// over `path` and fsyncs the directory, so a crash leaves the old or the new file.
-// Creates missing parent directories (0755).
+// Creates missing parent directories (0755), then base's WriteFileAtomic
+// (hpod/base/file_util.h): `data` lands in `path` with exactly `mode`, and a
+// crash leaves the old or the new file.
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode);
 
 // Whole file; kNotFound when it does not exist.

@@ -6,7 +6,6 @@
 #include <openssl/rand.h>
 #include <sys/random.h>
 
-#include <array>
 #include <cstring>
 
 namespace hpod {
@@ -52,53 +51,6 @@ StatusOr<std::string> HexDecode(std::string_view hex) {
     int hi = HexValue(hex[i]), lo = HexValue(hex[i + 1]);
     if (hi < 0 || lo < 0) return InvalidArgumentError("invalid hex digit");
     out.push_back(static_cast<char>(hi << 4 | lo));
-  }
-  return out;
-}
-
-static constexpr char kB64Url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-std::string Base64UrlEncode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  auto b = [&](size_t k) { return static_cast<unsigned char>(bytes[k]); };
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t v = b(i) << 16 | b(i + 1) << 8 | b(i + 2);
-    for (int s = 18; s >= 0; s -= 6) out.push_back(kB64Url[(v >> s) & 63]);
-  }
-  size_t rest = bytes.size() - i;
-  if (rest == 1) {
-    uint32_t v = b(i) << 16;
-    out.push_back(kB64Url[(v >> 18) & 63]);
-    out.push_back(kB64Url[(v >> 12) & 63]);
-  } else if (rest == 2) {
-    uint32_t v = b(i) << 16 | b(i + 1) << 8;
-    out.push_back(kB64Url[(v >> 18) & 63]);
-    out.push_back(kB64Url[(v >> 12) & 63]);
-    out.push_back(kB64Url[(v >> 6) & 63]);
-  }
-  return out;
-}
-
-StatusOr<std::string> Base64UrlDecode(std::string_view text) {
-  std::array<int, 256> rev;
-  rev.fill(-1);
-  for (int k = 0; k < 64; ++k) rev[static_cast<unsigned char>(kB64Url[k])] = k;
-  if (text.size() % 4 == 1) return InvalidArgumentError("invalid base64 length");
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : text) {
-    int v = rev[c];
-    if (v < 0) return InvalidArgumentError("invalid base64 character");
-    acc = acc << 6 | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
   }
   return out;
 }

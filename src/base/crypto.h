@@ -7,6 +7,9 @@
 #include <string>
 #include <string_view>
 
+// Base64UrlEncode/Base64UrlDecode live in base64.h; included here for the
+// callers that still reach them through this header.
+#include "hpod/base/base64.h"
 #include "hpod/base/status.h"
 
 namespace hpod {
@@ -18,8 +21,6 @@ std::string HmacSha256(std::string_view key, std::string_view data);
 
 std::string HexEncode(std::string_view bytes);  // lowercase
 StatusOr<std::string> HexDecode(std::string_view hex);
-std::string Base64UrlEncode(std::string_view bytes);  // no padding
-StatusOr<std::string> Base64UrlDecode(std::string_view text);
 
 // Constant-time equality (for signatures and secrets).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);

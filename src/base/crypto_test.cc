@@ -26,18 +26,6 @@ TEST(CryptoTest, HexRoundTripAndErrors) {
   EXPECT_FALSE(HexDecode("zz").ok());
 }
 
-TEST(CryptoTest, Base64UrlRoundTrip) {
-  for (const std::string& s :
-       std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\xff\xfe\x00\x01", 4)}) {
-    std::string enc = Base64UrlEncode(s);
-    EXPECT_EQ(enc.find('='), std::string::npos);
-    EXPECT_EQ(*Base64UrlDecode(enc), s) << enc;
-  }
-  EXPECT_EQ(Base64UrlEncode("hello"), "aGVsbG8");
-  EXPECT_FALSE(Base64UrlDecode("a").ok());
-  EXPECT_FALSE(Base64UrlDecode("ab$d").ok());
-}
-
 TEST(CryptoTest, ConstantTimeEquals) {
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));

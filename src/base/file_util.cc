@@ -66,11 +66,20 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
-Status WriteFileAtomic(const std::string& path, std::string_view bytes) {
+Status WriteFileAtomic(const std::string& path, std::string_view bytes, mode_t mode) {
   const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoStatus(errno, "creating " + tmp);
-  Status s = WriteAll(fd, bytes, tmp);
+  Status s = OkStatus();
+  // The umask may have narrowed `mode` (and O_TRUNC kept an old temp file's
+  // mode); the caller's mode is the contract.
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    s = ErrnoStatus(errno, "stat " + tmp);
+  } else if ((st.st_mode & 07777) != mode && ::fchmod(fd, mode) != 0) {
+    s = ErrnoStatus(errno, "chmod " + tmp);
+  }
+  if (s.ok()) s = WriteAll(fd, bytes, tmp);
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(errno, "fsync " + tmp);
   if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(errno, "closing " + tmp);
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -80,7 +89,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     return s;
   }
-  // The rename is durable only once the directory entry is.
+  // The rename is durable only once the directory entry is. Best effort: the
+  // new file is already in place, and some file systems refuse a directory fsync.
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   const std::string dir = parent.empty() ? std::string(".") : parent.string();
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

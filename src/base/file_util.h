@@ -4,6 +4,8 @@
 // Thread contract: free functions, safe from any thread for distinct paths.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -20,8 +22,13 @@ Status ErrnoStatus(int err, std::string_view what);
 // Reads the whole file.
 StatusOr<std::string> ReadFile(const std::string& path);
 
-// Writes `bytes` to "<path>.tmp", fsyncs it, renames it over `path` and fsyncs
-// the directory, so readers see either the old file or the complete new one.
-Status WriteFileAtomic(const std::string& path, std::string_view bytes);
+// Writes `bytes` to "<path>.tmp" with exactly `mode` (the umask neither widens
+// nor narrows it), fsyncs it, renames it over `path` and fsyncs the parent
+// directory, so readers and a crash see either the old file or the complete new
+// one. The parent directory must exist. On any failure "<path>.tmp" is removed
+// and `path` is untouched; the error is ErrnoStatus's for the failed call and
+// names the file. Two writers of one `path` at once are not supported (they
+// share the temporary name).
+Status WriteFileAtomic(const std::string& path, std::string_view bytes, mode_t mode = 0644);
 
 }  // namespace hpod

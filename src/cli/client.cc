@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "hpod/base/base64.h"
 #include "hpod/cli/params.h"
 
 namespace hpod::cli {
@@ -144,7 +145,14 @@ std::string PyJsonDumps(const Json& dict) {
   return out + "}";
 }
 
-std::string EncodeToken(const Json& token) { return Base64Encode(PyJsonDumps(token)); }
+// botocore's tokens: standard base64 with padding, decoded like Python's
+// b64decode, which discards characters outside the alphabet.
+constexpr Base64Options kTokenBase64{
+    .alphabet = Base64Alphabet::kStandard, .pad = true, .skip_unknown = true};
+
+std::string EncodeToken(const Json& token) {
+  return Base64Encode(PyJsonDumps(token), kTokenBase64);
+}
 
 }  // namespace
 
@@ -312,7 +320,7 @@ struct StartingToken {
 // botocore's PageIterator._parse_starting_token, including the pre-1.x
 // "token___index" form and raw service tokens.
 StatusOr<StartingToken> ParseStartingToken(const std::string& token, const api::Paginator& p) {
-  if (std::optional<std::string> decoded = Base64Decode(token)) {
+  if (StatusOr<std::string> decoded = Base64Decode(token, kTokenBase64); decoded.ok()) {
     Json dict = Json::parse(*decoded, nullptr, false);
     if (dict.is_object()) {
       StartingToken st;
@@ -472,59 +480,6 @@ StatusOr<PaginatedResult> Paginate(ApiClient& client, const api::Operation& op, 
   }
   result.merged = BuildFullResult(result.pages, p, result.resume_token);
   return result;
-}
-
-// --- base64 ----------------------------------------------------------------------
-
-namespace {
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-}
-
-std::string Base64Encode(std::string_view bytes) {
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t v = (static_cast<uint8_t>(bytes[i]) << 16) |
-                 (static_cast<uint8_t>(bytes[i + 1]) << 8) | static_cast<uint8_t>(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(v >> s) & 63];
-  }
-  if (size_t rest = bytes.size() - i; rest > 0) {
-    uint32_t v = static_cast<uint8_t>(bytes[i]) << 16;
-    if (rest == 2) v |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::optional<std::string> Base64Decode(std::string_view text) {
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  size_t symbols = 0;
-  size_t padding = 0;
-  for (char c : text) {
-    if (c == '=') {
-      ++padding;
-      continue;
-    }
-    const char* pos = std::strchr(kAlphabet, c);
-    // Python's b64decode discards characters outside the alphabet.
-    if (c == '\0' || pos == nullptr) continue;
-    if (padding > 0) return std::nullopt;  // data after padding
-    acc = (acc << 6) | static_cast<uint32_t>(pos - kAlphabet);
-    bits += 6;
-    ++symbols;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xFF);
-    }
-  }
-  // Like binascii: the symbol count plus padding must fill whole quanta.
-  if (symbols % 4 == 1 || (symbols + padding) % 4 != 0) return std::nullopt;
-  return out;
 }
 
 }  // namespace hpod::cli

@@ -127,8 +127,4 @@ struct PaginatedResult {
 StatusOr<PaginatedResult> Paginate(ApiClient& client, const api::Operation& op, Json params,
                                    const PaginationOptions& options);
 
-// Standard base64 (with padding), as the CLI's pagination tokens use.
-std::string Base64Encode(std::string_view bytes);
-std::optional<std::string> Base64Decode(std::string_view text);
-
 }  // namespace hpod::cli

@@ -1,7 +1,11 @@
 #include "hpod/provider/fake/fake_provider.h"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <fstream>
+
+#include "hpod/base/file_util.h"
 
 namespace hpod::provider {
 
@@ -140,14 +144,11 @@ void FakeProvider::Save(const Node& n) {
                       {"terminated_at", n.terminated_at},
                       {"broken", n.broken},
                       {"message", n.message}};
-  fs::path path = fs::path(options_.state_dir) / (n.instance_id + ".json");
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << j.dump();
-  }
-  fs::rename(tmp, path);
+  const fs::path path = fs::path(options_.state_dir) / (n.instance_id + ".json");
+  // Best effort, like the in-memory state it mirrors: a failed save only costs
+  // the node across a restart of the test daemon.
+  Status s = WriteFileAtomic(path.string(), j.dump(), 0644);
+  if (!s.ok()) spdlog::warn("fake provider: saving {}: {}", n.instance_id, s.ToString());
 }
 
 void FakeProvider::Erase(const std::string& instance_id) {

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "hpod/base/file_util.h"
 #include "hpod/provider/local/node_init.h"
 
 namespace hpod::provider::local {
@@ -27,18 +28,12 @@ constexpr int kFirstHost = 10;  // .1 is the bridge; .2-.9 stay free for service
 constexpr int kLastHost = 254;
 constexpr auto kKillTimeout = 10s;
 
+// Base's atomic write (the file has exactly `mode`), reported as kInternal like
+// every other host failure here: a full host disk must not read as Launch's
+// kResourceExhausted, which the reconciler reports as "no capacity".
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return InternalError("writing " + tmp + ": " + ::strerror(errno));
-  ::fchmod(fd, mode);  // the umask must not widen or narrow it
-  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    return InternalError("writing " + path + ": " + ::strerror(errno));
-  }
-  return OkStatus();
+  Status s = hpod::WriteFileAtomic(path, data, mode);
+  return s.ok() ? s : InternalError(s.message());
 }
 
 // In place (O_TRUNC, same inode): a bind mount pins the inode, so a rename would

@@ -16,6 +16,8 @@
 #include <fstream>
 #include <map>
 
+#include "hpod/base/file_util.h"
+
 namespace hpod::provider::local {
 
 namespace fs = std::filesystem;
@@ -129,17 +131,13 @@ bool EnsureDir(const std::string& path, mode_t mode) {
   return true;
 }
 
+// Runs in hpod-node-init's own process (the node's PID 1, one thread, before it
+// forks the program), so base's file helpers are as usable here as anywhere.
 bool CopyFile(const std::string& from, const std::string& to, mode_t mode) {
-  std::ifstream in(from, std::ios::binary);
-  if (!in) return false;
-  std::string tmp = to + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return false;
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ::close(fd);
-  return ok && ::rename(tmp.c_str(), to.c_str()) == 0;
+  StatusOr<std::string> data = ReadFile(from);
+  Status s = data.ok() ? WriteFileAtomic(to, *data, mode) : data.status();
+  if (!s.ok()) Log("copying %s into the node: %s", from.c_str(), s.message().c_str());
+  return s.ok();
 }
 
 // Makes sure a mountpoint exists: a file for a file source, else a directory.
@@ -185,7 +183,6 @@ int RunNodeInit(const NodeInitConfig& c) {
   }
   if (!EnsureDir(d + "/tmp", 01777)) return 1;
   if (!c.agent_config.empty() && !CopyFile(c.agent_config, d + "/state/agent.json", 0600)) {
-    Log("copying %s into the node: %s", c.agent_config.c_str(), strerror(errno));
     return 1;
   }
 

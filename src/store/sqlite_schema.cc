@@ -1,0 +1,163 @@
+// The store's schema: append-only migrations keyed by PRAGMA user_version.
+
+#include <string>
+
+#include "hpod/store/sqlite_store_internal.h"
+
+namespace hpod::store::internal {
+namespace {
+
+// Migration i moves the schema from version i to i+1. Never edit a released
+// migration: append a new one.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE clusters(
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  arn TEXT NOT NULL,
+  status TEXT NOT NULL,
+  failure_message TEXT NOT NULL,
+  creation_time REAL NOT NULL,
+  spec TEXT NOT NULL,
+  generation INTEGER NOT NULL) STRICT;
+CREATE INDEX clusters_by_time ON clusters(creation_time, id);
+CREATE TABLE instance_groups(
+  cluster_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  spec TEXT NOT NULL,
+  target_count INTEGER NOT NULL,
+  previous_target_count INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  deleting INTEGER NOT NULL,
+  PRIMARY KEY(cluster_id, name)) STRICT;
+CREATE TABLE nodes(
+  instance_id TEXT PRIMARY KEY,
+  cluster_id TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  ordinal INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  message TEXT NOT NULL,
+  launch_time REAL NOT NULL,
+  private_ip TEXT NOT NULL,
+  hostname TEXT NOT NULL,
+  logical_id TEXT NOT NULL,
+  launched INTEGER NOT NULL,
+  remove INTEGER NOT NULL,
+  created_generation INTEGER NOT NULL) STRICT;
+CREATE INDEX nodes_by_time ON nodes(cluster_id, launch_time, instance_id);
+CREATE INDEX nodes_by_group ON nodes(cluster_id, group_name, instance_id);
+CREATE TABLE events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id TEXT NOT NULL UNIQUE,
+  cluster_id TEXT NOT NULL,
+  cluster_name TEXT NOT NULL,
+  cluster_arn TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  resource_type TEXT NOT NULL,
+  time REAL NOT NULL,
+  level TEXT NOT NULL,
+  description TEXT NOT NULL) STRICT;
+CREATE INDEX events_by_cluster ON events(cluster_id, seq);
+CREATE TABLE access_keys(
+  access_key_id TEXT PRIMARY KEY,
+  secret TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created REAL NOT NULL,
+  description TEXT NOT NULL) STRICT;
+CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+)sql",
+    // v2: DescribeCluster's CurrentCount per group is counted from this partial
+    // index alone (no table lookups): ~10x cheaper on a 10,000-node cluster.
+    R"sql(
+CREATE INDEX nodes_running ON nodes(cluster_id, group_name) WHERE status = 'Running' AND remove = 0;
+)sql",
+    // v3: the running count per group is kept by triggers in running_counts, so
+    // DescribeCluster reads one row per group instead of scanning every node (the
+    // v2 index scan was still ~75% of its CPU at 10,000 nodes). Invariant: n equals
+    // the number of nodes of that group with status 'Running' and remove = 0.
+    // PutNode must UPSERT (not INSERT OR REPLACE), whose implicit delete fires no
+    // delete trigger.
+    R"sql(
+DROP INDEX nodes_running;
+CREATE TABLE running_counts(
+  cluster_id TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  n INTEGER NOT NULL,
+  PRIMARY KEY(cluster_id, group_name)) STRICT;
+INSERT INTO running_counts(cluster_id, group_name, n)
+  SELECT cluster_id, group_name, COUNT(*) FROM nodes WHERE status = 'Running' AND remove = 0
+  GROUP BY cluster_id, group_name;
+CREATE TRIGGER running_counts_insert AFTER INSERT ON nodes
+  WHEN NEW.status = 'Running' AND NEW.remove = 0
+BEGIN
+  INSERT INTO running_counts(cluster_id, group_name, n) VALUES(NEW.cluster_id, NEW.group_name, 1)
+    ON CONFLICT(cluster_id, group_name) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER running_counts_delete AFTER DELETE ON nodes
+  WHEN OLD.status = 'Running' AND OLD.remove = 0
+BEGIN
+  UPDATE running_counts SET n = n - 1
+    WHERE cluster_id = OLD.cluster_id AND group_name = OLD.group_name;
+END;
+CREATE TRIGGER running_counts_update AFTER UPDATE OF status, remove, cluster_id, group_name ON nodes
+BEGIN
+  UPDATE running_counts SET n = n - 1
+    WHERE OLD.status = 'Running' AND OLD.remove = 0
+      AND cluster_id = OLD.cluster_id AND group_name = OLD.group_name;
+  INSERT INTO running_counts(cluster_id, group_name, n)
+    SELECT NEW.cluster_id, NEW.group_name, 1 WHERE NEW.status = 'Running' AND NEW.remove = 0
+    ON CONFLICT(cluster_id, group_name) DO UPDATE SET n = n + 1;
+END;
+)sql",
+    // v4: node agents (issue 3). A separate table because only the agent service
+    // writes it, while the reconciler owns the nodes table.
+    R"sql(
+CREATE TABLE node_agents(
+  instance_id TEXT PRIMARY KEY,
+  cluster_id TEXT NOT NULL,
+  credential_hash TEXT NOT NULL,
+  lifecycle_state TEXT NOT NULL,
+  lifecycle_message TEXT NOT NULL,
+  agent_version TEXT NOT NULL,
+  registered_time REAL NOT NULL) STRICT;
+CREATE INDEX node_agents_by_cluster ON node_agents(cluster_id);
+)sql",
+};
+constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
+
+}  // namespace
+
+Status MigrateSchema(Database& db) {
+  HPOD_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL"));
+  // FULL: a commit acknowledged to a client survives power loss, not just a crash.
+  HPOD_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=FULL"));
+  HPOD_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
+  HPOD_ASSIGN_OR_RETURN(int version, ReadSchemaVersion(db));
+  if (version > kSchemaVersion) {
+    return FailedPreconditionError("store schema version " + std::to_string(version) +
+                                   " is newer than this hpodd understands (" +
+                                   std::to_string(kSchemaVersion) + "); upgrade hpodd");
+  }
+  for (int v = version; v < kSchemaVersion; ++v) {
+    HPOD_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+    Status s = db.Exec(kMigrations[v]);
+    if (s.ok()) s = db.Exec("PRAGMA user_version=" + std::to_string(v + 1));
+    if (!s.ok()) {
+      (void)db.Exec("ROLLBACK");
+      return s.Annotate("migrating store to schema " + std::to_string(v + 1));
+    }
+    HPOD_RETURN_IF_ERROR(db.Exec("COMMIT"));
+  }
+  return OkStatus();
+}
+
+StatusOr<int> ReadSchemaVersion(Database& db) {
+  HPOD_ASSIGN_OR_RETURN(Statement s, db.Prepare("PRAGMA user_version"));
+  HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return InternalError("PRAGMA user_version returned nothing");
+  return static_cast<int>(s.Int(0));
+}
+
+}  // namespace hpod::store::internal
