@@ -34,7 +34,71 @@ StatusOr<std::string> PageSecret(store::Store& store) {
   return secret;
 }
 
+// GET /healthz: the process is up and its API listener answers. Nothing deeper is
+// checked, so that a load balancer or systemd can poll it cheaply and without a key.
+http::Response Healthz(const http::Request&) {
+  http::Response r;
+  r.headers.push_back({"Content-Type", "application/json"});
+  r.body = R"({"status":"ok"})";
+  return r;
+}
+
+std::string RouteTable(const http::Router& router) {
+  std::string table;
+  for (const http::Route& route : router.routes()) {
+    if (!table.empty()) table += ", ";
+    table += route.ToString();
+  }
+  return table;
+}
+
 }  // namespace
+
+// Each route names who may call it; its handler enforces that (router.h). A new
+// route is one line here, e.g. GET /metrics:
+//   HPOD_RETURN_IF_ERROR(router.Add("GET", "/metrics", http::AuthRule::kSigV4, handler));
+Status Daemon::AddApiRoutes(http::Router& router) {
+  HPOD_RETURN_IF_ERROR(
+      router.Add("POST", "/", http::AuthRule::kSigV4,
+                 [this](const http::Request& r) { return api_server_->Handle(r); }));
+  HPOD_RETURN_IF_ERROR(router.Add("GET", "/healthz", http::AuthRule::kNone, Healthz));
+  HPOD_RETURN_IF_ERROR(router.AddUpgradePrefix(
+      "/v1/sessions/", http::AuthRule::kSessionToken,
+      [this](const http::Request& r, std::shared_ptr<http::WebSocket> ws) -> http::UpgradeResult {
+        if (agents_ == nullptr) {
+          http::Response resp;
+          resp.status = 404;
+          resp.body = "hpodd runs no node agents, so it has no sessions";
+          return resp;
+        }
+        return agents_->HandleClientSessionUpgrade(r, std::move(ws));
+      }));
+  // Any other request gets the API's own answer (400 UnknownOperationException:
+  // "hpod serves the SageMaker API as POST /"), which AWS clients and
+  // tests/e2e/test_bad_input.py expect, rather than the router's plain 404/405; the
+  // router still adds Allow on a known path's wrong method.
+  router.SetMissHandler(
+      [this](const http::Request& r, const http::RouteMiss&) { return api_server_->Handle(r); });
+  spdlog::info("hpodd API routes: {}", RouteTable(router));
+  return OkStatus();
+}
+
+Status Daemon::AddAgentRoutes(http::Router& router) {
+  auto upgrade = [this](const http::Request& r, std::shared_ptr<http::WebSocket> ws) {
+    return agents_->HandleAgentUpgrade(r, std::move(ws));
+  };
+  HPOD_RETURN_IF_ERROR(
+      router.AddUpgrade("/agent/v1/channel", http::AuthRule::kAgentToken, upgrade));
+  HPOD_RETURN_IF_ERROR(
+      router.AddUpgradePrefix("/agent/v1/sessions/", http::AuthRule::kAgentToken, upgrade));
+  router.SetMissHandler([](const http::Request&, const http::RouteMiss&) {
+    http::Response r;
+    r.status = 404;
+    r.body = "hpod agent endpoint: WebSocket upgrades only";
+    return r;
+  });
+  return OkStatus();
+}
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
                                                 std::unique_ptr<provider::Provider> provider,
@@ -92,35 +156,19 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     http::ServerOptions so;
     so.unix_path =
         options.agent_socket.empty() ? AgentSocketPath(options.data_dir) : options.agent_socket;
-    HPOD_ASSIGN_OR_RETURN(d->agent_server_,
-                          http::Server::Start(
-                              so,
-                              [](const http::Request&) {
-                                http::Response r;
-                                r.status = 404;
-                                r.body = "hpod agent endpoint: WebSocket upgrades only";
-                                return r;
-                              },
-                              [self](const http::Request& r, std::shared_ptr<http::WebSocket> ws) {
-                                return self->agents_->HandleAgentUpgrade(r, std::move(ws));
-                              }));
+    d->agent_routes_ = std::make_unique<http::Router>();
+    HPOD_RETURN_IF_ERROR(d->AddAgentRoutes(*d->agent_routes_));
+    HPOD_ASSIGN_OR_RETURN(
+        d->agent_server_,
+        http::Server::Start(so, d->agent_routes_->handler(), d->agent_routes_->upgrade_handler()));
     spdlog::info("hpodd serving node agents on unix:{}", so.unix_path);
   }
   d->queue_->Start();
   d->resync_ = std::thread([self] { self->ResyncLoop(); });
-  HPOD_ASSIGN_OR_RETURN(
-      d->server_, http::Server::Start(
-                      options.http, [self](const auto& r) { return self->api_server_->Handle(r); },
-                      [self](const http::Request& r,
-                             std::shared_ptr<http::WebSocket> ws) -> http::UpgradeResult {
-                        if (self->agents_ == nullptr) {
-                          http::Response resp;
-                          resp.status = 404;
-                          resp.body = "hpodd runs no node agents, so it has no sessions";
-                          return resp;
-                        }
-                        return self->agents_->HandleClientSessionUpgrade(r, std::move(ws));
-                      }));
+  d->api_routes_ = std::make_unique<http::Router>();
+  HPOD_RETURN_IF_ERROR(d->AddApiRoutes(*d->api_routes_));
+  HPOD_ASSIGN_OR_RETURN(d->server_, http::Server::Start(options.http, d->api_routes_->handler(),
+                                                        d->api_routes_->upgrade_handler()));
   spdlog::info("hpodd serving the SageMaker cluster API on {}:{} (auth: {})", options.http.address,
                d->server_->port(),
                options.insecure_no_auth ? "DISABLED (--insecure-no-auth)" : "SigV4");

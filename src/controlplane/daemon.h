@@ -25,6 +25,7 @@
 #include "hpod/controlplane/options.h"
 #include "hpod/controlplane/s3_relay.h"
 #include "hpod/controlplane/work_queue.h"
+#include "hpod/http/router.h"
 #include "hpod/http/server.h"
 #include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
@@ -59,6 +60,10 @@ class Daemon {
  private:
   Daemon() = default;
   void ResyncLoop();
+  // The routes of the API listener (POST /, GET /healthz, the session relay's
+  // upgrades) and of the agents' listener (their channel and session upgrades).
+  Status AddApiRoutes(http::Router& router);
+  Status AddAgentRoutes(http::Router& router);
 
   DaemonOptions options_;
   const Clock* clock_ = nullptr;
@@ -72,8 +77,10 @@ class Daemon {
   std::unique_ptr<ClusterApi> api_;
   std::unique_ptr<NodeApi> node_api_;
   std::unique_ptr<ApiServer> api_server_;
+  std::unique_ptr<http::Router> agent_routes_;  // the agents' listener's routes
   std::unique_ptr<http::Server> agent_server_;
   std::unique_ptr<S3Relay> s3_relay_;
+  std::unique_ptr<http::Router> api_routes_;  // the API listener's routes
   std::unique_ptr<http::Server> server_;
 
   std::mutex mu_;

@@ -1,8 +1,9 @@
 #pragma once
 
-// Private to hpod_http (included by server.cc and server_websocket.cc only; it pulls
-// in Boost, which no public header may). What the HTTP sessions in server.cc and the
-// WebSocket connections in server_websocket.cc share.
+// Private to hpod_http (included by server*.cc only; it pulls in Boost, which no
+// public header may). What the server core (listener, handler queue, shutdown) in
+// server.cc, the HTTP sessions in server_session.cc, the listening sockets in
+// server_listen.cc and the WebSocket connections in server_websocket.cc share.
 //
 // Both kinds of connection use one stream type over asio's generic stream protocol,
 // so that a TCP and a Unix-domain listener share all of the session code (and Beast
@@ -77,6 +78,48 @@ class ConnectionRegistry {
   virtual std::optional<uint64_t> Register(std::weak_ptr<Connection> connection) = 0;
   virtual void Unregister(uint64_t id) = 0;
 };
+
+class HttpSession;
+
+// The server as its HTTP sessions see it (ServerCore in server.cc).
+//
+// Thread contract: every method is safe from any thread.
+class SessionHost : public ConnectionRegistry {
+ public:
+  // Whether upgrade requests go to an UpgradeHandler (else to the handler).
+  virtual bool accepts_upgrades() const = 0;
+  // Runs the handler; a throwing handler becomes a 500 InternalFailure.
+  virtual Response Invoke(const Request& request) noexcept = 0;
+  // Runs the upgrade handler; a throwing one refuses with a 500 InternalFailure.
+  virtual UpgradeResult InvokeUpgrade(const Request& request,
+                                      std::shared_ptr<WebSocket> socket) noexcept = 0;
+  // Queues a session whose request is complete; a handler thread calls its Handle().
+  // False once the handler threads are stopping (the session should close).
+  virtual bool Enqueue(std::shared_ptr<HttpSession> session) = 0;
+};
+
+// One accepted HTTP connection (server_session.cc): reads requests, queues itself on
+// the host for each, writes the responses, until the peer leaves, a limit is hit or
+// the server stops; an accepted upgrade hands its stream to StartWebSocket.
+//
+// Thread contract: Start, OnServerStopping and ForceClose may be called from any
+// thread (they post to the session's strand); Handle is called by one handler thread
+// per queued request.
+class HttpSession : public Connection {
+ public:
+  // A session for an accepted `socket`, registered in `host` under `id`; it
+  // unregisters itself when destroyed. `host` must outlive it.
+  static std::shared_ptr<HttpSession> Create(SessionHost* host, uint64_t id,
+                                             Protocol::socket socket);
+  // Starts waiting for the first request.
+  virtual void Start() = 0;
+  // On a handler thread: runs the (upgrade) handler on the queued request and posts
+  // the response, or the handover, back to the strand.
+  virtual void Handle() = 0;
+};
+
+// The 500 answered for a throwing handler or an unusable response (AWS JSON shape).
+Response InternalFailure();
 
 // The server side of one WebSocket as the application holds it: the send queue and
 // the closed state live here, apart from the Beast stream, so that a handle the
