@@ -106,8 +106,8 @@ Status AsyncCheckpointer::GrowStaging(int64_t bytes) {
 Status AsyncCheckpointer::Reserve(int64_t bytes) {
   if (closed_) return FailedPreconditionError("checkpointer is closed");
   {
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return !busy_; });
+    MutexLock lk(mu_);
+    lk.Wait(cv_, [&]() REQUIRES(mu_) { return !busy_; });
   }
   return GrowStaging(bytes);
 }
@@ -119,8 +119,8 @@ StatusOr<SaveStats> AsyncCheckpointer::Save(int64_t step, const nlohmann::json& 
   if (step < 0) return InvalidArgumentError("checkpoint step must be >= 0");
   {
     // At most one save in flight: the staging buffer is the writer's until it is done.
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return !busy_; });
+    MutexLock lk(mu_);
+    lk.Wait(cv_, [&]() REQUIRES(mu_) { return !busy_; });
     if (!error_.ok()) {
       Status e = std::move(error_);
       error_ = OkStatus();
@@ -152,7 +152,7 @@ StatusOr<SaveStats> AsyncCheckpointer::Save(int64_t step, const nlohmann::json& 
   stats.bytes = file_bytes;
   stats.snapshot_s = Seconds(t2 - t1);
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     job_.step = step;
     job_.meta = meta;
     job_.layout = std::move(layout);
@@ -166,8 +166,8 @@ StatusOr<SaveStats> AsyncCheckpointer::Save(int64_t step, const nlohmann::json& 
 }
 
 Status AsyncCheckpointer::Wait() {
-  std::unique_lock lk(mu_);
-  cv_.wait(lk, [&] { return !busy_; });
+  MutexLock lk(mu_);
+  lk.Wait(cv_, [&]() REQUIRES(mu_) { return !busy_; });
   Status e = std::move(error_);
   error_ = OkStatus();
   return e;
@@ -177,7 +177,7 @@ Status AsyncCheckpointer::Close() {
   if (closed_) return OkStatus();
   Status s = Wait();
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -190,19 +190,20 @@ Status AsyncCheckpointer::Close() {
 }
 
 std::vector<SaveStats> AsyncCheckpointer::completed() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return completed_;
 }
 
 void AsyncCheckpointer::WriterLoop() {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   while (true) {
-    cv_.wait(lk, [&] { return busy_ || stop_; });
+    lk.Wait(cv_, [&]() REQUIRES(mu_) { return busy_ || stop_; });
     if (!busy_) return;  // stop_ and nothing in flight
-    // While busy_, job_ and the staging buffer are this thread's; the training thread
-    // only waits for busy_ to clear.
-    Job& job = job_;
-    lk.unlock();
+    // While busy_, the job and the staging buffer are this thread's; the training
+    // thread only waits for busy_ to clear. The job is moved out under the lock so
+    // nothing reads job_ without it.
+    Job job = std::move(job_);
+    lk.Unlock();
     if (options_.before_write_hook) options_.before_write_hook(job.step);
     const auto t0 = Clock::now();
     Status s = options_.sharding ? CommitPart(dir_, job.step, job.meta, job.layout, staging_,
@@ -216,7 +217,7 @@ void AsyncCheckpointer::WriterLoop() {
       Status p = PruneCheckpoints(dir_, options_.keep_last, job.step);
       if (!p.ok()) spdlog::warn("pruning old checkpoints in {}: {}", dir_, p.ToString());
     }
-    lk.lock();
+    lk.Lock();
     if (s.ok()) {
       job.stats.write_s = write_s;
       completed_.push_back(job.stats);

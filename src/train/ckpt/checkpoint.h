@@ -41,7 +41,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -50,6 +49,7 @@
 #include <vector>
 
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/train/ckpt/format.h"
 #include "hpod/train/ckpt/sharded.h"
 
@@ -151,15 +151,16 @@ class AsyncCheckpointer {
   char* staging_ = nullptr;
   int64_t staging_capacity_ = 0;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  bool busy_ = false;                 // GUARDED_BY(mu_): job_ is in flight
-  bool stop_ = false;                 // GUARDED_BY(mu_)
-  bool closed_ = false;               // training thread only
-  Job job_;                           // GUARDED_BY(mu_) while !busy_; the writer's while busy_
-  Status error_;                      // GUARDED_BY(mu_): first unreported writer error
-  std::vector<SaveStats> completed_;  // GUARDED_BY(mu_)
-  std::thread writer_;                // last: starts after the members above exist
+  bool busy_ GUARDED_BY(mu_) = false;  // job_ is in flight
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool closed_ = false;  // training thread only
+  // Filled by Save while !busy_; the writer moves it out when it takes the job.
+  Job job_ GUARDED_BY(mu_);
+  Status error_ GUARDED_BY(mu_);  // first unreported writer error
+  std::vector<SaveStats> completed_ GUARDED_BY(mu_);
+  std::thread writer_;  // last: starts after the members above exist
 };
 
 // A checkpoint read back and verified.

@@ -10,10 +10,10 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
-#include <mutex>
 
 #include "fmt/format.h"
 #include "hpod/base/crc32c.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/train/ckpt/io.h"
 
 namespace hpod::train::ckpt {
@@ -25,21 +25,21 @@ namespace {
 class LocalPartExchange : public PartExchange {
  public:
   Status Report(int64_t step, int rank, const std::string& report) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     reports_[{step, rank}] = report;
     cv_.notify_all();
     return OkStatus();
   }
   StatusOr<std::vector<std::string>> Collect(int64_t step, int world,
                                              std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> l(mu_);
-    auto all = [&] {
+    MutexLock l(mu_);
+    auto all = [&]() REQUIRES(mu_) {
       for (int r = 0; r < world; ++r) {
         if (reports_.count({step, r}) == 0) return false;
       }
       return true;
     };
-    if (!cv_.wait_for(l, timeout, all)) {
+    if (!l.WaitFor(cv_, timeout, all)) {
       std::string missing;
       for (int r = 0; r < world; ++r) {
         if (reports_.count({step, r}) == 0)
@@ -59,9 +59,9 @@ class LocalPartExchange : public PartExchange {
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::map<std::pair<int64_t, int>, std::string> reports_;  // GUARDED_BY(mu_)
+  std::map<std::pair<int64_t, int>, std::string> reports_ GUARDED_BY(mu_);
 };
 
 nlohmann::json PartReport(const ShardingOptions& o, std::span<const TensorLayout> layout,

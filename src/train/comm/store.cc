@@ -116,7 +116,7 @@ std::string PrefixedKey(const std::string& prefix, const std::string& key) {
 // --- HashStore ----------------------------------------------------------------
 
 Status HashStore::Set(const std::string& key, const std::string& value) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (closed_) return UnavailableError("the store is closed");
   values_[key] = value;
   cv_.notify_all();
@@ -126,20 +126,21 @@ Status HashStore::Set(const std::string& key, const std::string& value) {
 StatusOr<std::string> HashStore::Get(const std::string& key, Millis timeout) {
   std::vector<std::string> missing;
   HPOD_RETURN_IF_ERROR(Wait({key}, timeout, &missing, ""));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return values_[key];
 }
 
 Status HashStore::Wait(const std::vector<std::string>& keys, Millis timeout,
                        std::vector<std::string>* missing, const std::string& abort_key) {
-  std::unique_lock<std::mutex> l(mu_);
-  auto aborted = [&] { return !abort_key.empty() && values_.count(abort_key) != 0; };
-  auto all_set = [&] {
-    return closed_ || aborted() || std::all_of(keys.begin(), keys.end(), [&](const std::string& k) {
-             return values_.count(k) != 0;
-           });
+  MutexLock l(mu_);
+  auto aborted = [&]()
+                     REQUIRES(mu_) { return !abort_key.empty() && values_.count(abort_key) != 0; };
+  auto all_set = [&]() REQUIRES(mu_) {
+    return closed_ || aborted() ||
+           std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string& k) REQUIRES(mu_) { return values_.count(k) != 0; });
   };
-  const bool done = cv_.wait_for(l, timeout, all_set);
+  const bool done = l.WaitFor(cv_, timeout, all_set);
   if (closed_) return UnavailableError("the store is closed");
   if (aborted()) return AbortedError(values_[abort_key]);
   if (done) return OkStatus();
@@ -153,7 +154,7 @@ Status HashStore::Wait(const std::vector<std::string>& keys, Millis timeout,
 }
 
 StatusOr<int64_t> HashStore::Add(const std::string& key, int64_t delta) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (closed_) return UnavailableError("the store is closed");
   int64_t v = 0;
   if (auto it = values_.find(key); it != values_.end())
@@ -165,13 +166,13 @@ StatusOr<int64_t> HashStore::Add(const std::string& key, int64_t delta) {
 }
 
 StatusOr<bool> HashStore::Check(const std::string& key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (closed_) return UnavailableError("the store is closed");
   return values_.count(key) != 0;
 }
 
 void HashStore::Close() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   closed_ = true;
   cv_.notify_all();
 }
@@ -222,13 +223,13 @@ TcpStoreServer::~TcpStoreServer() {
   // for, e.g. an abort just set), then idle readers see EOF.
   store_.Close();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     stopping_ = true;
     for (int fd : client_fds_) shutdown(fd, SHUT_RD);
   }
   std::vector<std::thread> clients;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     clients.swap(clients_);
   }
   for (auto& t : clients) t.join();
@@ -248,7 +249,7 @@ void TcpStoreServer::AcceptLoop() {
     if (fd < 0) continue;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stopping_) {
       close(fd);
       return;
@@ -319,7 +320,7 @@ void TcpStoreServer::Serve(int fd) {
     PutBytes(reply, out);
     if (!SendAll(fd, reply.data(), reply.size(), Clock::now() + kReplyGrace).empty()) break;
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   client_fds_.erase(std::remove(client_fds_.begin(), client_fds_.end(), fd), client_fds_.end());
   close(fd);
 }
@@ -380,7 +381,7 @@ StatusOr<std::pair<uint8_t, std::string>> TcpStore::Call(uint8_t op,
   for (const auto& k : keys) PutBytes(req, k);
   PutBytes(req, value);
   req.append(reinterpret_cast<const char*>(&arg), 8);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (fd_ < 0) return UnavailableError(where_ + " is no longer connected");
   const auto deadline = Clock::now() + timeout + kReplyGrace;
   std::string err = SendAll(fd_, req.data(), req.size(), deadline);

@@ -25,12 +25,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 
 namespace hpod::train::comm {
 
@@ -72,10 +72,10 @@ class HashStore : public Store {
   void Close();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, std::string> values_;  // GUARDED_BY(mu_)
-  bool closed_ = false;                        // GUARDED_BY(mu_)
+  std::map<std::string, std::string> values_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 // Serves a HashStore over TCP. One thread accepts, one thread per client
@@ -101,11 +101,11 @@ class TcpStoreServer {
   const int wake_fd_;
   const uint16_t port_;
   HashStore store_;
-  std::mutex mu_;
-  std::vector<int> client_fds_;       // GUARDED_BY(mu_): open connections
-  std::vector<std::thread> clients_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;             // GUARDED_BY(mu_)
-  std::thread acceptor_;              // last: starts once the members above exist
+  Mutex mu_;
+  std::vector<int> client_fds_ GUARDED_BY(mu_);  // open connections
+  std::vector<std::thread> clients_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread acceptor_;  // last: starts once the members above exist
 };
 
 // A client of TcpStoreServer. Thread contract: safe from any thread; requests
@@ -135,8 +135,8 @@ class TcpStore : public Store {
                                                  const std::string& value, int64_t arg,
                                                  Millis timeout);
 
-  std::mutex mu_;
-  int fd_;                   // GUARDED_BY(mu_); -1 once broken
+  Mutex mu_;
+  int fd_ GUARDED_BY(mu_);   // -1 once broken
   const std::string where_;  // "the rendezvous store of rank 0 at host:port"
 };
 

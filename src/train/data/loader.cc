@@ -3,9 +3,9 @@
 #include <glob.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "fmt/format.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/train/data/shard.h"
 
 namespace hpod::train::data {
@@ -73,7 +73,7 @@ class ShardSource final : public TokenSource {
   // perm_epoch, computed once per epoch. Two epochs are kept so that threads
   // filling a batch that straddles an epoch boundary do not evict each other.
   std::shared_ptr<const std::vector<int64_t>> Permutation(int64_t epoch) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [e, perm] : cache_) {
       if (e == epoch && perm != nullptr) return perm;
     }
@@ -91,10 +91,9 @@ class ShardSource final : public TokenSource {
   int64_t total_tokens_ = 0;
   int64_t num_samples_ = 0;
 
-  mutable std::mutex mu_;
-  mutable std::pair<int64_t, std::shared_ptr<const std::vector<int64_t>>>
-      cache_[2];               // GUARDED_BY(mu_)
-  mutable int next_slot_ = 0;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  mutable std::pair<int64_t, std::shared_ptr<const std::vector<int64_t>>> cache_[2] GUARDED_BY(mu_);
+  mutable int next_slot_ GUARDED_BY(mu_) = 0;
 };
 
 // Thread contract: see TokenSource (stateless).
