@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hpod/base/crypto.h"
+#include "hpod/base/file_util.h"
 #include "hpod/controlplane/daemon.h"
 
 namespace hpod::controlplane {
@@ -51,17 +52,11 @@ Status UpdateIniSection(const std::string& path, const std::string& section,
   for (const auto& [k, v] : values) out.push_back(k + " = " + v);
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return InternalError("cannot write " + tmp);
-    for (const auto& l : out) f << l << "\n";
-    if (!f.flush()) return InternalError("cannot write " + tmp);
-  }
-  ::chmod(tmp.c_str(), 0600);
-  fs::rename(tmp, path, ec);
-  if (ec) return InternalError("cannot replace " + path + ": " + ec.message());
-  return OkStatus();
+  std::string text;
+  for (const auto& l : out) text += l + "\n";
+  // Credentials: 0600 from the first byte written (the temp file too), durable
+  // once this returns.
+  return WriteFileAtomic(path, text, 0600);
 }
 
 StatusOr<InitResult> InitDataDir(const InitOptions& options, const Clock& clock) {
