@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+
+#include "hpod/api/states.h"
 
 namespace hpod::cli {
 namespace {
@@ -111,14 +114,15 @@ Status WaitForCluster(ApiClient& client, const WaitOptions& options, const Clock
       return Status(cluster.status().code(), prefix + cluster.status().message());
     }
     const std::string status = cluster->value("ClusterStatus", std::string());
+    const std::optional<api::ClusterStatus> state = api::Parse<api::ClusterStatus>(status);
     last_status = status;
     printer.Update(DescribeState(*cluster), elapsed);
     if (options.waiter == Waiter::kClusterInService) {
-      if (status == "InService") {
+      if (state == api::ClusterStatus::kInService) {
         printer.Finish();
         return OkStatus();
       }
-      if (status == "Failed" || status == "Deleting") {
+      if (state == api::ClusterStatus::kFailed || state == api::ClusterStatus::kDeleting) {
         printer.Finish();
         std::string message =
             prefix + "Waiter encountered a terminal failure state: ClusterStatus is " + status;
@@ -127,8 +131,8 @@ Status WaitForCluster(ApiClient& client, const WaitOptions& options, const Clock
         return FailedPreconditionError(message);
       }
     } else {
-      if (status == "Deleting") saw_deleting = true;
-      if (status == "Failed" && saw_deleting) {
+      if (state == api::ClusterStatus::kDeleting) saw_deleting = true;
+      if (state == api::ClusterStatus::kFailed && saw_deleting) {
         printer.Finish();
         std::string message =
             prefix + "Waiter encountered a terminal failure state: ClusterStatus is Failed";
