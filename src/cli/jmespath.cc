@@ -1,3 +1,5 @@
+// JMESPath, part 1: the lexer and the Pratt parser (jmespath.py's), which
+// build the tree that jmespath_eval.cc interprets.
 #include "hpod/cli/jmespath.h"
 
 #include <charconv>
@@ -5,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-namespace hpod::cli {
+#include "hpod/cli/jmespath_internal.h"
 
-using Json = nlohmann::ordered_json;
+namespace hpod::cli {
 
 enum class Tok {
   kEof,
@@ -46,37 +48,6 @@ struct Token {
   std::string text;  // identifier name, raw lexeme
   Json value;        // literal value or number
   size_t start = 0;
-};
-
-enum class NodeType {
-  kIdentity,
-  kCurrent,
-  kField,
-  kLiteral,
-  kSubexpression,
-  kIndexExpression,
-  kIndex,
-  kSlice,
-  kProjection,
-  kValueProjection,
-  kFilterProjection,
-  kFlatten,
-  kMultiSelectList,
-  kMultiSelectHash,
-  kComparator,
-  kOr,
-  kAnd,
-  kNot,
-  kPipe,
-};
-
-struct Expression::Node {
-  NodeType type = NodeType::kIdentity;
-  std::string name;  // field name or comparator token
-  Json value;        // literal, index
-  std::optional<int64_t> slice[3];
-  std::vector<std::string> keys;  // multiselect hash keys, parallel to children
-  std::vector<std::shared_ptr<Node>> children;
 };
 
 namespace {
@@ -558,189 +529,6 @@ class Parser {
   size_t pos_ = 0;
 };
 
-// --- interpreter ------------------------------------------------------------
-
-bool IsFalse(const Json& v) {
-  return v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
-         (v.is_string() && v.get_ref<const std::string&>().empty()) ||
-         ((v.is_array() || v.is_object()) && v.empty());
-}
-
-// Python equality on parsed JSON: dicts ignore key order, bools are not numbers.
-bool Equals(const Json& a, const Json& b) {
-  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
-  if (a.type() != b.type()) return false;
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (const auto& [k, v] : a.items()) {
-      auto it = b.find(k);
-      if (it == b.end() || !Equals(v, *it)) return false;
-    }
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!Equals(a[i], b[i])) return false;
-    }
-    return true;
-  }
-  return a == b;
-}
-
-Json Compare(const std::string& op, const Json& l, const Json& r) {
-  if (op == "==") return Equals(l, r);
-  if (op == "!=") return !Equals(l, r);
-  bool numbers = l.is_number() && r.is_number();
-  bool strings = l.is_string() && r.is_string();
-  // Ordering is defined for numbers, and (as jmespath.py allows) for two strings.
-  if (!numbers && !strings) return nullptr;
-  int c;
-  if (numbers) {
-    double a = l.get<double>(), b = r.get<double>();
-    c = a < b ? -1 : (a > b ? 1 : 0);
-  } else {
-    int cmp = l.get_ref<const std::string&>().compare(r.get_ref<const std::string&>());
-    c = cmp < 0 ? -1 : (cmp > 0 ? 1 : 0);
-  }
-  if (op == "<") return c < 0;
-  if (op == "<=") return c <= 0;
-  if (op == ">") return c > 0;
-  return c >= 0;
-}
-
-// Python's slice semantics (slice.indices), as jmespath.py uses list slicing.
-Json Slice(const Json& list, const std::optional<int64_t> parts[3]) {
-  auto n = static_cast<int64_t>(list.size());
-  int64_t step = parts[2].value_or(1);
-  if (step == 0) return nullptr;
-  auto clamp = [&](std::optional<int64_t> v, int64_t dflt) {
-    if (!v.has_value()) return dflt;
-    int64_t x = *v;
-    if (x < 0) {
-      x += n;
-      if (x < 0) x = step < 0 ? -1 : 0;
-    } else if (x >= n) {
-      x = step < 0 ? n - 1 : n;
-    }
-    return x;
-  };
-  int64_t start = clamp(parts[0], step < 0 ? n - 1 : 0);
-  int64_t stop = clamp(parts[1], step < 0 ? -1 : n);
-  Json out = Json::array();
-  if (step > 0) {
-    for (int64_t i = start; i < stop; i += step) out.push_back(list[static_cast<size_t>(i)]);
-  } else {
-    for (int64_t i = start; i > stop; i += step) out.push_back(list[static_cast<size_t>(i)]);
-  }
-  return out;
-}
-
-Json Visit(const Node& node, const Json& value) {
-  switch (node.type) {
-    case NodeType::kIdentity:
-    case NodeType::kCurrent:
-      return value;
-    case NodeType::kLiteral:
-      return node.value;
-    case NodeType::kField: {
-      if (!value.is_object()) return nullptr;
-      auto it = value.find(node.name);
-      return it == value.end() ? Json(nullptr) : *it;
-    }
-    case NodeType::kSubexpression:
-    case NodeType::kIndexExpression: {
-      Json result = value;
-      for (const auto& child : node.children) result = Visit(*child, result);
-      return result;
-    }
-    case NodeType::kIndex: {
-      if (!value.is_array()) return nullptr;
-      int64_t i = node.value.get<int64_t>();
-      auto n = static_cast<int64_t>(value.size());
-      if (i < 0) i += n;
-      if (i < 0 || i >= n) return nullptr;
-      return value[static_cast<size_t>(i)];
-    }
-    case NodeType::kSlice:
-      if (!value.is_array()) return nullptr;
-      return Slice(value, node.slice);
-    case NodeType::kProjection: {
-      Json base = Visit(*node.children[0], value);
-      if (!base.is_array()) return nullptr;
-      Json out = Json::array();
-      for (const auto& e : base) {
-        Json r = Visit(*node.children[1], e);
-        if (!r.is_null()) out.push_back(std::move(r));
-      }
-      return out;
-    }
-    case NodeType::kValueProjection: {
-      Json base = Visit(*node.children[0], value);
-      if (!base.is_object()) return nullptr;
-      Json out = Json::array();
-      for (const auto& [k, e] : base.items()) {
-        Json r = Visit(*node.children[1], e);
-        if (!r.is_null()) out.push_back(std::move(r));
-      }
-      return out;
-    }
-    case NodeType::kFilterProjection: {
-      Json base = Visit(*node.children[0], value);
-      if (!base.is_array()) return nullptr;
-      Json out = Json::array();
-      for (const auto& e : base) {
-        if (IsFalse(Visit(*node.children[2], e))) continue;
-        Json r = Visit(*node.children[1], e);
-        if (!r.is_null()) out.push_back(std::move(r));
-      }
-      return out;
-    }
-    case NodeType::kFlatten: {
-      Json base = Visit(*node.children[0], value);
-      if (!base.is_array()) return nullptr;
-      Json out = Json::array();
-      for (const auto& e : base) {
-        if (e.is_array()) {
-          for (const auto& inner : e) out.push_back(inner);
-        } else {
-          out.push_back(e);
-        }
-      }
-      return out;
-    }
-    case NodeType::kMultiSelectList: {
-      if (value.is_null()) return nullptr;
-      Json out = Json::array();
-      for (const auto& child : node.children) out.push_back(Visit(*child, value));
-      return out;
-    }
-    case NodeType::kMultiSelectHash: {
-      if (value.is_null()) return nullptr;
-      Json out = Json::object();
-      for (size_t i = 0; i < node.children.size(); ++i) {
-        out[node.keys[i]] = Visit(*node.children[i], value);
-      }
-      return out;
-    }
-    case NodeType::kComparator:
-      return Compare(node.name, Visit(*node.children[0], value), Visit(*node.children[1], value));
-    case NodeType::kOr: {
-      Json left = Visit(*node.children[0], value);
-      return IsFalse(left) ? Visit(*node.children[1], value) : left;
-    }
-    case NodeType::kAnd: {
-      Json left = Visit(*node.children[0], value);
-      return IsFalse(left) ? left : Visit(*node.children[1], value);
-    }
-    case NodeType::kNot:
-      return IsFalse(Visit(*node.children[0], value));
-    case NodeType::kPipe:
-      return Visit(*node.children[1], Visit(*node.children[0], value));
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 StatusOr<Expression> Expression::Compile(std::string_view text) {
@@ -758,10 +546,6 @@ StatusOr<Expression> Expression::Compile(std::string_view text) {
     return InvalidArgumentError("Invalid jmespath expression: " + root.status().message());
   }
   return Expression(std::string(text), *std::move(root));
-}
-
-nlohmann::ordered_json Expression::Search(const nlohmann::ordered_json& data) const {
-  return Visit(*root_, data);
 }
 
 }  // namespace hpod::cli
