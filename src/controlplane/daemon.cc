@@ -139,10 +139,16 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->reconciler_ =
       std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
                                           options.control_plane, bootstrap_token, d->agents_.get());
+  d->health_ = std::make_unique<HealthReconciler>(*d->store_, clock);
+  // One queue, one reconciler per concern by key prefix (work_queue.h, KeyRouter).
+  auto router = std::make_shared<KeyRouter>(
+      [self](const std::string& key) { return self->reconciler_->Reconcile(key); });
+  router->Route(std::string(kHealthKeyPrefix),
+                [self](const std::string& id) { return self->health_->Reconcile(id); });
   WorkQueueOptions qo;
   qo.workers = options.reconcile_workers;
   d->queue_ = std::make_unique<WorkQueue>(
-      clock, qo, [self](const std::string& key) { return self->reconciler_->Reconcile(key); });
+      clock, qo, [router](const std::string& key) { return (*router)(key); });
   d->api_ =
       std::make_unique<ClusterApi>(*d->store_, clock, options.control_plane, PageTokenCodec(secret),
                                    [self](const std::string& id) { self->queue_->Add(id); });
@@ -176,24 +182,30 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
 }
 
 void Daemon::ResyncLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     std::vector<std::string> ids;
     Status s = store_->Read([&](store::ReadTx& tx) -> Status {
       HPOD_ASSIGN_OR_RETURN(ids, tx.ListClusterIds());
       return OkStatus();
     });
     if (!s.ok()) spdlog::warn("resync: {}", s.ToString());
-    for (const auto& id : ids) queue_->Add(id);
-    lock.lock();
-    cv_.wait_for(lock, options_.control_plane.resync_interval, [this] { return stopping_; });
+    // Level-triggered: every concern looks at every cluster now and then, whatever
+    // events were missed.
+    for (const auto& id : ids) {
+      queue_->Add(id);
+      queue_->Add(HealthKey(id));
+    }
+    lock.Lock();
+    lock.WaitFor(cv_, options_.control_plane.resync_interval,
+                 [this]() REQUIRES(mu_) { return stopping_; });
   }
 }
 
 void Daemon::Shutdown(std::chrono::milliseconds grace) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }

@@ -16,10 +16,12 @@
 
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/api_server.h"
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/cluster_reconciler.h"
+#include "hpod/controlplane/health_reconciler.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/controlplane/node_logs.h"
 #include "hpod/controlplane/options.h"
@@ -59,7 +61,7 @@ class Daemon {
 
  private:
   Daemon() = default;
-  void ResyncLoop();
+  void ResyncLoop() EXCLUDES(mu_);
   // The routes of the API listener (POST /, GET /healthz, the session relay's
   // upgrades) and of the agents' listener (their channel and session upgrades).
   Status AddApiRoutes(http::Router& router);
@@ -73,6 +75,7 @@ class Daemon {
   std::unique_ptr<provider::Provider> provider_;
   std::unique_ptr<AgentService> agents_;  // null unless the provider runs agents
   std::unique_ptr<ClusterReconciler> reconciler_;
+  std::unique_ptr<HealthReconciler> health_;
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<ClusterApi> api_;
   std::unique_ptr<NodeApi> node_api_;
@@ -83,9 +86,9 @@ class Daemon {
   std::unique_ptr<http::Router> api_routes_;  // the API listener's routes
   std::unique_ptr<http::Server> server_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread resync_;
 };
 
