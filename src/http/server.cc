@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <mutex>
+#include <mutex>  // std::call_once
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +35,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/error.hpp>
 
+#include "hpod/base/thread_annotations.h"
 #include "hpod/http/server_internal.h"
 #include "hpod/http/websocket.h"
 
@@ -111,37 +112,38 @@ class ServerCore final : public internal::SessionHost {
   void StartThreads();
 
   uint16_t port() const { return port_; }
-  size_t open_connections() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t open_connections() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return sessions_.size();
   }
   uint64_t accepted_connections() const { return accepted_.load(std::memory_order_relaxed); }
 
-  void Shutdown(std::chrono::milliseconds grace);
+  void Shutdown(std::chrono::milliseconds grace) EXCLUDES(shutdown_mu_, mu_, queue_mu_);
 
   const ServerOptions& options() const override { return options_; }
   bool stopping() const override { return stopping_flag_.load(std::memory_order_acquire); }
-  std::optional<uint64_t> Register(std::weak_ptr<internal::Connection> connection) override;
-  void Unregister(uint64_t id) override;
+  std::optional<uint64_t> Register(std::weak_ptr<internal::Connection> connection) override
+      EXCLUDES(mu_);
+  void Unregister(uint64_t id) override EXCLUDES(mu_);
 
   bool accepts_upgrades() const override { return static_cast<bool>(upgrade_handler_); }
   Response Invoke(const Request& request) noexcept override;
   UpgradeResult InvokeUpgrade(const Request& request,
                               std::shared_ptr<WebSocket> socket) noexcept override;
-  bool Enqueue(std::shared_ptr<internal::HttpSession> session) override;
+  bool Enqueue(std::shared_ptr<internal::HttpSession> session) override EXCLUDES(queue_mu_);
 
  private:
   void Accept();
-  void OnAccept(beast::error_code ec, Protocol::socket socket);
+  void OnAccept(beast::error_code ec, Protocol::socket socket) EXCLUDES(mu_);
   // Stops accepting and tells every session to finish its current request and close.
   // Non-blocking and idempotent.
-  void BeginStop();
-  std::vector<std::shared_ptr<internal::Connection>> LiveSessions();
+  void BeginStop() EXCLUDES(mu_);
+  std::vector<std::shared_ptr<internal::Connection>> LiveSessions() EXCLUDES(mu_);
   bool OnIoThread() const;
-  void HandlerLoop();
+  void HandlerLoop() EXCLUDES(queue_mu_);
   // Drops the queued requests and joins the handler threads (after each finishes
   // the request it is running).
-  void StopHandlers();
+  void StopHandlers() EXCLUDES(queue_mu_);
 
   const ServerOptions options_;
   const Handler handler_;
@@ -150,18 +152,18 @@ class ServerCore final : public internal::SessionHost {
   // The Unix socket file this server created (removed by Shutdown if still ours).
   std::optional<ino_t> unix_inode_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable sessions_changed_;
-  bool stopping_ = false;                                                       // GUARDED_BY(mu_)
-  uint64_t next_session_id_ = 0;                                                // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, std::weak_ptr<internal::Connection>> sessions_;  // GUARDED_BY(mu_)
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t next_session_id_ GUARDED_BY(mu_) = 0;
+  std::unordered_map<uint64_t, std::weak_ptr<internal::Connection>> sessions_ GUARDED_BY(mu_);
   // Mirrors stopping_ for the sessions' lock-free checks.
   std::atomic<bool> stopping_flag_{false};
   std::atomic<uint64_t> accepted_{0};
 
   // Serializes callers of Shutdown; never taken on an I/O thread.
-  std::mutex shutdown_mu_;
-  bool joined_ = false;  // GUARDED_BY(shutdown_mu_)
+  Mutex shutdown_mu_;
+  bool joined_ GUARDED_BY(shutdown_mu_) = false;
 
   // Declared after everything a session touches: handlers still queued when the
   // io_context is destroyed hold the last references to their sessions, whose
@@ -176,10 +178,10 @@ class ServerCore final : public internal::SessionHost {
   // The request queue (see Scheduling above). Bounded by max_connections: a session
   // queues itself only with a complete request and reads nothing more until its
   // response is written.
-  std::mutex queue_mu_;
+  Mutex queue_mu_;
   std::condition_variable queue_ready_;
-  std::deque<std::shared_ptr<internal::HttpSession>> queue_;  // GUARDED_BY(queue_mu_)
-  bool handlers_stopping_ = false;                            // GUARDED_BY(queue_mu_)
+  std::deque<std::shared_ptr<internal::HttpSession>> queue_ GUARDED_BY(queue_mu_);
+  bool handlers_stopping_ GUARDED_BY(queue_mu_) = false;
   std::vector<std::thread> handler_threads_;
 };
 
@@ -246,7 +248,7 @@ void ServerCore::OnAccept(beast::error_code ec, Protocol::socket socket) {
   accepted_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<internal::HttpSession> session;
   try {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Over the limit the connection is closed (by the socket's destructor) at once.
     if (!stopping_ && sessions_.size() < options_.max_connections) {
       uint64_t id = next_session_id_++;
@@ -261,7 +263,7 @@ void ServerCore::OnAccept(beast::error_code ec, Protocol::socket socket) {
 }
 
 std::optional<uint64_t> ServerCore::Register(std::weak_ptr<internal::Connection> connection) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return std::nullopt;
   uint64_t id = next_session_id_++;
   sessions_.emplace(id, std::move(connection));
@@ -270,7 +272,7 @@ std::optional<uint64_t> ServerCore::Register(std::weak_ptr<internal::Connection>
 
 void ServerCore::Unregister(uint64_t id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sessions_.erase(id);
   }
   sessions_changed_.notify_all();
@@ -301,7 +303,7 @@ UpgradeResult ServerCore::InvokeUpgrade(const Request& request,
 
 bool ServerCore::Enqueue(std::shared_ptr<internal::HttpSession> session) {
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     if (handlers_stopping_) return false;
     queue_.push_back(std::move(session));
   }
@@ -313,8 +315,9 @@ void ServerCore::HandlerLoop() {
   for (;;) {
     std::shared_ptr<internal::HttpSession> session;
     {
-      std::unique_lock<std::mutex> lock(queue_mu_);
-      queue_ready_.wait(lock, [this] { return handlers_stopping_ || !queue_.empty(); });
+      MutexLock lock(queue_mu_);
+      lock.Wait(queue_ready_,
+                [this]() REQUIRES(queue_mu_) { return handlers_stopping_ || !queue_.empty(); });
       if (handlers_stopping_) return;
       session = std::move(queue_.front());
       queue_.pop_front();
@@ -332,7 +335,7 @@ void ServerCore::HandlerLoop() {
 void ServerCore::StopHandlers() {
   std::deque<std::shared_ptr<internal::HttpSession>> dropped;
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     handlers_stopping_ = true;
     dropped.swap(queue_);
   }
@@ -344,7 +347,7 @@ void ServerCore::StopHandlers() {
 
 std::vector<std::shared_ptr<internal::Connection>> ServerCore::LiveSessions() {
   std::vector<std::shared_ptr<internal::Connection>> live;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   live.reserve(sessions_.size());
   for (auto& [id, weak] : sessions_) {
     if (auto session = weak.lock()) live.push_back(std::move(session));
@@ -356,7 +359,7 @@ bool ServerCore::OnIoThread() const { return tls_io_server == this; }
 
 void ServerCore::BeginStop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     stopping_flag_.store(true, std::memory_order_release);
@@ -379,15 +382,15 @@ void ServerCore::Shutdown(std::chrono::milliseconds grace) {
     BeginStop();
     return;
   }
-  std::lock_guard<std::mutex> shutdown_lock(shutdown_mu_);
+  MutexLock shutdown_lock(shutdown_mu_);
   if (joined_) return;
   BeginStop();
   // wait_for with milliseconds::max() would overflow the clock arithmetic.
   grace = std::clamp(grace, std::chrono::milliseconds(0),
                      std::chrono::milliseconds(std::chrono::hours(24)));
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    sessions_changed_.wait_for(lock, grace, [this] { return sessions_.empty(); });
+    MutexLock lock(mu_);
+    lock.WaitFor(sessions_changed_, grace, [this]() REQUIRES(mu_) { return sessions_.empty(); });
   }
   for (const auto& session : LiveSessions()) session->ForceClose();
   // Before the I/O threads: a handler still running is waited for, and posts its

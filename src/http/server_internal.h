@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +27,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "hpod/base/thread_annotations.h"
 #include "hpod/http/server.h"
 #include "hpod/http/websocket.h"
 
@@ -165,16 +165,16 @@ class ServerWebSocket final : public WebSocket {
   const std::string remote_address_;
   const size_t send_queue_bytes_;
 
-  std::mutex mu_;
-  std::shared_ptr<Sink> sink_;          // GUARDED_BY(mu_); null before Attach and after Detach
-  std::deque<WebSocketMessage> queue_;  // GUARDED_BY(mu_)
-  size_t queued_bytes_ = 0;             // GUARDED_BY(mu_); includes the one being written
-  bool closed_ = false;                 // GUARDED_BY(mu_); Send refuses
-  bool close_requested_ = false;        // GUARDED_BY(mu_)
-  std::string close_reason_;            // GUARDED_BY(mu_)
-  bool killed_ = false;                 // GUARDED_BY(mu_)
-  bool detached_ = false;               // GUARDED_BY(mu_)
-  bool wake_pending_ = false;           // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::shared_ptr<Sink> sink_ GUARDED_BY(mu_);  // null before Attach and after Detach
+  std::deque<WebSocketMessage> queue_ GUARDED_BY(mu_);
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;  // includes the one being written
+  bool closed_ GUARDED_BY(mu_) = false;      // Send refuses
+  bool close_requested_ GUARDED_BY(mu_) = false;
+  std::string close_reason_ GUARDED_BY(mu_);
+  bool killed_ GUARDED_BY(mu_) = false;
+  bool detached_ GUARDED_BY(mu_) = false;
+  bool wake_pending_ GUARDED_BY(mu_) = false;
 };
 
 // Called on the HTTP session's strand once the UpgradeHandler accepted: takes over

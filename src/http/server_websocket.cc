@@ -213,7 +213,7 @@ class WebSocketConnection final : public Connection,
 }  // namespace
 
 bool ServerWebSocket::Send(std::string data, bool binary) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return false;
   // One message is always accepted into an empty queue, so a limit smaller than the
   // largest message does not make that message unsendable.
@@ -236,7 +236,7 @@ bool ServerWebSocket::Send(std::string data, bool binary) {
 }
 
 void ServerWebSocket::Close(std::string_view reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return;
   closed_ = true;
   close_requested_ = true;
@@ -248,7 +248,7 @@ void ServerWebSocket::Close(std::string_view reason) {
 }
 
 void ServerWebSocket::Attach(std::shared_ptr<Sink> sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (detached_) return;
   sink_ = std::move(sink);
   // The connection pumps right after attaching, so nothing needs waking here.
@@ -256,7 +256,7 @@ void ServerWebSocket::Attach(std::shared_ptr<Sink> sink) {
 }
 
 void ServerWebSocket::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   detached_ = true;
   sink_.reset();
@@ -266,7 +266,7 @@ void ServerWebSocket::Detach() {
 
 ServerWebSocket::Next ServerWebSocket::TakeNext(WebSocketMessage* message,
                                                 std::string* close_reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   wake_pending_ = false;
   if (killed_) return Next::kKill;
   if (!queue_.empty()) {
@@ -283,7 +283,7 @@ ServerWebSocket::Next ServerWebSocket::TakeNext(WebSocketMessage* message,
 }
 
 void ServerWebSocket::Written(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   queued_bytes_ -= std::min(bytes, queued_bytes_);
 }
 

@@ -13,7 +13,6 @@
 #include <exception>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +33,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket/stream.hpp>
 
+#include "hpod/base/thread_annotations.h"
 #include "hpod/http/client.h"
 
 namespace hpod::http {
@@ -124,7 +124,7 @@ struct WebSocketClient::Impl {
     WebSocketMessage message{beast::buffers_to_string(buffer.data()), ws.got_binary()};
     buffer.consume(buffer.size());
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       inbox.push_back(std::move(message));
     }
     cv.notify_all();
@@ -167,7 +167,7 @@ struct WebSocketClient::Impl {
       writes.clear();
     }
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       closed = true;
       close_message = why;
     }
@@ -186,11 +186,11 @@ struct WebSocketClient::Impl {
   bool io_closed = false;                               // I/O thread
   std::thread thread;
 
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  std::deque<WebSocketMessage> inbox;  // GUARDED_BY(mu)
-  bool closed = false;                 // GUARDED_BY(mu)
-  std::string close_message;           // GUARDED_BY(mu)
+  std::deque<WebSocketMessage> inbox GUARDED_BY(mu);
+  bool closed GUARDED_BY(mu) = false;
+  std::string close_message GUARDED_BY(mu);
 };
 
 Status WebSocketClient::Impl::Connect(const std::string& url, const std::vector<Header>& headers) {
@@ -299,7 +299,7 @@ StatusOr<std::unique_ptr<WebSocketClient>> WebSocketClient::Connect(
 Status WebSocketClient::Send(std::string_view data, bool binary) {
   Impl& impl = *impl_;
   {
-    std::lock_guard<std::mutex> lock(impl.mu);
+    MutexLock lock(impl.mu);
     if (impl.closed) return UnavailableError("WebSocket closed: " + impl.close_message);
   }
   auto done = std::make_shared<std::promise<Status>>();
@@ -323,8 +323,9 @@ Status WebSocketClient::Send(std::string_view data, bool binary) {
 
 StatusOr<WebSocketMessage> WebSocketClient::Receive(std::chrono::milliseconds timeout) {
   Impl& impl = *impl_;
-  std::unique_lock<std::mutex> lock(impl.mu);
-  impl.cv.wait_for(lock, timeout, [&] { return !impl.inbox.empty() || impl.closed; });
+  MutexLock lock(impl.mu);
+  lock.WaitFor(impl.cv, timeout,
+               [&]() REQUIRES(impl.mu) { return !impl.inbox.empty() || impl.closed; });
   if (!impl.inbox.empty()) {
     WebSocketMessage message = std::move(impl.inbox.front());
     impl.inbox.pop_front();
@@ -338,7 +339,7 @@ StatusOr<WebSocketMessage> WebSocketClient::Receive(std::chrono::milliseconds ti
 void WebSocketClient::Close(std::string_view reason) {
   Impl& impl = *impl_;
   {
-    std::lock_guard<std::mutex> lock(impl.mu);
+    MutexLock lock(impl.mu);
     if (impl.closed) return;
   }
   asio::post(impl.ioc, [&impl, reason = std::string(reason.substr(0, kMaxCloseReasonBytes))] {
@@ -350,13 +351,14 @@ void WebSocketClient::Close(std::string_view reason) {
                                            : "the connection was closed");
                         });
   });
-  std::unique_lock<std::mutex> lock(impl.mu);
-  if (impl.cv.wait_for(lock, kCloseWait, [&] { return impl.closed; })) return;
-  lock.unlock();
+  MutexLock lock(impl.mu);
+  auto peer_closed = [&]() REQUIRES(impl.mu) { return impl.closed; };
+  if (lock.WaitFor(impl.cv, kCloseWait, peer_closed)) return;
+  lock.Unlock();
   // The peer did not answer in time: drop the connection.
   asio::post(impl.ioc, [&impl] { impl.Shutdown("the close handshake timed out"); });
-  lock.lock();
-  impl.cv.wait_for(lock, kCloseWait, [&] { return impl.closed; });
+  lock.Lock();
+  lock.WaitFor(impl.cv, kCloseWait, peer_closed);
 }
 
 }  // namespace hpod::http

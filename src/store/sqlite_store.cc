@@ -3,9 +3,9 @@
 
 #include <condition_variable>
 #include <exception>
-#include <mutex>
 #include <vector>
 
+#include "hpod/base/thread_annotations.h"
 #include "hpod/store/sqlite.h"
 #include "hpod/store/sqlite_store_internal.h"
 #include "hpod/store/store.h"
@@ -20,51 +20,55 @@ class SqliteStore final : public Store {
   explicit SqliteStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
 
   Status Migrate() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return internal::MigrateSchema(*db_);
   }
 
   Status Write(const std::function<Status(WriteTx&)>& fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return RunTx(*db_, "BEGIN IMMEDIATE", [&](SqliteTx& tx) { return fn(tx); });
   }
 
   Status Read(const std::function<Status(ReadTx&)>& fn) override {
     if (readers_.empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       return RunTx(*db_, "BEGIN DEFERRED", [&](SqliteTx& tx) { return fn(tx); });
     }
     // WAL lets readers see a consistent snapshot without blocking the writer or
     // each other, so a large DescribeCluster never stalls a reconciler's write.
     Database* reader = nullptr;
     {
-      std::unique_lock<std::mutex> lock(pool_mu_);
-      pool_cv_.wait(lock, [&] { return !free_readers_.empty(); });
+      MutexLock lock(pool_mu_);
+      lock.Wait(pool_cv_, [&]() REQUIRES(pool_mu_) { return !free_readers_.empty(); });
       reader = free_readers_.back();
       free_readers_.pop_back();
     }
     Status s = RunTx(*reader, "BEGIN DEFERRED", [&](SqliteTx& tx) { return fn(tx); });
     {
-      std::lock_guard<std::mutex> lock(pool_mu_);
+      MutexLock lock(pool_mu_);
       free_readers_.push_back(reader);
     }
     pool_cv_.notify_one();
     return s;
   }
 
-  // Opens `n` read-only connections to `path` for concurrent reads.
-  Status OpenReaders(const std::string& path, int n, int busy_timeout_ms) {
+  // Opens `n` read-only connections to `path` for concurrent reads. Called once,
+  // before the store is shared; the pool lock is taken only to satisfy the analysis.
+  Status OpenReaders(const std::string& path, int n, int busy_timeout_ms) EXCLUDES(pool_mu_) {
     for (int i = 0; i < n; ++i) {
       HPOD_ASSIGN_OR_RETURN(auto db, Database::Open(path, busy_timeout_ms));
       HPOD_RETURN_IF_ERROR(db->Exec("PRAGMA query_only=ON"));
-      free_readers_.push_back(db.get());
+      {
+        MutexLock lock(pool_mu_);
+        free_readers_.push_back(db.get());
+      }
       readers_.push_back(std::move(db));
     }
     return OkStatus();
   }
 
   int SchemaVersion() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto v = internal::ReadSchemaVersion(*db_);
     return v.ok() ? *v : -1;
   }
@@ -87,13 +91,14 @@ class SqliteStore final : public Store {
     return s;
   }
 
-  std::mutex mu_;
-  std::unique_ptr<Database> db_;  // GUARDED_BY(mu_): the one writer
+  Mutex mu_;
+  std::unique_ptr<Database> db_ GUARDED_BY(mu_);  // the one writer
   // Read-only connections (file stores only); each is used by one Read at a time.
+  // Filled by OpenReaders before the store is shared, constant afterwards.
   std::vector<std::unique_ptr<Database>> readers_;
-  std::mutex pool_mu_;
+  Mutex pool_mu_;
   std::condition_variable pool_cv_;
-  std::vector<Database*> free_readers_;  // GUARDED_BY(pool_mu_)
+  std::vector<Database*> free_readers_ GUARDED_BY(pool_mu_);
 };
 
 }  // namespace

@@ -15,6 +15,7 @@ FakeProvider::FakeProvider(const Clock& clock, FakeProviderOptions options)
     : clock_(clock), options_(std::move(options)) {
   if (!options_.state_dir.empty()) {
     fs::create_directories(options_.state_dir);
+    MutexLock lock(mu_);  // nothing else runs yet; Load requires it all the same
     Load();
   }
 }
@@ -28,7 +29,7 @@ Status FakeProvider::TransientFailure() {
 }
 
 Status FakeProvider::Launch(const LaunchSpec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   HPOD_RETURN_IF_ERROR(TransientFailure());
   actions_.push_back({"Launch", spec.instance_id});
   if (nodes_.count(spec.instance_id)) return OkStatus();  // idempotent
@@ -55,7 +56,7 @@ Status FakeProvider::Launch(const LaunchSpec& spec) {
 }
 
 Status FakeProvider::Terminate(const std::string& instance_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   HPOD_RETURN_IF_ERROR(TransientFailure());
   actions_.push_back({"Terminate", instance_id});
   auto it = nodes_.find(instance_id);
@@ -87,7 +88,7 @@ NodeObservation FakeProvider::Observe(const Node& n) const {
 }
 
 StatusOr<NodeObservation> FakeProvider::Describe(const std::string& instance_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   HPOD_RETURN_IF_ERROR(TransientFailure());
   auto it = nodes_.find(instance_id);
   if (it == nodes_.end()) return NotFoundError("fake provider: no node " + instance_id);
@@ -101,7 +102,7 @@ StatusOr<NodeObservation> FakeProvider::Describe(const std::string& instance_id)
 }
 
 StatusOr<std::vector<std::string>> FakeProvider::List(const std::string& cluster_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [id, n] : nodes_) {
     if (n.cluster_id == cluster_id) out.push_back(id);
@@ -110,22 +111,22 @@ StatusOr<std::vector<std::string>> FakeProvider::List(const std::string& cluster
 }
 
 std::vector<FakeProvider::Action> FakeProvider::actions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return actions_;
 }
 
 size_t FakeProvider::node_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return nodes_.size();
 }
 
 void FakeProvider::FailNextCalls(int n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   fail_next_ = n;
 }
 
 void FakeProvider::BreakNode(const std::string& instance_id, const std::string& message) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(instance_id);
   if (it == nodes_.end()) return;
   it->second.broken = true;

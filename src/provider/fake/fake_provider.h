@@ -13,12 +13,12 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "hpod/base/clock.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/provider/provider.h"
 
 namespace hpod::provider {
@@ -66,19 +66,20 @@ class FakeProvider final : public Provider {
     bool broken = false;
     std::string message;
   };
-  Status TransientFailure();
-  void Load();
-  void Save(const Node& n);
-  void Erase(const std::string& instance_id);
+  Status TransientFailure() REQUIRES(mu_);
+  // The state files mirror nodes_ and change under mu_ with it.
+  void Load() REQUIRES(mu_);
+  void Save(const Node& n) REQUIRES(mu_);
+  void Erase(const std::string& instance_id) REQUIRES(mu_);
   NodeObservation Observe(const Node& n) const;
 
   const Clock& clock_;
   const FakeProviderOptions options_;
-  mutable std::mutex mu_;
-  std::map<std::string, Node> nodes_;  // GUARDED_BY(mu_)
-  std::vector<Action> actions_;        // GUARDED_BY(mu_)
-  int fail_next_ = 0;                  // GUARDED_BY(mu_)
-  uint32_t next_ip_ = 0;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, Node> nodes_ GUARDED_BY(mu_);
+  std::vector<Action> actions_ GUARDED_BY(mu_);
+  int fail_next_ GUARDED_BY(mu_) = 0;
+  uint32_t next_ip_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hpod::provider

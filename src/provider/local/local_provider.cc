@@ -223,7 +223,7 @@ std::string LocalProvider::NodeDir(const std::string& id) const {
 }
 
 Status LocalProvider::Load() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto j = ReadJson(fs::path(options_.state_dir) / "provider.json")) {
     next_index_ = j->value("next_node_index", 0);
   }
@@ -429,10 +429,10 @@ Status LocalProvider::Launch(const LaunchSpec& spec) {
       spec.cluster_id[0] == '.') {
     return InvalidArgumentError("local provider: bad instance or cluster id");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (nodes_.count(spec.instance_id)) return OkStatus();  // idempotent
   HPOD_ASSIGN_OR_RETURN(Cluster * cluster, EnsureCluster(spec.cluster_id, spec.private_ip));
-  auto release_cluster_if_empty = [&] {
+  auto release_cluster_if_empty = [&]() REQUIRES(mu_) {
     for (const auto& [id, n] : nodes_) {
       if (n.cluster_id == spec.cluster_id) return;
     }
@@ -506,7 +506,7 @@ Status LocalProvider::RemoveNode(const std::string& instance_id) {
 }
 
 Status LocalProvider::Terminate(const std::string& instance_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!nodes_.count(instance_id)) return OkStatus();
   Status s = RemoveNode(instance_id);
   if (s.ok()) spdlog::info("local provider: terminated {}", instance_id);
@@ -514,7 +514,7 @@ Status LocalProvider::Terminate(const std::string& instance_id) {
 }
 
 StatusOr<NodeObservation> LocalProvider::Describe(const std::string& instance_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(instance_id);
   if (it == nodes_.end()) return NotFoundError("local provider has no node " + instance_id);
   Node& n = it->second;
@@ -545,7 +545,7 @@ StatusOr<NodeObservation> LocalProvider::Describe(const std::string& instance_id
 }
 
 StatusOr<std::vector<std::string>> LocalProvider::List(const std::string& cluster_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> ids;
   for (const auto& [id, n] : nodes_) {
     if (n.cluster_id == cluster_id) ids.push_back(id);
@@ -554,7 +554,7 @@ StatusOr<std::vector<std::string>> LocalProvider::List(const std::string& cluste
 }
 
 Status LocalProvider::Reboot(const std::string& instance_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(instance_id);
   if (it == nodes_.end()) return NotFoundError("local provider has no node " + instance_id);
   Node& n = it->second;
@@ -575,13 +575,13 @@ Status LocalProvider::Reboot(const std::string& instance_id) {
 }
 
 Status LocalProvider::Shutdown(bool remove_guard) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (remove_guard && nodes_.empty()) return host_->DeleteGuardRoute(options_.node_block);
   return OkStatus();
 }
 
 Status LocalProvider::DestroyAll() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> ids;
   for (const auto& [id, n] : nodes_) ids.push_back(id);
   Status first;
@@ -594,7 +594,7 @@ Status LocalProvider::DestroyAll() {
 }
 
 std::optional<ProcessId> LocalProvider::NodeProcess(const std::string& instance_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(instance_id);
   if (it == nodes_.end()) return std::nullopt;
   return it->second.process;

@@ -23,11 +23,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hpod/base/thread_annotations.h"
 #include "hpod/provider/local/node_host.h"
 #include "hpod/provider/provider.h"
 
@@ -106,17 +106,20 @@ class LocalProvider final : public Provider {
 
   LocalProvider(LocalProviderOptions options, std::unique_ptr<NodeHost> host, uint32_t block,
                 int block_prefix);
-  Status Load();
-  void SaveProvider();
+  Status Load() EXCLUDES(mu_);
+  void SaveProvider() REQUIRES(mu_);
   Status SaveNode(const Node& n);
   Status SaveCluster(const Cluster& c);
-  Status WriteHosts(const std::string& cluster_id);
+  Status WriteHosts(const std::string& cluster_id) REQUIRES(mu_);
   Status WriteNodeFiles(const Node& n, const LaunchSpec& spec);
-  Status Spawn(Node& n);
+  // `n` is one of nodes_.
+  Status Spawn(Node& n) REQUIRES(mu_);
   // Kills, unplugs and forgets a node; frees its cluster when it was the last.
-  Status RemoveNode(const std::string& instance_id);
-  StatusOr<Cluster*> EnsureCluster(const std::string& cluster_id, const std::string& want_ip);
-  StatusOr<std::string> AllocateIp(const Cluster& c, const std::string& requested);
+  Status RemoveNode(const std::string& instance_id) REQUIRES(mu_);
+  // The Cluster* points into clusters_.
+  StatusOr<Cluster*> EnsureCluster(const std::string& cluster_id, const std::string& want_ip)
+      REQUIRES(mu_);
+  StatusOr<std::string> AllocateIp(const Cluster& c, const std::string& requested) REQUIRES(mu_);
 
   std::string NetnsName(int n) const;
   std::string VethHost(int n) const;
@@ -131,10 +134,10 @@ class LocalProvider final : public Provider {
   const uint32_t block_;
   const int block_prefix_;
 
-  mutable std::mutex mu_;
-  int next_index_ = 0;                       // GUARDED_BY(mu_)
-  std::map<std::string, Cluster> clusters_;  // GUARDED_BY(mu_)
-  std::map<std::string, Node> nodes_;        // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  int next_index_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, Cluster> clusters_ GUARDED_BY(mu_);
+  std::map<std::string, Node> nodes_ GUARDED_BY(mu_);
 };
 
 // IPv4 helpers (exposed for tests).

@@ -84,7 +84,7 @@ RealNodeHost::RealNodeHost() {
 }
 
 RealNodeHost::~RealNodeHost() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto& h : holders_) h->Release();  // nodes outlive hpodd
 }
 
@@ -198,7 +198,7 @@ StatusOr<ProcessId> RealNodeHost::SpawnNode(const NodeSpawn& spawn) {
     if (!children.empty()) {
       auto start = StartTimeOf(children[0]);
       if (start) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         holders_.push_back(std::move(holder));
         return ProcessId{children[0], *start};
       }
@@ -217,7 +217,7 @@ StatusOr<ProcessId> RealNodeHost::SpawnNode(const NodeSpawn& spawn) {
 }
 
 void RealNodeHost::ReapExited() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(holders_, [](std::unique_ptr<Subprocess>& h) { return h->Wait(0ms).has_value(); });
 }
 
@@ -260,7 +260,7 @@ std::string RealNodeHost::HostnameOf(const ProcessId& id) {
 // ---- FakeNodeHost ----
 
 StatusOr<std::vector<std::string>> FakeNodeHost::ListRoutes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("ListRoutes");
   std::vector<std::string> out = routes_;
   for (const auto& g : guards_) out.push_back("unreachable " + g);
@@ -274,21 +274,21 @@ StatusOr<std::vector<std::string>> FakeNodeHost::ListRoutes() {
 }
 
 Status FakeNodeHost::AddGuardRoute(const std::string& cidr) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("AddGuardRoute " + cidr);
   guards_.insert(cidr);
   return OkStatus();
 }
 
 Status FakeNodeHost::DeleteGuardRoute(const std::string& cidr) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("DeleteGuardRoute " + cidr);
   guards_.erase(cidr);
   return OkStatus();
 }
 
 Status FakeNodeHost::CreateBridge(const std::string& name, const std::string& gateway) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("CreateBridge " + name + " " + gateway);
   bridges_.insert(name);
   bridge_gateways_[name] = gateway;
@@ -296,7 +296,7 @@ Status FakeNodeHost::CreateBridge(const std::string& name, const std::string& ga
 }
 
 Status FakeNodeHost::DeleteBridge(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("DeleteBridge " + name);
   bridges_.erase(name);
   bridge_gateways_.erase(name);
@@ -304,7 +304,7 @@ Status FakeNodeHost::DeleteBridge(const std::string& name) {
 }
 
 Status FakeNodeHost::CreateNodeNetwork(const NodeNetwork& net) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("CreateNodeNetwork " + net.netns + " " + net.veth_host + " " + net.veth_node +
                    " " + net.bridge + " " + net.address);
   if (!bridges_.count(net.bridge)) return InternalError("bridge " + net.bridge + " missing");
@@ -313,19 +313,19 @@ Status FakeNodeHost::CreateNodeNetwork(const NodeNetwork& net) {
 }
 
 Status FakeNodeHost::DeleteNodeNetwork(const std::string& netns, const std::string& veth_host) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("DeleteNodeNetwork " + netns + " " + veth_host);
   netns_.erase(netns);
   return OkStatus();
 }
 
 bool FakeNodeHost::NetnsExists(const std::string& netns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return netns_.count(netns) > 0;
 }
 
 StatusOr<ProcessId> FakeNodeHost::SpawnNode(const NodeSpawn& spawn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("SpawnNode " + spawn.netns + " " + spawn.hostname);
   if (fail_next_spawn_) {
     fail_next_spawn_ = false;
@@ -339,13 +339,13 @@ StatusOr<ProcessId> FakeNodeHost::SpawnNode(const NodeSpawn& spawn) {
 }
 
 bool FakeNodeHost::IsAlive(const ProcessId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = processes_.find(id.pid);
   return it != processes_.end() && it->second.first == id;
 }
 
 Status FakeNodeHost::Kill(const ProcessId& id, std::chrono::milliseconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.push_back("Kill " + std::to_string(id.pid));
   auto it = processes_.find(id.pid);
   if (it != processes_.end() && it->second.first == id) processes_.erase(it);
@@ -353,54 +353,54 @@ Status FakeNodeHost::Kill(const ProcessId& id, std::chrono::milliseconds) {
 }
 
 std::string FakeNodeHost::HostnameOf(const ProcessId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = processes_.find(id.pid);
   if (it == processes_.end() || !(it->second.first == id) || !hostnames_ready_) return "";
   return it->second.second;
 }
 
 void FakeNodeHost::SetRoutes(std::vector<std::string> routes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   routes_ = std::move(routes);
 }
 std::vector<std::string> FakeNodeHost::calls() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return calls_;
 }
 void FakeNodeHost::ClearCalls() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.clear();
 }
 void FakeNodeHost::SimulateDeath(pid_t pid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   processes_.erase(pid);
 }
 void FakeNodeHost::RemoveNetns(const std::string& netns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   netns_.erase(netns);
 }
 void FakeNodeHost::FailNextSpawn() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   fail_next_spawn_ = true;
 }
 void FakeNodeHost::SetHostnamesReady(bool ready) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   hostnames_ready_ = ready;
 }
 std::set<std::string> FakeNodeHost::bridges() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bridges_;
 }
 std::set<std::string> FakeNodeHost::netns() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return netns_;
 }
 std::vector<NodeSpawn> FakeNodeHost::spawns() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return spawns_;
 }
 size_t FakeNodeHost::live_processes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return processes_.size();
 }
 

@@ -16,13 +16,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 
 namespace hpod {
 class Subprocess;
@@ -111,13 +111,14 @@ class RealNodeHost final : public NodeHost {
   static std::optional<uint64_t> StartTimeOf(pid_t pid);
 
  private:
-  void ReapExited();
+  void ReapExited() EXCLUDES(mu_);
 
-  std::mutex mu_;
+  Mutex mu_;
+  // Set by the constructor, constant afterwards.
   bool time_ns_ = false;  // unshare --time works here (kernel >= 5.6, util-linux >= 2.36)
   // The unshare processes we started (the node PID 1's parents), reaped once they
   // exit; released (never killed) when we go.
-  std::vector<std::unique_ptr<Subprocess>> holders_;  // GUARDED_BY(mu_)
+  std::vector<std::unique_ptr<Subprocess>> holders_ GUARDED_BY(mu_);
 };
 
 // Records every call; networks and processes exist only in memory. Processes stay
@@ -154,16 +155,19 @@ class FakeNodeHost final : public NodeHost {
   size_t live_processes() const;
 
  private:
-  mutable std::mutex mu_;
-  std::vector<std::string> calls_;
-  std::vector<std::string> routes_;
-  std::set<std::string> guards_, bridges_, netns_;
-  std::map<std::string, std::string> bridge_gateways_;
-  std::map<pid_t, std::pair<ProcessId, std::string>> processes_;  // pid -> (id, hostname)
-  std::vector<NodeSpawn> spawns_;
-  pid_t next_pid_ = 1000;
-  bool fail_next_spawn_ = false;
-  bool hostnames_ready_ = true;
+  mutable Mutex mu_;
+  std::vector<std::string> calls_ GUARDED_BY(mu_);
+  std::vector<std::string> routes_ GUARDED_BY(mu_);
+  std::set<std::string> guards_ GUARDED_BY(mu_);
+  std::set<std::string> bridges_ GUARDED_BY(mu_);
+  std::set<std::string> netns_ GUARDED_BY(mu_);
+  std::map<std::string, std::string> bridge_gateways_ GUARDED_BY(mu_);
+  // pid -> (id, hostname)
+  std::map<pid_t, std::pair<ProcessId, std::string>> processes_ GUARDED_BY(mu_);
+  std::vector<NodeSpawn> spawns_ GUARDED_BY(mu_);
+  pid_t next_pid_ GUARDED_BY(mu_) = 1000;
+  bool fail_next_spawn_ GUARDED_BY(mu_) = false;
+  bool hostnames_ready_ GUARDED_BY(mu_) = true;
 };
 
 }  // namespace hpod::provider::local
