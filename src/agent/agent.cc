@@ -11,6 +11,7 @@ namespace hpod::agent {
 namespace {
 
 using Json = nlohmann::json;
+namespace proto = api::agentproto;
 
 std::string ReadBootId() {
   auto text = ReadFile("/proc/sys/kernel/random/boot_id");
@@ -59,9 +60,7 @@ Agent::Agent(AgentOptions options, const Clock& clock)
           LifecycleRunnerOptions{options_.config_dir, options_.lifecycle_root, options_.state_dir},
           clock_,
           [this](const LifecycleStatus& s) {
-            Json message = s.ToJson();
-            message["type"] = "lifecycle";
-            channel_->Send(message);
+            channel_->Send(proto::LifecycleReport{s.wire()}.ToJson());
           },
           [this](std::string_view chunk) { channel_->SendLog("LifecycleConfig", chunk); }),
       commands_(
@@ -82,15 +81,15 @@ Agent::Agent(AgentOptions options, const Clock& clock)
   if (slurm.munge_dir.empty()) slurm.munge_dir = options_.state_dir + "/munge";
   slurm_ = std::make_unique<SlurmNode>(
       slurm, clock_,
-      [this](const Json& state) {
-        Json m = state;
-        m["type"] = "slurm_state";
-        channel_->Send(m);
+      [this](const proto::SlurmStatus& state) {
+        channel_->Send(proto::SlurmStateReport{state}.ToJson());
       },
       [this](const std::vector<slurm::SlurmNodeState>& nodes) {
-        Json list = Json::array();
-        for (const auto& n : nodes) list.push_back(n.ToJson());
-        channel_->Send(Json{{"type", "slurm_nodes"}, {"nodes", list}});
+        proto::SlurmNodes report;
+        for (const auto& n : nodes) {
+          report.nodes.push_back({n.name, n.state, n.reason, n.slurmd_start_time});
+        }
+        channel_->Send(report.ToJson());
       });
 }
 
@@ -138,31 +137,27 @@ void Agent::Stop() {
   channel_->Stop();
 }
 
-Json Agent::Hello() {
-  return Json{{"type", "hello"},
-              {"agent_version", std::string(kAgentVersion)},
-              {"hostname", Hostname(options_.hostname)},
-              {"private_ip", options_.private_ip},
-              {"boot_id", boot_id_},
-              {"lifecycle", lifecycle_.status().ToJson()}};
+proto::Hello Agent::Hello() {
+  return proto::Hello{proto::kProtocolVersion,
+                      std::string(kAgentVersion),
+                      Hostname(options_.hostname),
+                      options_.private_ip,
+                      boot_id_,
+                      lifecycle_.status().wire()};
 }
 
-Json Agent::HeartbeatFields() {
+proto::Heartbeat Agent::HeartbeatFields() {
   auto uptime = std::chrono::duration_cast<std::chrono::seconds>(clock_.SteadyNow() - started_);
-  return Json{{"lifecycle", lifecycle_.status().ToJson()},
-              {"uptime_s", uptime.count()},
-              {"slurm", slurm_->State()}};
+  return proto::Heartbeat{0, lifecycle_.status().wire(), uptime.count(), slurm_->State()};
 }
 
 void Agent::OnConnected() {
   if (!have_config_) {
-    channel_->Send(Json{{"type", "get_config"}});
+    channel_->Send(proto::GetConfig{}.ToJson());
     get_config_at_.reset();
   }
   if (lifecycle_.status().state == "Succeeded") SendProvisioningParameters();
-  Json state = slurm_->State();
-  state["type"] = "slurm_state";
-  channel_->Send(state);
+  channel_->Send(proto::SlurmStateReport{slurm_->State()}.ToJson());
   slurm_->ResendNodes();
 }
 
@@ -174,7 +169,7 @@ void Agent::SendProvisioningParameters() {
     // error would only reach the node's log).
     params = Json{{"unparsable", *text}};
   }
-  channel_->Send(Json{{"type", "provisioning_parameters"}, {"content", params}});
+  channel_->Send(proto::ProvisioningParameters{params}.ToJson());
 }
 
 void Agent::OnSlurm(const Json& message) {
@@ -194,7 +189,7 @@ void Agent::OnSlurm(const Json& message) {
 void Agent::OnIdle() {
   if (get_config_at_ && !have_config_ && clock_.SteadyNow() >= *get_config_at_) {
     get_config_at_.reset();
-    channel_->Send(Json{{"type", "get_config"}});
+    channel_->Send(proto::GetConfig{}.ToJson());
   }
   ReapSessions(/*all=*/false);
 }
@@ -206,37 +201,49 @@ std::optional<std::chrono::milliseconds> Agent::NextIdle() {
 }
 
 void Agent::OnMessage(const Json& message) {
-  const std::string type = message.value("type", "");
-  if (type == "config") {
+  auto type = proto::MessageType(message);
+  if (!type.ok()) {
+    spdlog::warn("ignoring a malformed channel message: {}", type.status().message());
+    return;
+  }
+  if (*type == proto::Config::kType) {
     OnConfig(message);
-  } else if (type == "config_pending") {
-    int64_t retry_ms = 500;
-    if (auto it = message.find("retry_ms"); it != message.end() && it->is_number()) {
-      retry_ms = std::clamp<int64_t>(it->get<int64_t>(), 50, 60000);
-    }
+  } else if (*type == proto::ConfigPending::kType) {
+    auto pending = proto::ConfigPending::FromJson(message);
+    if (!pending.ok()) spdlog::warn("{}; asking again in 500 ms", pending.status().message());
+    int64_t retry_ms = pending.ok() ? std::clamp<int64_t>(pending->retry_ms, 50, 60000) : 500;
     get_config_at_ = clock_.SteadyNow() + std::chrono::milliseconds(retry_ms);
-  } else if (type == "command") {
+  } else if (*type == proto::Command::kType) {
+    // A malformed one is answered with its error (hpodd's caller waits for it).
     commands_.Submit(ParseCommandRequest(message));
-  } else if (type == "slurm") {
+  } else if (*type == proto::SlurmRole::kType) {
     OnSlurm(message);
-  } else if (type == "open_session") {
+  } else if (*type == proto::OpenSession::kType) {
     OpenSession(message);
-  } else if (type == "reprovision") {
+  } else if (*type == proto::Reprovision::kType) {
     spdlog::warn("reprovision is not supported by this agent version; ignored");
+  } else if (*type == proto::Error::kType) {
+    auto error = proto::Error::FromJson(message);
+    spdlog::error("hpodd refused a frame of this agent: {}",
+                  error.ok() ? error->message : error.status().message());
   } else {
-    spdlog::warn("ignoring channel message of type '{}'", type);
+    spdlog::warn("ignoring channel message of type '{}'", *type);
   }
 }
 
 void Agent::OnConfig(const Json& message) {
-  if (auto it = message.find("heartbeat_interval_ms"); it != message.end() && it->is_number()) {
-    channel_->SetHeartbeatInterval(std::chrono::milliseconds(it->get<int64_t>()));
+  auto config = proto::Config::FromJson(message);
+  if (config.ok() && config->heartbeat_interval_ms) {
+    channel_->SetHeartbeatInterval(std::chrono::milliseconds(*config->heartbeat_interval_ms));
   }
   if (have_config_) return;  // the lifecycle runs once per agent process
   have_config_ = true;
-  auto spec = ParseLifecycleSpec(message.value("lifecycle", Json()));
-  Json resource_config = message.value("resource_config", Json::object());
-  Json provisioning = message.value("provisioning", Json());
+  // A malformed config fails the node's lifecycle with the reason (below): waiting
+  // for another one would leave the node Pending with no word why.
+  StatusOr<std::optional<LifecycleSpec>> spec =
+      config.ok() ? LifecycleSpecFrom(config->lifecycle) : config.status();
+  Json resource_config = config.ok() ? config->resource_config : Json::object();
+  Json provisioning = config.ok() ? config->provisioning : Json();
   lifecycle_thread_ = std::thread([this, spec, resource_config, provisioning] {
     if (!spec.ok()) {
       // A config hpodd should never send; report it as the node's failure.
@@ -253,7 +260,12 @@ void Agent::OnConfig(const Json& message) {
 }
 
 void Agent::OpenSession(const Json& message) {
-  SessionRequest request = ParseSessionRequest(message);
+  auto parsed = ParseSessionRequest(message);
+  if (!parsed.ok()) {
+    spdlog::warn("cannot open a session: {}", parsed.status().message());
+    return;
+  }
+  SessionRequest request = std::move(*parsed);
   auto dial = channel_->SessionDial(request.session_id);
   if (!dial.ok() || request.session_id.empty()) {
     spdlog::warn("cannot open session '{}': {}", request.session_id,

@@ -55,8 +55,8 @@ class Agent final : public ChannelHandler {
   };
 
   // ChannelHandler.
-  nlohmann::json Hello() override;
-  nlohmann::json HeartbeatFields() override;
+  api::agentproto::Hello Hello() override;
+  api::agentproto::Heartbeat HeartbeatFields() override;
   void OnConnected() override;
   void OnMessage(const nlohmann::json& message) override;
   void OnIdle() override;

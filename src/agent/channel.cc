@@ -11,6 +11,7 @@ namespace hpod::agent {
 namespace {
 
 using Json = nlohmann::json;
+namespace proto = api::agentproto;
 
 constexpr size_t kMaxLogChunk = 64 * 1024;
 
@@ -52,6 +53,9 @@ StatusOr<Dial> MakeDial(std::string_view endpoint, std::string_view path,
 Channel::Channel(ChannelOptions options, ChannelHandler* handler)
     : options_(std::move(options)),
       handler_(handler),
+      // Full jitter: a thousand agents restarted together must not reconnect together.
+      reconnect_(
+          {.initial = options_.backoff_initial, .max = options_.backoff_max, .jitter = true}),
       heartbeat_interval_(options_.heartbeat_interval) {}
 
 Channel::~Channel() {
@@ -102,10 +106,8 @@ void Channel::Send(const Json& message) { Enqueue(Serialize(message), true); }
 
 void Channel::SendLog(std::string_view stream, std::string_view data) {
   for (size_t i = 0; i < data.size(); i += kMaxLogChunk) {
-    Json frame{{"type", "log"},
-               {"stream", std::string(stream)},
-               {"data", std::string(data.substr(i, kMaxLogChunk))}};
-    Enqueue(Serialize(frame), true);
+    proto::Log frame{std::string(stream), std::string(data.substr(i, kMaxLogChunk))};
+    Enqueue(Serialize(frame.ToJson()), true);
   }
 }
 
@@ -132,10 +134,10 @@ void Channel::WriterLoop() {
     std::string frame;
     bool is_marker = false;
     if (dropped_ > 0) {
-      frame = Serialize(Json{{"type", "log"},
-                             {"stream", "Agent"},
-                             {"data", "[hpod-agent] " + std::to_string(dropped_) +
-                                          " earlier messages were dropped while disconnected\n"}});
+      frame = Serialize(proto::Log{"Agent", "[hpod-agent] " + std::to_string(dropped_) +
+                                                " earlier messages were dropped while "
+                                                "disconnected\n"}
+                            .ToJson());
       is_marker = true;
     } else {
       frame = std::move(outbox_.front());
@@ -167,10 +169,9 @@ void Channel::HeartbeatLoop() {
     if (stopping_) return;
     if (heartbeat_interval_ != interval || conn_ == nullptr) continue;
     lock.unlock();
-    Json beat = handler_->HeartbeatFields();
-    beat["type"] = "heartbeat";
-    beat["seq"] = ++seq;
-    Enqueue(Serialize(beat), /*keep_while_disconnected=*/false);
+    proto::Heartbeat beat = handler_->HeartbeatFields();
+    beat.seq = static_cast<int64_t>(++seq);
+    Enqueue(Serialize(beat.ToJson()), /*keep_while_disconnected=*/false);
     lock.lock();
   }
 }
@@ -211,12 +212,12 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
     auto first = conn->Receive(options_.connect_timeout);
     if (!first.ok())
       return UnavailableError("no credential after bootstrap: " + first.status().message());
-    Json message = Json::parse(first->data, nullptr, false);
-    if (!message.is_object() || message.value("type", "") != "credential" ||
-        !message.contains("secret") || !message["secret"].is_string()) {
-      return UnavailableError("first message after bootstrap was not a credential");
+    auto credential = proto::Credential::FromJson(Json::parse(first->data, nullptr, false));
+    if (!credential.ok()) {
+      return UnavailableError("first message after bootstrap was not a credential (" +
+                              credential.status().message() + ")");
     }
-    std::string new_secret = message["secret"].get<std::string>();
+    std::string new_secret = std::move(credential->secret);
     Status persisted = WriteFileAtomic(credential_path(), new_secret, 0600);
     if (!persisted.ok()) {
       return FailedPreconditionError("cannot persist the node credential: " + persisted.message());
@@ -224,7 +225,7 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
     std::lock_guard<std::mutex> lock(mu_);
     secret_ = new_secret;
   }
-  HPOD_RETURN_IF_ERROR(conn->Send(Serialize(handler_->Hello()), false));
+  HPOD_RETURN_IF_ERROR(conn->Send(Serialize(handler_->Hello().ToJson()), false));
   return conn;
 }
 
@@ -239,7 +240,6 @@ Status Channel::Run() {
   writer_ = std::thread([this] { WriterLoop(); });
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   Status result;
-  int failures = 0;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -252,18 +252,13 @@ Status Channel::Run() {
         result = conn.status();
         break;
       }
-      // Full jitter: a thousand agents restarted together must not reconnect together.
-      auto cap = std::min<int64_t>(options_.backoff_max.count(), options_.backoff_initial.count()
-                                                                     << std::min(failures, 20));
-      ++failures;
-      auto wait = std::chrono::milliseconds(
-          std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(cap, 1))(rng_));
+      auto wait = reconnect_.Next();
       spdlog::warn("channel to {} unavailable ({}); retrying in {} ms", options_.endpoint,
                    conn.status().message(), wait.count());
       SleepUnlessStopped(wait);
       continue;
     }
-    failures = 0;
+    reconnect_.Reset();
     spdlog::info("channel connected to {}", options_.endpoint);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -321,8 +316,8 @@ Status Channel::Run() {
       (*conn)->Close("agent stopping");
       break;
     }
-    SleepUnlessStopped(std::chrono::milliseconds(
-        std::uniform_int_distribution<int64_t>(0, options_.backoff_initial.count())(rng_)));
+    // A connection that was up starts over from the shortest (jittered) pause.
+    SleepUnlessStopped(reconnect_.Next());
   }
   Stop();
   if (writer_.joinable()) writer_.join();

@@ -17,13 +17,14 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "hpod/api/agent_protocol.h"
+#include "hpod/base/backoff.h"
 #include "hpod/base/status.h"
 #include "hpod/http/message.h"
 #include "hpod/http/websocket.h"
@@ -68,9 +69,9 @@ class ChannelHandler {
  public:
   virtual ~ChannelHandler() = default;
   // The `hello` message, sent first on every connection.
-  virtual nlohmann::json Hello() = 0;
-  // Fields added to each heartbeat (lifecycle, uptime_s); type and seq are added.
-  virtual nlohmann::json HeartbeatFields() = 0;
+  virtual api::agentproto::Hello Hello() = 0;
+  // Each heartbeat's fields (lifecycle, uptime_s, slurm); the channel sets seq.
+  virtual api::agentproto::Heartbeat HeartbeatFields() = 0;
   // After `hello` went out on a new connection.
   virtual void OnConnected() = 0;
   // Each JSON message from hpodd (except `credential`, handled by the channel).
@@ -96,7 +97,8 @@ class Channel {
   Status Run();
   void Stop();
 
-  // Queues a message for hpodd (kept across disconnects, bounded).
+  // Queues a message for hpodd (kept across disconnects, bounded): the ToJson of
+  // one of api/agent_protocol.h's structs.
   void Send(const nlohmann::json& message);
   // A `log` message; `data` longer than 64 KiB is split.
   void SendLog(std::string_view stream, std::string_view data);
@@ -117,7 +119,7 @@ class Channel {
 
   const ChannelOptions options_;
   ChannelHandler* const handler_;
-  std::mt19937_64 rng_{std::random_device{}()};  // Run's thread only
+  Backoff reconnect_;  // Run's thread only
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -164,6 +164,7 @@ TEST(AgentChannelTest, BootstrapConfigHeartbeatCommandAndReconnect) {
   json hello = hpodd.WaitFor("hello");
   ASSERT_FALSE(hello.is_null());
   EXPECT_EQ(hello["private_ip"], "10.77.1.11");
+  EXPECT_EQ(hello["protocol_version"], api::agentproto::kProtocolVersion);
   EXPECT_EQ(hello["lifecycle"]["state"], "NotStarted");
   // The credential is on disk, private, before hello.
   EXPECT_EQ(ReadTestFile(dir / "state/node-credential"), "s3cret");
@@ -183,9 +184,18 @@ TEST(AgentChannelTest, BootstrapConfigHeartbeatCommandAndReconnect) {
   EXPECT_EQ(beat["lifecycle"]["state"], "Succeeded");
   EXPECT_GT(beat["seq"].get<int>(), 1);
 
+  // Malformed frames from hpodd cost nothing but a log line (a malformed command is
+  // answered, so its caller is not left waiting); the next good one runs.
+  hpodd.SendToAgent({{"no", "type"}});
+  hpodd.SendToAgent({{"type", "error"}, {"frame_type", "heartbeat"}, {"message", "test"}});
+  hpodd.SendToAgent({{"type", "command"}, {"id", "c-0"}, {"argv", "echo"}});
+  json refused = hpodd.WaitFor("command_result");
+  EXPECT_EQ(refused["id"], "c-0");
+  EXPECT_EQ(refused["error"],
+            "malformed command: command: field 'argv' must be an array of strings");
   hpodd.SendToAgent(
       {{"type", "command"}, {"id", "c-1"}, {"argv", {"echo", "pong"}}, {"timeout_ms", 5000}});
-  json result = hpodd.WaitFor("command_result");
+  json result = hpodd.WaitFor("command_result", 2);
   EXPECT_EQ(result["id"], "c-1");
   EXPECT_EQ(result["stdout"], "pong\n");
   EXPECT_EQ(result["exit_code"], 0);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "hpod/api/agent_protocol.h"
 #include "hpod/base/subprocess.h"
 
 namespace hpod::agent {
@@ -12,32 +13,26 @@ namespace {
 
 Json Result(const std::string& id, int exit_code, std::string out, std::string err, bool timed_out,
             std::string error) {
-  return Json{{"type", "command_result"}, {"id", id},
-              {"exit_code", exit_code},   {"stdout", std::move(out)},
-              {"stderr", std::move(err)}, {"timed_out", timed_out},
-              {"error", std::move(error)}};
+  return api::agentproto::CommandResult{id,        exit_code,       std::move(out), std::move(err),
+                                        timed_out, std::move(error)}
+      .ToJson();
 }
 
 }  // namespace
 
 CommandRequest ParseCommandRequest(const Json& message) {
   CommandRequest request;
-  if (auto it = message.find("id"); it != message.end() && it->is_string()) request.id = *it;
-  if (auto it = message.find("argv"); it != message.end() && it->is_array()) {
-    for (const auto& arg : *it) {
-      if (!arg.is_string()) return CommandRequest{request.id, {}, {}, {}, {}};
-      request.argv.push_back(arg.get<std::string>());
-    }
+  auto command = api::agentproto::Command::FromJson(message);
+  if (!command.ok()) {
+    if (auto it = message.find("id"); it != message.end() && it->is_string()) request.id = *it;
+    request.parse_error = std::string(command.status().message());
+    return request;
   }
-  if (auto it = message.find("env"); it != message.end() && it->is_object()) {
-    for (const auto& [key, value] : it->items()) {
-      if (value.is_string()) request.env[key] = value.get<std::string>();
-    }
-  }
-  if (auto it = message.find("cwd"); it != message.end() && it->is_string()) request.cwd = *it;
-  if (auto it = message.find("timeout_ms"); it != message.end() && it->is_number()) {
-    request.timeout = std::chrono::milliseconds(it->get<int64_t>());
-  }
+  request.id = std::move(command->id);
+  request.argv = std::move(command->argv);
+  request.env = std::move(command->env);
+  request.cwd = std::move(command->cwd);
+  request.timeout = std::chrono::milliseconds(command->timeout_ms);
   return request;
 }
 
@@ -95,6 +90,9 @@ void CommandRunner::Work() {
 }
 
 Json CommandRunner::Execute(const CommandRequest& request) const {
+  if (!request.parse_error.empty()) {
+    return Result(request.id, -1, "", "", false, "malformed command: " + request.parse_error);
+  }
   if (request.argv.empty()) {
     return Result(request.id, -1, "", "", false, "command has no argv");
   }

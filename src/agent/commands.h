@@ -26,10 +26,13 @@ struct CommandRequest {
   std::map<std::string, std::string> env;
   std::string cwd;
   std::chrono::milliseconds timeout{30000};
+  // Set when the message was malformed (says which field): the runner answers with it.
+  std::string parse_error;
 };
 
-// Parses a `command` message; on a malformed one returns a request whose argv is
-// empty and whose id is what could be read (the runner answers it with an error).
+// Parses a `command` message (api::agentproto::Command); on a malformed one returns
+// a request with parse_error set, no argv and whatever id could be read (the runner
+// answers it with the error, so hpodd's caller is not left waiting).
 CommandRequest ParseCommandRequest(const nlohmann::json& message);
 
 struct CommandRunnerOptions {

@@ -27,16 +27,26 @@ TEST(CommandsTest, ParsesAndRuns) {
   EXPECT_EQ(reply["error"], "");
 }
 
+TEST(CommandsTest, MalformedCommandIsAnsweredWithTheField) {
+  CommandRunner runner({}, [](json) {});
+  json reply = runner.Execute(
+      ParseCommandRequest(json::parse(R"({"type":"command","id":"c-9","argv":["a",1]})")));
+  EXPECT_EQ(reply["id"], "c-9");
+  EXPECT_EQ(reply["exit_code"], -1);
+  EXPECT_EQ(reply["error"], "malformed command: command: field 'argv[1]' must be a string");
+}
+
 TEST(CommandsTest, TimeoutAndStartFailureAndCap) {
   CommandRunnerOptions options;
   options.max_output_bytes = 1000;
   CommandRunner runner(options, [](json) {});
   json timed = runner.Execute(
-      CommandRequest{"c-2", {"sleep", "10"}, {}, "", std::chrono::milliseconds(200)});
+      CommandRequest{"c-2", {"sleep", "10"}, {}, "", std::chrono::milliseconds(200), ""});
   EXPECT_EQ(timed["timed_out"], true);
-  json missing = runner.Execute(CommandRequest{"c-3", {"/no/such/program"}, {}, "", {}});
+  json missing = runner.Execute(CommandRequest{"c-3", {"/no/such/program"}, {}, "", {}, ""});
   EXPECT_NE(missing["error"].get<std::string>(), "");
-  json big = runner.Execute(CommandRequest{"c-4", {"head", "-c", "5000", "/dev/zero"}, {}, "", {}});
+  json big =
+      runner.Execute(CommandRequest{"c-4", {"head", "-c", "5000", "/dev/zero"}, {}, "", {}, ""});
   EXPECT_LE(big["stdout"].get<std::string>().size(), 1000u);
 }
 
@@ -54,14 +64,15 @@ TEST(CommandsTest, SubmitRunsConcurrentlyAndReplies) {
     replies.push_back(std::move(reply));
     cv.notify_all();
   });
-  const std::string script = "touch " + dir + "/$0; while [ $(ls " + dir +
-                             " | wc -l) -lt 4 ]; do sleep 0.02; done";
+  const std::string script =
+      "touch " + dir + "/$0; while [ $(ls " + dir + " | wc -l) -lt 4 ]; do sleep 0.02; done";
   for (int i = 0; i < 4; ++i) {
     runner.Submit(CommandRequest{"c-" + std::to_string(i),
                                  {"sh", "-c", script, "c" + std::to_string(i)},
                                  {},
                                  "",
-                                 std::chrono::milliseconds(20000)});
+                                 std::chrono::milliseconds(20000),
+                                 ""});
   }
   std::unique_lock<std::mutex> lock(mu);
   ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return replies.size() == 4; }));

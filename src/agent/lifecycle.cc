@@ -26,32 +26,34 @@ LifecycleStatus Failed(int exit_code, std::string message) {
 
 }  // namespace
 
-StatusOr<std::optional<LifecycleSpec>> ParseLifecycleSpec(const Json& lifecycle) {
-  if (lifecycle.is_null()) return std::optional<LifecycleSpec>();
-  if (!lifecycle.is_object()) return InvalidArgumentError("lifecycle: not an object");
+StatusOr<std::optional<LifecycleSpec>> LifecycleSpecFrom(
+    const std::optional<api::agentproto::LifecycleConfig>& lifecycle) {
+  if (!lifecycle) return std::optional<LifecycleSpec>();
   LifecycleSpec spec;
-  spec.source_uri = StringField(lifecycle, "source_s3_uri");
-  spec.on_create = StringField(lifecycle, "on_create");
+  spec.source_uri = lifecycle->source_s3_uri;
+  spec.on_create = lifecycle->on_create;
   if (spec.source_uri.empty()) return InvalidArgumentError("lifecycle: missing source_s3_uri");
   if (spec.on_create.empty()) return InvalidArgumentError("lifecycle: missing on_create");
-  if (auto it = lifecycle.find("timeout_s"); it != lifecycle.end() && it->is_number()) {
-    spec.timeout = std::chrono::seconds(std::max<int64_t>(1, it->get<int64_t>()));
-  }
-  if (auto it = lifecycle.find("s3"); it != lifecycle.end() && it->is_object()) {
+  spec.timeout = std::chrono::seconds(std::max<int64_t>(1, lifecycle->timeout_s));
+  if (lifecycle->s3) {
     S3Access s3;
-    s3.endpoint = StringField(*it, "endpoint");
-    if (std::string region = StringField(*it, "region"); !region.empty()) s3.region = region;
-    s3.access_key_id = StringField(*it, "access_key_id");
-    s3.secret_access_key = StringField(*it, "secret_access_key");
-    s3.unix_socket = StringField(*it, "unix_socket");
+    s3.endpoint = lifecycle->s3->endpoint;
+    if (!lifecycle->s3->region.empty()) s3.region = lifecycle->s3->region;
+    s3.access_key_id = lifecycle->s3->access_key_id;
+    s3.secret_access_key = lifecycle->s3->secret_access_key;
+    s3.unix_socket = lifecycle->s3->unix_socket;
     spec.s3 = std::move(s3);
   }
   return std::optional<LifecycleSpec>(std::move(spec));
 }
 
-Json LifecycleStatus::ToJson() const {
-  return Json{{"state", state}, {"exit_code", exit_code}, {"message", message}};
+StatusOr<std::optional<LifecycleSpec>> ParseLifecycleSpec(const Json& lifecycle) {
+  if (lifecycle.is_null()) return std::optional<LifecycleSpec>();
+  HPOD_ASSIGN_OR_RETURN(auto config, api::agentproto::LifecycleConfig::FromJson(lifecycle));
+  return LifecycleSpecFrom(config);
 }
+
+Json LifecycleStatus::ToJson() const { return wire().ToJson(); }
 
 LifecycleRunner::LifecycleRunner(LifecycleRunnerOptions options, const Clock& clock,
                                  StatusCallback on_status, LogCallback on_log)

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "hpod/agent/source_fetch.h"
+#include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
 
@@ -36,8 +37,13 @@ struct LifecycleSpec {
   std::optional<S3Access> s3;
 };
 
-// Parses the `lifecycle` member: null (or absent) → nullopt, meaning the group has
-// no LifeCycleConfig. kInvalidArgument on a malformed object.
+// The config message's `lifecycle` as the runner takes it: nullopt → nullopt, meaning
+// the group has no LifeCycleConfig. kInvalidArgument when source_s3_uri or
+// on_create is empty.
+StatusOr<std::optional<LifecycleSpec>> LifecycleSpecFrom(
+    const std::optional<api::agentproto::LifecycleConfig>& lifecycle);
+// The same from the JSON of `lifecycle` (null or absent → nullopt); kInvalidArgument
+// naming the field for a malformed object.
 StatusOr<std::optional<LifecycleSpec>> ParseLifecycleSpec(const nlohmann::json& lifecycle);
 
 struct LifecycleStatus {
@@ -47,8 +53,10 @@ struct LifecycleStatus {
   std::string message;
 
   bool finished() const { return state == "Succeeded" || state == "Failed"; }
-  // {"state":…,"exit_code":…,"message":…}
+  // {"state":…,"exit_code":…,"message":…} (also the lifecycle.json format)
   nlohmann::json ToJson() const;
+  // As the protocol carries it (hello, heartbeat, the lifecycle message).
+  api::agentproto::LifecycleState wire() const { return {state, exit_code, message}; }
   bool operator==(const LifecycleStatus&) const = default;
 };
 

@@ -163,21 +163,14 @@ class SessionChild {
 
 }  // namespace
 
-SessionRequest ParseSessionRequest(const Json& message) {
+StatusOr<SessionRequest> ParseSessionRequest(const Json& message) {
+  HPOD_ASSIGN_OR_RETURN(auto open, api::agentproto::OpenSession::FromJson(message));
   SessionRequest request;
-  request.session_id = message.value("session_id", "");
-  if (auto it = message.find("argv"); it != message.end() && it->is_array()) {
-    for (const auto& arg : *it) {
-      if (arg.is_string()) request.argv.push_back(arg.get<std::string>());
-    }
-  }
-  if (auto it = message.find("rows"); it != message.end() && it->is_number_unsigned()) {
-    request.rows = static_cast<unsigned short>(it->get<unsigned>());
-  }
-  if (auto it = message.find("cols"); it != message.end() && it->is_number_unsigned()) {
-    request.cols = static_cast<unsigned short>(it->get<unsigned>());
-  }
-  if (auto it = message.find("pty"); it != message.end() && it->is_boolean()) request.pty = *it;
+  request.session_id = std::move(open.session_id);
+  request.argv = std::move(open.argv);
+  request.rows = static_cast<unsigned short>(open.rows);  // 0..65535, checked
+  request.cols = static_cast<unsigned short>(open.cols);
+  request.pty = open.pty;
   return request;
 }
 

@@ -26,8 +26,9 @@ struct SessionRequest {
   bool pty = true;
 };
 
-// Parses an `open_session` message (missing fields keep their defaults).
-SessionRequest ParseSessionRequest(const nlohmann::json& message);
+// Parses an `open_session` message (api::agentproto::OpenSession; missing fields
+// keep their defaults). kInvalidArgument naming the field for a malformed one.
+StatusOr<SessionRequest> ParseSessionRequest(const nlohmann::json& message);
 
 // Frame kinds (the first byte of each binary message).
 enum class FrameKind : unsigned char { kData = 0, kResize = 1, kExit = 2, kError = 3, kEof = 4 };

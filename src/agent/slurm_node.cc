@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "hpod/agent/fs_util.h"
+#include "hpod/base/backoff.h"
 #include "hpod/base/crypto.h"
 
 namespace hpod::agent {
@@ -27,17 +28,6 @@ constexpr char kUserConfText[] =
     "# Your own Slurm settings. slurm.conf Includes this file; hpod never rewrites it.\n"
     "# Settings here override hpod's (the last value wins). Apply changes with\n"
     "# `scontrol reconfigure` on the controller.\n";
-
-StatusOr<std::string> StringField(const Json& m, const char* key, bool required) {
-  auto it = m.find(key);
-  if (it == m.end() || it->is_null()) {
-    if (required) return InvalidArgumentError(std::string("slurm message has no ") + key);
-    return std::string();
-  }
-  if (!it->is_string())
-    return InvalidArgumentError(std::string("slurm.") + key + " is not a string");
-  return it->get<std::string>();
-}
 
 struct Owner {
   uid_t uid = 0;
@@ -78,41 +68,31 @@ StatusOr<bool> WriteIfChanged(const std::string& path, const std::string& data, 
 }  // namespace
 
 StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
-  if (!m.is_object()) return InvalidArgumentError("slurm message is not an object");
+  HPOD_ASSIGN_OR_RETURN(api::agentproto::SlurmRole r, api::agentproto::SlurmRole::FromJson(m));
   SlurmSpec s;
-  HPOD_ASSIGN_OR_RETURN(s.role, StringField(m, "role", true));
+  s.role = std::move(r.role);
   if (s.role != "controller" && s.role != "login" && s.role != "compute") {
     return InvalidArgumentError("slurm.role '" + s.role + "' is not controller, login or compute");
   }
-  HPOD_ASSIGN_OR_RETURN(s.node_name, StringField(m, "node_name", true));
-  HPOD_ASSIGN_OR_RETURN(s.controller_addr, StringField(m, "controller_addr", true));
-  HPOD_ASSIGN_OR_RETURN(std::string key, StringField(m, "munge_key", true));
-  auto decoded = Base64UrlDecode(key);
+  s.node_name = std::move(r.node_name);
+  s.controller_addr = std::move(r.controller_addr);
+  auto decoded = Base64UrlDecode(r.munge_key);
   if (!decoded.ok() || decoded->size() < 32) {
     return InvalidArgumentError("slurm.munge_key is not a base64url key of at least 32 bytes");
   }
   s.munge_key = *decoded;
-  HPOD_ASSIGN_OR_RETURN(s.conf_hash, StringField(m, "conf_hash", false));
-  HPOD_ASSIGN_OR_RETURN(s.gpu_device_dir, StringField(m, "gpu_device_dir", false));
-  HPOD_ASSIGN_OR_RETURN(s.motd, StringField(m, "motd", false));
-  if (auto it = m.find("files"); it != m.end() && it->is_object()) {
-    for (const auto& [name, content] : it->items()) {
-      // Plain names only: the files land in the config directory and nowhere else.
-      if (!content.is_string() || name.empty() || name.find('/') != std::string::npos ||
-          name[0] == '.') {
-        return InvalidArgumentError("slurm.files has a bad entry '" + name + "'");
-      }
-      s.files[name] = content.get<std::string>();
+  s.conf_hash = std::move(r.conf_hash);
+  s.gpu_device_dir = std::move(r.gpu_device_dir);
+  s.motd = std::move(r.motd);
+  for (auto& [name, content] : r.files) {
+    // Plain names only: the files land in the config directory and nowhere else.
+    if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
+      return InvalidArgumentError("slurm.files has a bad entry '" + name + "'");
     }
+    s.files[name] = std::move(content);
   }
-  if (auto it = m.find("node_names"); it != m.end() && it->is_array()) {
-    for (const auto& n : *it) {
-      if (n.is_string()) s.node_names.push_back(n.get<std::string>());
-    }
-  }
-  if (auto it = m.find("stand_in_gpus"); it != m.end() && it->is_number_integer()) {
-    s.stand_in_gpus = std::clamp(it->get<int>(), 0, 64);
-  }
+  s.node_names = std::move(r.node_names);
+  s.stand_in_gpus = static_cast<int>(std::clamp<int64_t>(r.stand_in_gpus, 0, 64));
   return s;
 }
 
@@ -129,7 +109,7 @@ struct SlurmNode::Daemon {
   SubprocessOptions options;
   std::unique_ptr<Subprocess> proc;
   std::chrono::steady_clock::time_point start_after{};
-  std::chrono::milliseconds backoff{0};
+  Backoff backoff;  // between restarts; Reset once it ran for a while
   std::chrono::steady_clock::time_point started_at{};
   bool ready = false;
 };
@@ -139,9 +119,7 @@ SlurmNode::SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback
     : options_(std::move(options)),
       clock_(clock),
       on_state_(std::move(on_state)),
-      on_nodes_(std::move(on_nodes)),
-      state_(Json{
-          {"role", ""}, {"conf_hash", ""}, {"daemon", "none"}, {"restarts", 0}, {"message", ""}}) {
+      on_nodes_(std::move(on_nodes)) {
   worker_ = std::thread([this] { Loop(); });
 }
 
@@ -153,7 +131,7 @@ void SlurmNode::Apply(SlurmSpec spec) {
   cv_.notify_all();
 }
 
-Json SlurmNode::State() const {
+api::agentproto::SlurmStatus SlurmNode::State() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_;
 }
@@ -168,11 +146,9 @@ void SlurmNode::Stop() {
 }
 
 void SlurmNode::SetState(const std::string& daemon, const std::string& message) {
-  Json next = {{"role", applied_ ? applied_->role : ""},
-               {"conf_hash", applied_ ? applied_->conf_hash : ""},
-               {"daemon", daemon},
-               {"restarts", restarts_},
-               {"message", message}};
+  api::agentproto::SlurmStatus next{applied_ ? applied_->role : "",
+                                    applied_ ? applied_->conf_hash : "", daemon, restarts_,
+                                    message};
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (next == state_) return;
@@ -324,8 +300,7 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
     HPOD_RETURN_IF_ERROR(WriteIfChanged(options_.motd_path, spec.motd, 0644).status());
 
   if (!munged_) {
-    munged_ = std::make_unique<Daemon>();
-    munged_->name = "munged";
+    munged_ = NewDaemon("munged");
     std::vector<std::string> argv;
     if (munge) {
       argv = {"setpriv", "--reuid=" + options_.munge_user, "--regid=" + options_.munge_user,
@@ -353,8 +328,7 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
       out = options_.log_dir + "/slurm/slurmd.out";
     }
     if (!daemon_) {
-      daemon_ = std::make_unique<Daemon>();
-      daemon_->name = spec.role == "controller" ? "slurmctld" : "slurmd";
+      daemon_ = NewDaemon(spec.role == "controller" ? "slurmctld" : "slurmd");
     } else if (daemon_->options.argv != argv && daemon_->proc) {
       StopDaemon(*daemon_);  // a new controller address
       daemon_->start_after = {};
@@ -393,10 +367,20 @@ void SlurmNode::StopDaemon(Daemon& d) {
   d.ready = false;
 }
 
-void SlurmNode::PauseBeforeRestart(Daemon& d, std::chrono::steady_clock::time_point now) {
-  d.backoff = std::min(std::max(options_.restart_backoff_initial, d.backoff * 2),
-                       options_.restart_backoff_max);
-  d.start_after = now + d.backoff;
+std::unique_ptr<SlurmNode::Daemon> SlurmNode::NewDaemon(std::string name) const {
+  auto d = std::make_unique<Daemon>();
+  d->name = std::move(name);
+  // Not jittered: the wait is in the message the user sees as an event.
+  d->backoff =
+      Backoff({.initial = options_.restart_backoff_initial, .max = options_.restart_backoff_max});
+  return d;
+}
+
+std::chrono::milliseconds SlurmNode::PauseBeforeRestart(Daemon& d,
+                                                        std::chrono::steady_clock::time_point now) {
+  std::chrono::milliseconds wait = d.backoff.Next();
+  d.start_after = now + wait;
+  return wait;
 }
 
 void SlurmNode::Supervise(Daemon& d) {
@@ -411,13 +395,13 @@ void SlurmNode::Supervise(Daemon& d) {
       // (Measured at detection, which a settled node's 1 s tick may delay.)
       if (now - d.started_at >=
           std::max<std::chrono::milliseconds>(kStableRun, options_.restart_backoff_max)) {
-        d.backoff = {};
+        d.backoff.Reset();
       }
-      PauseBeforeRestart(d, now);
+      std::chrono::milliseconds wait = PauseBeforeRestart(d, now);
       std::string why = *code > 128 ? "was killed by signal " + std::to_string(*code - 128)
                                     : "exited with code " + std::to_string(*code);
       std::string message = d.name + " " + why + "; restarting it in " +
-                            std::to_string(d.backoff.count()) + " ms (restart " +
+                            std::to_string(wait.count()) + " ms (restart " +
                             std::to_string(restarts_) + ")";
       spdlog::warn("{}", message);
       SetState("restarting", message);

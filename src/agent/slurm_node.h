@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
 #include "hpod/base/subprocess.h"
@@ -61,7 +62,9 @@ struct SlurmSpec {
   std::string motd;
 };
 
-// kInvalidArgument naming the field for a malformed message.
+// kInvalidArgument naming the field for a malformed message (api::agentproto::
+// SlurmRole), an unknown role, a munge key that is not base64url of ≥ 32 bytes, or a
+// file name that is not a plain name.
 StatusOr<SlurmSpec> ParseSlurmSpec(const nlohmann::json& message);
 
 struct SlurmNodeOptions {
@@ -89,7 +92,7 @@ class SlurmNode {
   // `on_state` gets the `slurm_state` body on every change of State();
   // `on_nodes` the controller's node table whenever it changed. Both are called
   // from the worker thread.
-  using StateCallback = std::function<void(const nlohmann::json& state)>;
+  using StateCallback = std::function<void(const api::agentproto::SlurmStatus& state)>;
   using NodesCallback = std::function<void(const std::vector<slurm::SlurmNodeState>& nodes)>;
 
   SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback on_state,
@@ -98,9 +101,8 @@ class SlurmNode {
 
   // Makes `spec` the desired state (idempotent; the same spec again is a no-op).
   void Apply(SlurmSpec spec);
-  // {"role","conf_hash","daemon":"none|starting|running|restarting|failed",
-  //  "restarts":N,"message":…}; role "" before the first Apply.
-  nlohmann::json State() const;
+  // daemon "none|starting|running|restarting|failed"; role "" before the first Apply.
+  api::agentproto::SlurmStatus State() const;
   // Stops the daemons (SIGTERM, then SIGKILL) and the worker.
   void Stop();
   // The controller reports its node table again at the next poll even if
@@ -112,8 +114,10 @@ class SlurmNode {
   void Loop();
   Status ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure);
   void Supervise(Daemon& d);
-  // Doubles d's backoff (within the options' bounds) and schedules its restart.
-  void PauseBeforeRestart(Daemon& d, std::chrono::steady_clock::time_point now);
+  // Schedules d's restart after its backoff's next (doubled) wait; returns the wait.
+  std::chrono::milliseconds PauseBeforeRestart(Daemon& d,
+                                               std::chrono::steady_clock::time_point now);
+  std::unique_ptr<Daemon> NewDaemon(std::string name) const;
   Status StartDaemon(Daemon& d);
   void StopDaemon(Daemon& d);
   void PollNodes();
@@ -129,7 +133,7 @@ class SlurmNode {
   std::optional<SlurmSpec> desired_;  // GUARDED_BY(mu_)
   bool stopping_ = false;             // GUARDED_BY(mu_)
   std::atomic<bool> resend_nodes_{false};
-  nlohmann::json state_;  // GUARDED_BY(mu_)
+  api::agentproto::SlurmStatus state_;  // GUARDED_BY(mu_)
 
   // Worker thread only.
   std::optional<SlurmSpec> applied_;

@@ -130,7 +130,8 @@ class SlurmNodeTest : public ::testing::Test {
   void Start() {
     node_ = std::make_unique<SlurmNode>(
         options_, RealClock::Get(),
-        [this](const json& s) {
+        [this](const api::agentproto::SlurmStatus& status) {
+          json s = status.ToJson();
           if (on_state_hook_) on_state_hook_(s);
           std::lock_guard<std::mutex> lock(mu_);
           states_.push_back(s);
@@ -158,7 +159,7 @@ class SlurmNodeTest : public ::testing::Test {
 
   bool WaitForDaemon(const std::string& daemon, const std::string& hash) {
     return WaitFor([&] {
-      json s = node_->State();
+      json s = node_->State().ToJson();
       return s["daemon"] == daemon && s["conf_hash"] == hash;
     });
   }
@@ -192,7 +193,7 @@ class SlurmNodeTest : public ::testing::Test {
 
 TEST_F(SlurmNodeTest, StateIsEmptyBeforeTheFirstApply) {
   Start();
-  json s = node_->State();
+  json s = node_->State().ToJson();
   EXPECT_EQ(s["role"], "");
   EXPECT_EQ(s["daemon"], "none");
   EXPECT_EQ(s["restarts"], 0);
@@ -201,8 +202,8 @@ TEST_F(SlurmNodeTest, StateIsEmptyBeforeTheFirstApply) {
 TEST_F(SlurmNodeTest, ComputeRunsMungedWithTheKeyAndSlurmdConfigless) {
   Start();
   node_->Apply(Spec("compute", "h1"));
-  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().dump();
-  json s = node_->State();
+  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().ToJson().dump();
+  json s = node_->State().ToJson();
   EXPECT_EQ(s["role"], "compute");
   EXPECT_EQ(s["restarts"], 0);
 
@@ -235,7 +236,7 @@ TEST_F(SlurmNodeTest, ControllerWritesFilesKeepsUserConfAndReportsNodes) {
   WriteTestFile(rec_ + "/nodes.txt", NodeLine("ip-10-0-0-2", "IDLE"));
   Start();
   node_->Apply(Spec("controller", "h1"));
-  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().dump();
+  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().ToJson().dump();
 
   EXPECT_EQ(ReadTestFile(options_.conf_dir + "/slurm.conf"), "ClusterName=demo # h1\n");
   EXPECT_EQ(ReadTestFile(options_.conf_dir + "/plugstack.conf"), "# none\n");
@@ -288,7 +289,7 @@ TEST_F(SlurmNodeTest, ControllerWritesFilesKeepsUserConfAndReportsNodes) {
 TEST_F(SlurmNodeTest, LoginWritesFilesAndRunsNoDaemon) {
   Start();
   node_->Apply(Spec("login", "h1"));
-  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().dump();
+  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().ToJson().dump();
   EXPECT_EQ(ReadTestFile(options_.conf_dir + "/slurm.conf"), "ClusterName=demo # h1\n");
   EXPECT_EQ(Count("munged.argv"), 1u);
   EXPECT_FALSE(fs::exists(rec_ + "/slurmctld.argv"));
@@ -304,8 +305,9 @@ TEST_F(SlurmNodeTest, AKilledDaemonIsRestarted) {
   ASSERT_EQ(::kill(first, SIGKILL), 0);
 
   ASSERT_TRUE(WaitFor([&] {
-    return node_->State()["restarts"].get<int>() >= 1 && node_->State()["daemon"] == "running";
-  })) << node_->State().dump();
+    return node_->State().ToJson()["restarts"].get<int>() >= 1 &&
+           node_->State().ToJson()["daemon"] == "running";
+  })) << node_->State().ToJson().dump();
   ASSERT_TRUE(WaitFor([&] { return PidOf("slurmd") != first && PidOf("slurmd") > 0; }));
   EXPECT_EQ(Count("slurmd.argv"), 2u);
   EXPECT_EQ(Count("munged.argv"), 1u);  // munged was left alone
@@ -336,9 +338,9 @@ TEST_F(SlurmNodeTest, AKilledMungedIsRestarted) {
   ASSERT_TRUE(WaitFor([&] { return PidOf("munged") > 0; }));
   ASSERT_EQ(::kill(PidOf("munged"), SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] { return Count("munged.argv") == 2; }));
-  ASSERT_TRUE(WaitFor([&] { return node_->State()["daemon"] == "running"; }))
-      << node_->State().dump();
-  EXPECT_GE(node_->State()["restarts"].get<int>(), 1);
+  ASSERT_TRUE(WaitFor([&] { return node_->State().ToJson()["daemon"] == "running"; }))
+      << node_->State().ToJson().dump();
+  EXPECT_GE(node_->State().ToJson()["restarts"].get<int>(), 1);
   bool named = false;
   for (const json& s : States()) {
     named |= s["daemon"] == "restarting" &&
@@ -359,8 +361,8 @@ TEST_F(SlurmNodeTest, ACrashLoopBacksOff) {
   WriteTestFile(rec_ + "/slurmd.exit", "");
   Start();
   node_->Apply(Spec("compute", "h1"));
-  ASSERT_TRUE(WaitFor([&] { return node_->State()["restarts"].get<int>() >= 3; }))
-      << node_->State().dump();
+  ASSERT_TRUE(WaitFor([&] { return node_->State().ToJson()["restarts"].get<int>() >= 3; }))
+      << node_->State().ToJson().dump();
   std::vector<std::string> messages;
   for (const json& s : States()) {
     if (s["daemon"] == "restarting") messages.push_back(s["message"]);
@@ -373,8 +375,9 @@ TEST_F(SlurmNodeTest, ACrashLoopBacksOff) {
 
   // Once it stays up the node is running again.
   fs::remove(rec_ + "/slurmd.exit");
-  EXPECT_TRUE(WaitFor([&] { return PidOf("slurmd") > 0 && node_->State()["daemon"] == "running"; }))
-      << node_->State().dump();
+  EXPECT_TRUE(WaitFor([&] {
+    return PidOf("slurmd") > 0 && node_->State().ToJson()["daemon"] == "running";
+  })) << node_->State().ToJson().dump();
 }
 
 TEST_F(SlurmNodeTest, ChangedNodeSetRestartsSlurmctldOtherChangesOnlyReconfigure) {
@@ -393,7 +396,7 @@ TEST_F(SlurmNodeTest, ChangedNodeSetRestartsSlurmctldOtherChangesOnlyReconfigure
   ASSERT_TRUE(WaitForDaemon("running", "h2"));
   ASSERT_TRUE(WaitFor([&] { return PidOf("slurmctld") > 0; }));
   const int pid = PidOf("slurmctld");
-  EXPECT_EQ(node_->State()["restarts"], 0);  // a planned restart is not a crash
+  EXPECT_EQ(node_->State().ToJson()["restarts"], 0);  // a planned restart is not a crash
 
   // Same nodes, other settings: reconfigure only.
   SlurmSpec tuned = joined;
@@ -489,7 +492,7 @@ TEST(ParseSlurmSpecTest, RejectsMalformedMessages) {
     EXPECT_NE(std::string(s.status().message()).find(mentions), std::string::npos)
         << s.status().message();
   };
-  expect_invalid(json::array(), "not an object");
+  expect_invalid(json::array(), "not a JSON object");
   json m = GoodMessage();
   m["role"] = "worker";
   expect_invalid(m, "role");

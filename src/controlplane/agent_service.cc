@@ -10,6 +10,7 @@
 namespace hpod::controlplane {
 
 using nlohmann::json;
+namespace proto = api::agentproto;
 
 namespace {
 
@@ -131,7 +132,7 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
     if (!s.ok()) return RefuseUpgrade(503, "cannot record the node credential: " + s.ToString());
     ch->confirm_bootstrap = true;
     // Queued now, delivered as the first frame once the handshake completes.
-    socket->Send(json{{"type", "credential"}, {"secret", secret}}.dump(), false);
+    socket->Send(proto::Credential{secret}.ToJson().dump(), false);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -152,10 +153,12 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
 
 void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
   std::vector<std::shared_ptr<PendingCommand>> orphaned;
+  bool current = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = channels_.find(ch->instance_id);
     if (it != channels_.end() && it->second->serial == ch->serial) {
+      current = true;
       channels_.erase(it);
       // The table is only as live as its reporter's connection.
       auto nodes = slurm_nodes_.find(ch->cluster_id);
@@ -177,71 +180,145 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
     cmd->result.set_value(r);
   }
   spdlog::info("agent of {} disconnected", ch->instance_id);
+  // A connection replaced by a newer one (or closed by Shutdown, which empties the
+  // table first) is no news: the node is still, or no longer needs to be, connected.
+  if (!current) return;
+  Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
+    return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
+                       EventLevel::kWarn, "hpod agent on the instance disconnected");
+  });
+  if (!s.ok() && s.code() != StatusCode::kNotFound) {
+    spdlog::warn("disconnect event for {}: {}", ch->instance_id, s.ToString());
+  }
+  // The reconciler decides what a silent node means (its liveness changed).
+  if (on_change_) on_change_(ch->cluster_id);
+}
+
+void AgentService::Refuse(const std::shared_ptr<Channel>& ch, const std::string& frame_type,
+                          const std::string& why) {
+  spdlog::warn("agent of {} sent a frame hpodd refused: {}", ch->instance_id, why);
+  ch->socket->Send(proto::Error{frame_type, why}.ToJson().dump(), false);
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = ch->refused_types.insert(frame_type).second;
+  }
+  // One event per message type and connection: an agent repeating a bad heartbeat
+  // every few seconds must not flood the cluster's events (the log has each one).
+  if (!first) return;
+  Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
+    return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
+                       EventLevel::kWarn, "hpodd refused a frame from the hpod agent: " + why);
+  });
+  if (!s.ok()) spdlog::warn("malformed-frame event for {}: {}", ch->instance_id, s.ToString());
 }
 
 void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
                                     const http::WebSocketMessage& m) {
-  json msg = json::parse(m.data, nullptr, false);
-  if (msg.is_discarded() || !msg.is_object() || !msg.contains("type") || !msg["type"].is_string()) {
-    spdlog::warn("agent of {} sent a malformed frame; closing", ch->instance_id);
-    ch->socket->Close("malformed frame");
+  // Binary frames and text that is not JSON are "not a JSON object" too.
+  json msg = m.binary ? json() : json::parse(m.data, nullptr, false);
+  auto type = proto::MessageType(msg);
+  if (!type.ok()) {
+    Refuse(ch, "", std::string(type.status().message()));
     return;
   }
-  const std::string type = msg["type"];
+  // Every field is checked by the structs' FromJson, which never throws; what is
+  // left to throw (dumping text that is not UTF-8) costs the frame, not the reader.
   try {
-    if (type == "hello") {
-      HandleHello(ch, msg);
-    } else if (type == "heartbeat") {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ch->last_heartbeat = clock_.SteadyNow();
-      }
-      if (msg.contains("lifecycle") && msg["lifecycle"].is_object()) {
-        HandleLifecycle(ch, msg["lifecycle"]);
-      }
-      if (msg.contains("slurm") && msg["slurm"].is_object()) HandleSlurmState(ch, msg["slurm"]);
-    } else if (type == "lifecycle") {
-      HandleLifecycle(ch, msg);
-    } else if (type == "slurm_state") {
-      HandleSlurmState(ch, msg);
-    } else if (type == "slurm_nodes") {
-      HandleSlurmNodes(ch, msg);
-    } else if (type == "provisioning_parameters") {
-      HandleProvisioningParameters(ch, msg);
-    } else if (type == "get_config") {
-      ch->socket->Send(BuildConfig(ch->instance_id).dump(), false);
-    } else if (type == "log") {
-      std::string stream = msg.value("stream", "");
-      std::string data = msg.value("data", "");
-      if (data.size() > kMaxLogChunk) data.resize(kMaxLogChunk);
-      Status s = logs_.Append(ch->cluster_id, ch->instance_id, stream, data);
-      if (!s.ok()) spdlog::warn("log from {}: {}", ch->instance_id, s.ToString());
-    } else if (type == "command_result") {
-      std::string id = msg.value("id", "");
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = commands_.find(id);
-      if (it == commands_.end() || it->second->done || it->second->instance_id != ch->instance_id) {
-        return;
-      }
-      CommandResult r;
-      r.exit_code = msg.value("exit_code", -1);
-      r.timed_out = msg.value("timed_out", false);
-      r.stdout_data = msg.value("stdout", "");
-      r.stderr_data = msg.value("stderr", "");
-      if (std::string err = msg.value("error", ""); !err.empty()) r.stderr_data = err;
-      it->second->done = true;
-      it->second->result.set_value(std::move(r));
-    } else {
-      spdlog::debug("agent of {} sent unknown frame type {}", ch->instance_id, type);
-    }
+    Dispatch(ch, *type, msg);
   } catch (const json::exception& e) {
-    // A wrongly typed field costs the frame, not the daemon.
-    spdlog::warn("agent of {} sent a bad {} frame: {}", ch->instance_id, type, e.what());
+    Refuse(ch, *type, *type + ": " + e.what());
   }
 }
 
+void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::string& type,
+                            const json& msg) {
+  if (type == proto::Hello::kType) {
+    HandleHello(ch, msg);
+  } else if (type == proto::Heartbeat::kType) {
+    auto beat = Parse<proto::Heartbeat>(ch, msg);
+    if (!beat) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ch->last_heartbeat = clock_.SteadyNow();
+    }
+    if (beat->lifecycle) HandleLifecycle(ch, *beat->lifecycle);
+    if (beat->slurm) HandleSlurmState(ch, *beat->slurm);
+  } else if (type == proto::LifecycleReport::kType) {
+    if (auto report = Parse<proto::LifecycleReport>(ch, msg)) HandleLifecycle(ch, report->status);
+  } else if (type == proto::SlurmStateReport::kType) {
+    if (auto report = Parse<proto::SlurmStateReport>(ch, msg)) HandleSlurmState(ch, report->status);
+  } else if (type == proto::SlurmNodes::kType) {
+    if (auto nodes = Parse<proto::SlurmNodes>(ch, msg)) HandleSlurmNodes(ch, *nodes);
+  } else if (type == proto::ProvisioningParameters::kType) {
+    if (auto p = Parse<proto::ProvisioningParameters>(ch, msg)) {
+      HandleProvisioningParameters(ch, *p);
+    }
+  } else if (type == proto::GetConfig::kType) {
+    if (Parse<proto::GetConfig>(ch, msg)) {
+      ch->socket->Send(BuildConfig(ch->instance_id).dump(), false);
+    }
+  } else if (type == proto::Log::kType) {
+    auto log = Parse<proto::Log>(ch, msg);
+    if (!log) return;
+    if (log->data.size() > kMaxLogChunk) log->data.resize(kMaxLogChunk);
+    Status s = logs_.Append(ch->cluster_id, ch->instance_id, log->stream, log->data);
+    if (!s.ok()) spdlog::warn("log from {}: {}", ch->instance_id, s.ToString());
+  } else if (type == proto::CommandResult::kType) {
+    HandleCommandResult(ch, msg);
+  } else {
+    // A newer agent's message: not malformed, just not ours to act on.
+    spdlog::debug("agent of {} sent unknown frame type {}", ch->instance_id, type);
+  }
+}
+
+void AgentService::HandleCommandResult(const std::shared_ptr<Channel>& ch, const json& msg) {
+  CommandResult r;
+  std::string id;
+  auto result = Parse<proto::CommandResult>(ch, msg);
+  if (result) {
+    id = result->id;
+    r.exit_code = static_cast<int>(result->exit_code);
+    r.timed_out = result->timed_out;
+    r.stdout_data = std::move(result->stdout_data);
+    r.stderr_data = result->error.empty() ? std::move(result->stderr_data) : result->error;
+  } else if (auto it = msg.find("id"); it != msg.end() && it->is_string()) {
+    // The caller waiting for it learns now, not at its timeout.
+    id = it->get<std::string>();
+    r.exit_code = -1;
+    r.stderr_data = "the agent's command_result was malformed";
+  } else {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = commands_.find(id);
+  if (it == commands_.end() || it->second->done || it->second->instance_id != ch->instance_id) {
+    return;
+  }
+  it->second->done = true;
+  it->second->result.set_value(std::move(r));
+}
+
 void AgentService::HandleHello(const std::shared_ptr<Channel>& ch, const json& m) {
-  std::string version = m.value("agent_version", "");
+  // The handshake: an agent hpodd cannot understand is refused and disconnected
+  // (it retries with backoff; an upgrade on either side lets it in).
+  auto hello = proto::Hello::FromJson(m);
+  std::string refusal;
+  if (!hello.ok()) {
+    refusal = "hpodd speaks agent protocol version " + std::to_string(proto::kProtocolVersion) +
+              " and cannot read this hello: " + std::string(hello.status().message());
+  } else if (hello->protocol_version != proto::kProtocolVersion) {
+    refusal = "agent protocol version " + std::to_string(hello->protocol_version) +
+              " is not supported: hpodd speaks version " + std::to_string(proto::kProtocolVersion) +
+              " (upgrade the agent or hpodd so that they match)";
+  }
+  if (!refusal.empty()) {
+    Refuse(ch, std::string(proto::Hello::kType), refusal);
+    ch->socket->Close("agent protocol mismatch");
+    return;
+  }
   bool confirm = ch->confirm_bootstrap;
   ch->confirm_bootstrap = false;
   Status s = store_.Write([&](store::WriteTx& tx) -> Status {
@@ -251,20 +328,18 @@ void AgentService::HandleHello(const std::shared_ptr<Channel>& ch, const json& m
       return existing.status();
     }
     store::AgentRecord a = *existing;
-    a.agent_version = version;
+    a.agent_version = hello->agent_version;
     if (confirm && a.registered_time == 0) a.registered_time = clock_.NowEpochSeconds();
     return tx.PutAgent(a);
   });
   if (!s.ok()) spdlog::warn("hello from {}: {}", ch->instance_id, s.ToString());
-  if (m.contains("lifecycle") && m["lifecycle"].is_object()) HandleLifecycle(ch, m["lifecycle"]);
+  if (hello->lifecycle) HandleLifecycle(ch, *hello->lifecycle);
 }
 
-void AgentService::HandleLifecycle(const std::shared_ptr<Channel>& ch, const json& lc) {
-  std::string state = lc.value("state", "");
-  if (state != "NotStarted" && state != "Running" && state != "Succeeded" && state != "Failed") {
-    return;
-  }
-  std::string message = lc.value("message", "");
+void AgentService::HandleLifecycle(const std::shared_ptr<Channel>& ch,
+                                   const proto::LifecycleState& lc) {
+  const std::string& state = lc.state;  // one of the four: FromJson checked it
+  const std::string& message = lc.message;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ch->lifecycle_state == state) return;  // heartbeats repeat it
@@ -294,12 +369,9 @@ void AgentService::HandleLifecycle(const std::shared_ptr<Channel>& ch, const jso
   if (changed && on_change_) on_change_(ch->cluster_id);
 }
 
-void AgentService::HandleSlurmState(const std::shared_ptr<Channel>& ch, const json& m) {
-  json state = {{"role", m.value("role", "")},
-                {"conf_hash", m.value("conf_hash", "")},
-                {"daemon", m.value("daemon", "")},
-                {"restarts", m.value("restarts", 0)},
-                {"message", m.value("message", "")}};
+void AgentService::HandleSlurmState(const std::shared_ptr<Channel>& ch,
+                                    const proto::SlurmStatus& status) {
+  json state = status.ToJson();
   std::string before;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -307,16 +379,15 @@ void AgentService::HandleSlurmState(const std::shared_ptr<Channel>& ch, const js
     if (ch->slurm_state.is_object()) before = ch->slurm_state.value("daemon", "");
     ch->slurm_state = state;
   }
-  const std::string daemon = state["daemon"];
+  const std::string& daemon = status.daemon;
   const bool trouble = daemon == "restarting" || daemon == "failed";
   const bool recovered = daemon == "running" && (before == "restarting" || before == "failed");
   if (trouble || recovered) {
     std::string text =
-        trouble ? "Slurm: " + state["message"].get<std::string>()
+        trouble ? "Slurm: " + status.message
                 : "Slurm: the node's " +
-                      std::string(state["role"] == "controller" ? "slurmctld" : "Slurm daemons") +
-                      " running again after " + std::to_string(state["restarts"].get<int>()) +
-                      " restart(s)";
+                      std::string(status.role == "controller" ? "slurmctld" : "Slurm daemons") +
+                      " running again after " + std::to_string(status.restarts) + " restart(s)";
     Status s = store_.Write([&](store::WriteTx& tx) -> Status {
       HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
       return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
@@ -327,8 +398,8 @@ void AgentService::HandleSlurmState(const std::shared_ptr<Channel>& ch, const js
   if (on_change_) on_change_(ch->cluster_id);
 }
 
-void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const json& m) {
-  if (!m.contains("nodes") || !m["nodes"].is_array()) return;
+void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch,
+                                    const proto::SlurmNodes& m) {
   // Only the controller's table counts: hpod drains, removes and declares nodes
   // Running by it, so another node's agent must not be able to stand in for it.
   std::string controller_group;
@@ -344,8 +415,8 @@ void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const js
   }
   SlurmNodesReport report;
   report.reporter = ch->instance_id;
-  for (const auto& n : m["nodes"]) {
-    if (n.is_object()) report.nodes.push_back(slurm::SlurmNodeState::FromJson(n));
+  for (const auto& n : m.nodes) {
+    report.nodes.push_back(slurm::SlurmNodeState{n.name, n.state, n.reason, n.slurmd_start_time});
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -354,11 +425,12 @@ void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const js
   if (on_change_) on_change_(ch->cluster_id);
 }
 
-void AgentService::HandleProvisioningParameters(const std::shared_ptr<Channel>& ch, const json& m) {
+void AgentService::HandleProvisioningParameters(const std::shared_ptr<Channel>& ch,
+                                                const proto::ProvisioningParameters& m) {
   // Roles must not change under a running cluster, so the first file reported
   // wins.
   bool stored = false;
-  const json content = m.value("content", json());
+  const json& content = m.content;
   Status s = store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_RETURN_IF_ERROR(tx.GetCluster(ch->cluster_id).status());  // not deleted meanwhile
     auto existing = tx.GetSetting(ProvisioningParametersSetting(ch->cluster_id));
@@ -409,7 +481,7 @@ json AgentService::BuildConfig(const std::string& instance_id) {
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
     json igs = json::array();
     std::string self_type;
-    json lifecycle = nullptr;
+    std::optional<proto::LifecycleConfig> lifecycle;
     for (const auto& g : groups) {
       json instances = json::array();
       for (const auto& n : nodes) {
@@ -417,7 +489,7 @@ json AgentService::BuildConfig(const std::string& instance_id) {
         // Scripts find themselves by their address: every node that will be in the
         // cluster must have one before any script runs.
         if (n.private_ip.empty()) {
-          out = {{"type", "config_pending"}, {"retry_ms", 300}};
+          out = proto::ConfigPending{300}.ToJson();
           return OkStatus();
         }
         instances.push_back({{"InstanceName", g.name + "-" + std::to_string(n.ordinal)},
@@ -430,32 +502,28 @@ json AgentService::BuildConfig(const std::string& instance_id) {
       igs.push_back(ig);
       if (g.name == self.group_name && g.spec.contains("LifeCycleConfig")) {
         const json& lcc = g.spec["LifeCycleConfig"];
-        lifecycle = {{"source_s3_uri", lcc.value("SourceS3Uri", "")},
-                     {"on_create", lcc.value("OnCreate", "")},
-                     {"timeout_s", options_.lifecycle_timeout.count()},
-                     {"s3", nullptr}};
+        lifecycle = proto::LifecycleConfig{lcc.value("SourceS3Uri", ""), lcc.value("OnCreate", ""),
+                                           options_.lifecycle_timeout.count(), std::nullopt};
         if (!options_.s3.endpoint.empty()) {
-          lifecycle["s3"] = {{"endpoint", options_.s3.endpoint},
-                             {"region", options_.s3.region},
-                             {"access_key_id", options_.s3.access_key_id},
-                             {"secret_access_key", options_.s3.secret_access_key},
-                             {"unix_socket", options_.s3.relay_socket}};
+          lifecycle->s3 =
+              proto::S3Config{options_.s3.endpoint, options_.s3.region, options_.s3.access_key_id,
+                              options_.s3.secret_access_key, options_.s3.relay_socket};
         }
       }
     }
-    out = {{"type", "config"},
-           {"heartbeat_interval_ms", options_.heartbeat_interval.count()},
-           {"lifecycle", lifecycle},
-           // Roles declared through the API reach the scripts as HyperPod's file.
-           {"provisioning", ProvisioningParametersFor(groups)},
-           {"resource_config",
-            {{"ClusterConfig", {{"ClusterArn", c.arn}, {"ClusterName", c.name}}},
-             {"InstanceGroups", igs}}}};
+    proto::Config config;
+    config.heartbeat_interval_ms = options_.heartbeat_interval.count();
+    config.lifecycle = std::move(lifecycle);
+    // Roles declared through the API reach the scripts as HyperPod's file.
+    config.provisioning = ProvisioningParametersFor(groups);
+    config.resource_config = {{"ClusterConfig", {{"ClusterArn", c.arn}, {"ClusterName", c.name}}},
+                              {"InstanceGroups", igs}};
+    out = config.ToJson();
     return OkStatus();
   });
   if (!s.ok()) {
     spdlog::warn("config for {}: {}", instance_id, s.ToString());
-    return {{"type", "config_pending"}, {"retry_ms", 1000}};
+    return proto::ConfigPending{1000}.ToJson();
   }
   return out;
 }
@@ -477,8 +545,11 @@ StatusOr<CommandResult> AgentService::RunCommand(const std::string& instance_id,
     commands_[id] = cmd;
   }
   auto future = cmd->result.get_future();
-  json m = {{"type", "command"}, {"id", id}, {"argv", argv}, {"timeout_ms", timeout.count()}};
-  bool sent = ch->socket->Send(m.dump(), false);
+  proto::Command m;
+  m.id = id;
+  m.argv = argv;
+  m.timeout_ms = timeout.count();
+  bool sent = ch->socket->Send(m.ToJson().dump(), false);
   // The agent enforces `timeout`; the margin covers the round trip.
   bool ready =
       sent && future.wait_for(timeout + std::chrono::seconds(5)) == std::future_status::ready;

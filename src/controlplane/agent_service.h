@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
 #include "hpod/controlplane/node_logs.h"
@@ -84,7 +85,8 @@ struct AgentLiveness {
 class AgentService final : public SlurmAgents {
  public:
   // `bootstrap_key` is the daemon's secret (BootstrapKey below). `on_change` is
-  // called with a cluster id whenever agent-reported state changed.
+  // called with a cluster id whenever agent-reported state changed, including an
+  // agent's disconnect (the daemon queues the cluster for its reconciler).
   AgentService(store::Store& store, NodeLogs& logs, const Clock& clock, AgentServiceOptions options,
                std::string bootstrap_key,
                std::function<void(const std::string& cluster_id)> on_change);
@@ -136,13 +138,32 @@ class AgentService final : public SlurmAgents {
   struct Session;
   struct PendingCommand;
 
+  // Never closes the channel for a bad frame (except a refused hello): a frame
+  // hpodd cannot read is answered with an `error` frame (Refuse).
   void OnChannelMessage(const std::shared_ptr<Channel>& ch, const http::WebSocketMessage& m);
+  void Dispatch(const std::shared_ptr<Channel>& ch, const std::string& type,
+                const nlohmann::json& msg);
+  // Records a node event ("hpod agent on the instance disconnected") and wakes the
+  // cluster's reconciler, unless a newer connection replaced this one.
   void OnChannelClosed(const std::shared_ptr<Channel>& ch);
+  // Answers a frame hpodd cannot read with an `error` frame naming what is wrong,
+  // logs it and records a node event (the first time per type and connection).
+  void Refuse(const std::shared_ptr<Channel>& ch, const std::string& frame_type,
+              const std::string& why);
+  // T::FromJson(msg), or nullopt after Refuse.
+  template <typename T>
+  std::optional<T> Parse(const std::shared_ptr<Channel>& ch, const nlohmann::json& msg);
+  // Checks the protocol version: another one (or an unreadable hello) is refused and
+  // the channel closed.
   void HandleHello(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
-  void HandleLifecycle(const std::shared_ptr<Channel>& ch, const nlohmann::json& lifecycle);
-  void HandleSlurmState(const std::shared_ptr<Channel>& ch, const nlohmann::json& state);
-  void HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
-  void HandleProvisioningParameters(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
+  void HandleLifecycle(const std::shared_ptr<Channel>& ch,
+                       const api::agentproto::LifecycleState& lifecycle);
+  void HandleSlurmState(const std::shared_ptr<Channel>& ch,
+                        const api::agentproto::SlurmStatus& state);
+  void HandleSlurmNodes(const std::shared_ptr<Channel>& ch, const api::agentproto::SlurmNodes& m);
+  void HandleProvisioningParameters(const std::shared_ptr<Channel>& ch,
+                                    const api::agentproto::ProvisioningParameters& m);
+  void HandleCommandResult(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
   nlohmann::json BuildConfig(const std::string& instance_id);
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,

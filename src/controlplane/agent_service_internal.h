@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct AgentService::Channel {
   std::string lifecycle_state;  // last state written to the store
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
   nlohmann::json slurm_state;  // GUARDED_BY(AgentService::mu_); null until reported
+  // Message types refused on this connection (an event is recorded for the first).
+  std::set<std::string> refused_types;  // GUARDED_BY(AgentService::mu_)
 };
 
 struct AgentService::Session {
@@ -53,5 +56,16 @@ struct AgentService::PendingCommand {
   std::promise<CommandResult> result;
   bool done = false;
 };
+
+template <typename T>
+std::optional<T> AgentService::Parse(const std::shared_ptr<Channel>& ch,
+                                     const nlohmann::json& msg) {
+  auto parsed = T::FromJson(msg);
+  if (!parsed.ok()) {
+    Refuse(ch, std::string(T::kType), std::string(parsed.status().message()));
+    return std::nullopt;
+  }
+  return std::move(*parsed);
+}
 
 }  // namespace hpod::controlplane

@@ -110,11 +110,40 @@ class AgentServiceTest : public ::testing::Test {
     json cred = Next(**ws);
     EXPECT_EQ(cred["type"], "credential");
     *secret = cred["secret"];
-    EXPECT_TRUE((*ws)->Send(json{{"type", "hello"}, {"agent_version", "t"}}.dump(), false).ok());
+    EXPECT_TRUE((*ws)->Send(Hello().dump(), false).ok());
     // hello is handled in order before anything this test sends next.
     EXPECT_TRUE((*ws)->Send(json{{"type", "get_config"}}.dump(), false).ok());
     EXPECT_EQ(Next(**ws)["type"], "config_pending");
     return std::move(*ws);
+  }
+
+  static json Hello(int64_t version = api::agentproto::kProtocolVersion) {
+    return json{{"type", "hello"}, {"protocol_version", version}, {"agent_version", "t"}};
+  }
+  // Descriptions of node 1's events, oldest first.
+  std::vector<std::string> NodeEvents() {
+    std::vector<std::string> out;
+    EXPECT_TRUE(store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      store::EventQuery q;
+                      q.cluster_id = "abcdefabcdef";
+                      q.instance_id = kNode1;
+                      q.ascending = true;
+                      HPOD_ASSIGN_OR_RETURN(auto events, tx.QueryEvents(q));
+                      for (const auto& e : events) out.push_back(e.description);
+                      return OkStatus();
+                    })
+                    .ok());
+    return out;
+  }
+  template <typename Pred>
+  static bool WaitFor(Pred pred) {
+    auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
   }
 
   const std::string kNode1 = "i-00000000000000001";
@@ -273,6 +302,101 @@ TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->data, std::string("\x02\0\0\0\x07", 5));
   EXPECT_EQ((*user)->Receive(kWait).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(AgentServiceTest, MalformedFramesAreRefusedAndTheChannelKeepsWorking) {
+  std::string secret;
+  auto ws = Register(&secret);
+  // A wrongly typed field: an error frame naming it, and the connection stays.
+  ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", "seven"}}.dump(), false).ok());
+  json error = Next(*ws);
+  EXPECT_EQ(error["type"], "error");
+  EXPECT_EQ(error["frame_type"], "heartbeat");
+  EXPECT_EQ(error["message"], "heartbeat: field 'seq' must be an integer");
+  // Not JSON at all, and no type: refused the same way.
+  ASSERT_TRUE(ws->Send("{not json", false).ok());
+  EXPECT_EQ(Next(*ws)["message"], "frame: not a JSON object");
+  ASSERT_TRUE(ws->Send(json{{"seq", 1}}.dump(), false).ok());
+  EXPECT_EQ(Next(*ws)["message"], "frame: field 'type' is missing");
+  // A second bad heartbeat is answered too, but recorded as an event only once.
+  ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", 1}, {"slurm", 3}}.dump(), false).ok());
+  EXPECT_EQ(Next(*ws)["message"], "heartbeat: field 'slurm' must be an object");
+  // A malformed lifecycle report changes nothing.
+  ASSERT_TRUE(
+      ws->Send(json{{"type", "lifecycle"}, {"state", "Failed"}, {"message", 3}}.dump(), false)
+          .ok());
+  EXPECT_EQ(Next(*ws)["message"], "lifecycle: field 'message' must be a string");
+
+  // The good frames after them are processed.
+  ASSERT_TRUE(ws->Send(json{{"type", "lifecycle"}, {"state", "Running"}}.dump(), false).ok());
+  ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+  EXPECT_EQ(Next(*ws)["type"], "config_pending");
+  store::AgentRecord a;
+  ASSERT_TRUE(store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(a, tx.GetAgent(kNode1));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(a.lifecycle_state, "Running");
+  EXPECT_TRUE(agents_->Liveness(kNode1).connected);
+  EXPECT_EQ(
+      NodeEvents(),
+      (std::vector<std::string>{
+          "hpodd refused a frame from the hpod agent: heartbeat: field 'seq' must be an integer",
+          "hpodd refused a frame from the hpod agent: frame: not a JSON object",
+          "hpodd refused a frame from the hpod agent: lifecycle: field 'message' must be a string",
+          "Lifecycle scripts Running"}));
+}
+
+TEST_F(AgentServiceTest, HelloOfAnotherProtocolVersionIsRefused) {
+  std::string secret;
+  Register(&secret)->Close();
+  for (const json& hello :
+       {Hello(2), json{{"type", "hello"}, {"protocol_version", "1"}, {"agent_version", "t"}}}) {
+    auto ws = Dial("/agent/v1/channel", kNode1, "HpodNode " + secret);
+    ASSERT_TRUE(ws.ok()) << ws.status().ToString();
+    ASSERT_TRUE((*ws)->Send(hello.dump(), false).ok());
+    json error = Next(**ws);
+    EXPECT_EQ(error["type"], "error");
+    EXPECT_EQ(error["frame_type"], "hello");
+    const std::string message = error["message"];
+    if (hello["protocol_version"].is_number()) {
+      EXPECT_EQ(message,
+                "agent protocol version 2 is not supported: hpodd speaks version 1 (upgrade the "
+                "agent or hpodd so that they match)");
+    } else {
+      EXPECT_EQ(message,
+                "hpodd speaks agent protocol version 1 and cannot read this hello: hello: field "
+                "'protocol_version' must be an integer");
+    }
+    // Then hpodd closes the channel.
+    EXPECT_EQ((*ws)->Receive(kWait).status().code(), StatusCode::kUnavailable);
+  }
+}
+
+TEST_F(AgentServiceTest, DisconnectRecordsAnEventAndWakesTheReconciler) {
+  std::string secret;
+  auto ws = Register(&secret);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    changed_.clear();
+  }
+  // A connection replaced by a newer one is not a disconnect of the node.
+  auto second = Dial("/agent/v1/channel", kNode1, "HpodNode " + secret);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(ws->Receive(kWait).status().code(), StatusCode::kUnavailable);
+  (*second)->Close();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(mu_);
+    return !changed_.empty();
+  }));
+  ASSERT_TRUE(WaitFor([&] { return !agents_->Liveness(kNode1).connected; }));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    EXPECT_EQ(changed_, std::vector<std::string>{"abcdefabcdef"});
+  }
+  EXPECT_EQ(NodeEvents(), std::vector<std::string>{"hpod agent on the instance disconnected"});
 }
 
 }  // namespace

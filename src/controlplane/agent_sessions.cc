@@ -10,8 +10,6 @@
 
 namespace hpod::controlplane {
 
-using nlohmann::json;
-
 namespace {
 
 constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -40,11 +38,13 @@ StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id
     ch = it->second;
     sessions_[s->id] = s;
   }
-  json argv = json::array();
-  if (!command.empty()) argv = {"bash", "-lc", command};
-  json m = {{"type", "open_session"}, {"session_id", s->id}, {"argv", argv},
-            {"rows", rows},           {"cols", cols},        {"pty", command.empty()}};
-  if (!ch->socket->Send(m.dump(), false)) {
+  api::agentproto::OpenSession m;
+  m.session_id = s->id;
+  if (!command.empty()) m.argv = {"bash", "-lc", command};
+  m.rows = rows;
+  m.cols = cols;
+  m.pty = command.empty();
+  if (!ch->socket->Send(m.ToJson().dump(), false)) {
     EndSession(s->id);
     return UnavailableError("the agent of node " + instance_id + " disconnected; try again");
   }

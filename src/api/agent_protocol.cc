@@ -1,0 +1,507 @@
+#include "hpod/api/agent_protocol.h"
+
+#include <utility>
+
+namespace hpod::api::agentproto {
+namespace {
+
+using Json = nlohmann::json;
+
+// Where a value sits, for error messages: the message type and the path of the
+// object being read ("" at the top, "lifecycle.s3." inside nested objects).
+struct Ctx {
+  std::string_view what;
+  std::string prefix;
+};
+
+// Reads the fields of one JSON object, keeping the first error.
+class Reader {
+ public:
+  Reader(const Json& j, Ctx ctx) : j_(j), ctx_(std::move(ctx)) {
+    if (!j_.is_object()) {
+      status_ = InvalidArgumentError(
+          std::string(ctx_.what) + ": " +
+          (ctx_.prefix.empty() ? std::string("not a JSON object")
+                               : "field '" + ctx_.prefix.substr(0, ctx_.prefix.size() - 1) +
+                                     "' must be an object"));
+    }
+  }
+
+  const Status& status() const { return status_; }
+  Ctx Nested(const std::string& key) const { return {ctx_.what, ctx_.prefix + key + "."}; }
+
+  void Type(std::string_view type) {
+    const Json* v = Find("type");
+    if (v != nullptr && (!v->is_string() || v->get<std::string>() != type)) {
+      Fail("type", "must be \"" + std::string(type) + "\"");
+    }
+  }
+  void Str(const char* key, std::string* out, bool required = false) {
+    if (const Json* v = Get(key, required)) {
+      if (!v->is_string()) return Fail(key, "must be a string");
+      *out = v->get<std::string>();
+    }
+  }
+  void Int(const char* key, int64_t* out, bool required = false) {
+    if (const Json* v = Get(key, required)) {
+      if (!v->is_number_integer()) return Fail(key, "must be an integer");
+      *out = v->get<int64_t>();
+    }
+  }
+  void Bool(const char* key, bool* out, bool required = false) {
+    if (const Json* v = Get(key, required)) {
+      if (!v->is_boolean()) return Fail(key, "must be a boolean");
+      *out = v->get<bool>();
+    }
+  }
+  void StrList(const char* key, std::vector<std::string>* out, bool required = false) {
+    const Json* v = Get(key, required);
+    if (v == nullptr) return;
+    if (!v->is_array()) return Fail(key, "must be an array of strings");
+    out->clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        return Fail(std::string(key) + "[" + std::to_string(i) + "]", "must be a string");
+      }
+      out->push_back((*v)[i].get<std::string>());
+    }
+  }
+  void StrMap(const char* key, std::map<std::string, std::string>* out, bool required = false) {
+    const Json* v = Get(key, required);
+    if (v == nullptr) return;
+    if (!v->is_object()) return Fail(key, "must be an object of strings");
+    out->clear();
+    for (const auto& [name, value] : v->items()) {
+      if (!value.is_string()) return Fail(std::string(key) + "." + name, "must be a string");
+      (*out)[name] = value.get<std::string>();
+    }
+  }
+  void Any(const char* key, Json* out) {
+    if (auto it = j_.find(key); it != j_.end()) *out = *it;
+  }
+  // A nested object, read by `parse(json, ctx)`.
+  template <typename T, typename Parse>
+  void Obj(const char* key, std::optional<T>* out, Parse parse, bool required = false) {
+    const Json* v = Get(key, required);
+    if (v == nullptr) return;
+    StatusOr<T> parsed = parse(*v, Nested(key));
+    if (!parsed.ok()) {
+      if (status_.ok()) status_ = parsed.status();
+      return;
+    }
+    *out = std::move(*parsed);
+  }
+  template <typename T>
+  StatusOr<T> Done(T value) const {
+    if (!status_.ok()) return status_;
+    return value;
+  }
+  void Fail(const std::string& key, const std::string& problem) {
+    if (!status_.ok()) return;
+    status_ = InvalidArgumentError(std::string(ctx_.what) + ": field '" + ctx_.prefix + key + "' " +
+                                   problem);
+  }
+
+ private:
+  const Json* Find(const char* key) const {
+    if (!j_.is_object()) return nullptr;
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  // The value of `key`, or nullptr when absent (an error when required).
+  const Json* Get(const char* key, bool required) {
+    if (!status_.ok()) return nullptr;
+    const Json* v = Find(key);
+    if (v == nullptr && required) Fail(key, "is missing");
+    return v;
+  }
+
+  const Json& j_;
+  const Ctx ctx_;
+  Status status_;
+};
+
+Json Typed(std::string_view type, Json body = Json::object()) {
+  body["type"] = std::string(type);
+  return body;
+}
+
+StatusOr<LifecycleState> ParseLifecycleState(const Json& j, Ctx ctx) {
+  Reader r(j, ctx);
+  LifecycleState s;
+  r.Str("state", &s.state, true);
+  r.Int("exit_code", &s.exit_code);
+  r.Str("message", &s.message);
+  if (r.status().ok() && s.state != "NotStarted" && s.state != "Running" &&
+      s.state != "Succeeded" && s.state != "Failed") {
+    r.Fail("state",
+           "must be one of NotStarted, Running, Succeeded, Failed (not '" + s.state + "')");
+  }
+  return r.Done(std::move(s));
+}
+
+StatusOr<SlurmStatus> ParseSlurmStatus(const Json& j, Ctx ctx) {
+  Reader r(j, ctx);
+  SlurmStatus s;
+  r.Str("role", &s.role);
+  r.Str("conf_hash", &s.conf_hash);
+  r.Str("daemon", &s.daemon, true);
+  r.Int("restarts", &s.restarts);
+  r.Str("message", &s.message);
+  return r.Done(std::move(s));
+}
+
+StatusOr<SlurmNodeEntry> ParseSlurmNodeEntry(const Json& j, Ctx ctx) {
+  Reader r(j, ctx);
+  SlurmNodeEntry n;
+  r.Str("name", &n.name, true);
+  r.Str("state", &n.state);
+  r.Str("reason", &n.reason);
+  r.Str("slurmd_start_time", &n.slurmd_start_time);
+  return r.Done(std::move(n));
+}
+
+StatusOr<S3Config> ParseS3Config(const Json& j, Ctx ctx) {
+  Reader r(j, ctx);
+  S3Config s;
+  r.Str("endpoint", &s.endpoint);
+  r.Str("region", &s.region);
+  r.Str("access_key_id", &s.access_key_id);
+  r.Str("secret_access_key", &s.secret_access_key);
+  r.Str("unix_socket", &s.unix_socket);
+  return r.Done(std::move(s));
+}
+
+StatusOr<LifecycleConfig> ParseLifecycleConfig(const Json& j, Ctx ctx) {
+  Reader r(j, ctx);
+  LifecycleConfig c;
+  r.Str("source_s3_uri", &c.source_s3_uri, true);
+  r.Str("on_create", &c.on_create, true);
+  r.Int("timeout_s", &c.timeout_s);
+  r.Obj("s3", &c.s3, ParseS3Config);
+  return r.Done(std::move(c));
+}
+
+}  // namespace
+
+StatusOr<std::string> MessageType(const Json& frame) {
+  Reader r(frame, {"frame", ""});
+  std::string type;
+  r.Str("type", &type, true);
+  return r.Done(std::move(type));
+}
+
+// ---- Nested objects ----
+
+StatusOr<LifecycleState> LifecycleState::FromJson(const Json& j) {
+  return ParseLifecycleState(j, {"lifecycle", ""});
+}
+Json LifecycleState::ToJson() const {
+  return Json{{"state", state}, {"exit_code", exit_code}, {"message", message}};
+}
+
+StatusOr<SlurmStatus> SlurmStatus::FromJson(const Json& j) {
+  return ParseSlurmStatus(j, {"slurm", ""});
+}
+Json SlurmStatus::ToJson() const {
+  return Json{{"role", role},
+              {"conf_hash", conf_hash},
+              {"daemon", daemon},
+              {"restarts", restarts},
+              {"message", message}};
+}
+
+StatusOr<SlurmNodeEntry> SlurmNodeEntry::FromJson(const Json& j) {
+  return ParseSlurmNodeEntry(j, {"slurm node", ""});
+}
+Json SlurmNodeEntry::ToJson() const {
+  return Json{{"name", name},
+              {"state", state},
+              {"reason", reason},
+              {"slurmd_start_time", slurmd_start_time}};
+}
+
+StatusOr<S3Config> S3Config::FromJson(const Json& j) { return ParseS3Config(j, {"s3", ""}); }
+Json S3Config::ToJson() const {
+  return Json{{"endpoint", endpoint},
+              {"region", region},
+              {"access_key_id", access_key_id},
+              {"secret_access_key", secret_access_key},
+              {"unix_socket", unix_socket}};
+}
+
+StatusOr<LifecycleConfig> LifecycleConfig::FromJson(const Json& j) {
+  return ParseLifecycleConfig(j, {"lifecycle", ""});
+}
+Json LifecycleConfig::ToJson() const {
+  return Json{{"source_s3_uri", source_s3_uri},
+              {"on_create", on_create},
+              {"timeout_s", timeout_s},
+              {"s3", s3 ? s3->ToJson() : Json(nullptr)}};
+}
+
+// ---- agent → hpodd ----
+
+StatusOr<Hello> Hello::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Hello h;
+  h.protocol_version = 1;
+  r.Int("protocol_version", &h.protocol_version);
+  r.Str("agent_version", &h.agent_version, true);
+  r.Str("hostname", &h.hostname);
+  r.Str("private_ip", &h.private_ip);
+  r.Str("boot_id", &h.boot_id);
+  r.Obj("lifecycle", &h.lifecycle, ParseLifecycleState);
+  return r.Done(std::move(h));
+}
+Json Hello::ToJson() const {
+  Json j{{"protocol_version", protocol_version},
+         {"agent_version", agent_version},
+         {"hostname", hostname},
+         {"private_ip", private_ip},
+         {"boot_id", boot_id}};
+  if (lifecycle) j["lifecycle"] = lifecycle->ToJson();
+  return Typed(kType, std::move(j));
+}
+
+StatusOr<GetConfig> GetConfig::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  return r.Done(GetConfig{});
+}
+Json GetConfig::ToJson() const { return Typed(kType); }
+
+StatusOr<Heartbeat> Heartbeat::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Heartbeat h;
+  r.Int("seq", &h.seq, true);
+  r.Obj("lifecycle", &h.lifecycle, ParseLifecycleState);
+  r.Int("uptime_s", &h.uptime_s);
+  r.Obj("slurm", &h.slurm, ParseSlurmStatus);
+  return r.Done(std::move(h));
+}
+Json Heartbeat::ToJson() const {
+  Json j{{"seq", seq}, {"uptime_s", uptime_s}};
+  if (lifecycle) j["lifecycle"] = lifecycle->ToJson();
+  if (slurm) j["slurm"] = slurm->ToJson();
+  return Typed(kType, std::move(j));
+}
+
+StatusOr<LifecycleReport> LifecycleReport::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  if (!r.status().ok()) return r.status();
+  HPOD_ASSIGN_OR_RETURN(LifecycleState s, ParseLifecycleState(j, {kType, ""}));
+  return LifecycleReport{std::move(s)};
+}
+Json LifecycleReport::ToJson() const { return Typed(kType, status.ToJson()); }
+
+StatusOr<Log> Log::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Log l;
+  r.Str("stream", &l.stream, true);
+  r.Str("data", &l.data, true);
+  return r.Done(std::move(l));
+}
+Json Log::ToJson() const { return Typed(kType, Json{{"stream", stream}, {"data", data}}); }
+
+StatusOr<ProvisioningParameters> ProvisioningParameters::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  ProvisioningParameters p;
+  r.Any("content", &p.content);
+  return r.Done(std::move(p));
+}
+Json ProvisioningParameters::ToJson() const { return Typed(kType, Json{{"content", content}}); }
+
+StatusOr<SlurmStateReport> SlurmStateReport::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  if (!r.status().ok()) return r.status();
+  HPOD_ASSIGN_OR_RETURN(SlurmStatus s, ParseSlurmStatus(j, {kType, ""}));
+  return SlurmStateReport{std::move(s)};
+}
+Json SlurmStateReport::ToJson() const { return Typed(kType, status.ToJson()); }
+
+StatusOr<SlurmNodes> SlurmNodes::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  SlurmNodes s;
+  auto it = j.is_object() ? j.find("nodes") : j.end();
+  if (r.status().ok() && (it == j.end() || !it->is_array())) {
+    r.Fail("nodes", it == j.end() || it->is_null() ? "is missing" : "must be an array");
+  }
+  if (!r.status().ok()) return r.status();
+  for (size_t i = 0; i < it->size(); ++i) {
+    HPOD_ASSIGN_OR_RETURN(
+        SlurmNodeEntry n,
+        ParseSlurmNodeEntry((*it)[i], {kType, "nodes[" + std::to_string(i) + "]."}));
+    s.nodes.push_back(std::move(n));
+  }
+  return s;
+}
+Json SlurmNodes::ToJson() const {
+  Json list = Json::array();
+  for (const auto& n : nodes) list.push_back(n.ToJson());
+  return Typed(kType, Json{{"nodes", std::move(list)}});
+}
+
+StatusOr<CommandResult> CommandResult::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  CommandResult c;
+  r.Str("id", &c.id, true);
+  r.Int("exit_code", &c.exit_code);
+  r.Str("stdout", &c.stdout_data);
+  r.Str("stderr", &c.stderr_data);
+  r.Bool("timed_out", &c.timed_out);
+  r.Str("error", &c.error);
+  return r.Done(std::move(c));
+}
+Json CommandResult::ToJson() const {
+  return Typed(kType, Json{{"id", id},
+                           {"exit_code", exit_code},
+                           {"stdout", stdout_data},
+                           {"stderr", stderr_data},
+                           {"timed_out", timed_out},
+                           {"error", error}});
+}
+
+// ---- hpodd → agent ----
+
+StatusOr<Credential> Credential::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Credential c;
+  r.Str("secret", &c.secret, true);
+  return r.Done(std::move(c));
+}
+Json Credential::ToJson() const { return Typed(kType, Json{{"secret", secret}}); }
+
+StatusOr<Config> Config::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Config c;
+  int64_t interval = 0;
+  r.Int("heartbeat_interval_ms", &interval);
+  if (j.is_object() && j.contains("heartbeat_interval_ms") &&
+      !j["heartbeat_interval_ms"].is_null()) {
+    c.heartbeat_interval_ms = interval;
+  }
+  r.Obj("lifecycle", &c.lifecycle, ParseLifecycleConfig);
+  r.Any("resource_config", &c.resource_config);
+  if (r.status().ok() && !c.resource_config.is_object()) {
+    r.Fail("resource_config", "must be an object");
+  }
+  r.Any("provisioning", &c.provisioning);
+  return r.Done(std::move(c));
+}
+Json Config::ToJson() const {
+  Json j{{"lifecycle", lifecycle ? lifecycle->ToJson() : Json(nullptr)},
+         {"resource_config", resource_config},
+         {"provisioning", provisioning}};
+  if (heartbeat_interval_ms) j["heartbeat_interval_ms"] = *heartbeat_interval_ms;
+  return Typed(kType, std::move(j));
+}
+
+StatusOr<ConfigPending> ConfigPending::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  ConfigPending c;
+  r.Int("retry_ms", &c.retry_ms);
+  return r.Done(c);
+}
+Json ConfigPending::ToJson() const { return Typed(kType, Json{{"retry_ms", retry_ms}}); }
+
+StatusOr<Command> Command::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Command c;
+  r.Str("id", &c.id, true);
+  r.StrList("argv", &c.argv, true);
+  r.StrMap("env", &c.env);
+  r.Str("cwd", &c.cwd);
+  r.Int("timeout_ms", &c.timeout_ms);
+  return r.Done(std::move(c));
+}
+Json Command::ToJson() const {
+  Json j{{"id", id}, {"argv", argv}, {"timeout_ms", timeout_ms}};
+  if (!env.empty()) j["env"] = env;
+  if (!cwd.empty()) j["cwd"] = cwd;
+  return Typed(kType, std::move(j));
+}
+
+StatusOr<OpenSession> OpenSession::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  OpenSession s;
+  r.Str("session_id", &s.session_id, true);
+  r.StrList("argv", &s.argv);
+  r.Int("rows", &s.rows);
+  r.Int("cols", &s.cols);
+  r.Bool("pty", &s.pty);
+  if (r.status().ok() && (s.rows < 0 || s.rows > 0xffff)) r.Fail("rows", "must be 0..65535");
+  if (r.status().ok() && (s.cols < 0 || s.cols > 0xffff)) r.Fail("cols", "must be 0..65535");
+  return r.Done(std::move(s));
+}
+Json OpenSession::ToJson() const {
+  return Typed(kType, Json{{"session_id", session_id},
+                           {"argv", argv},
+                           {"rows", rows},
+                           {"cols", cols},
+                           {"pty", pty}});
+}
+
+StatusOr<SlurmRole> SlurmRole::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  SlurmRole s;
+  r.Str("role", &s.role, true);
+  r.Str("node_name", &s.node_name, true);
+  r.Str("controller_addr", &s.controller_addr, true);
+  r.Str("munge_key", &s.munge_key, true);
+  r.Str("conf_hash", &s.conf_hash);
+  r.StrList("node_names", &s.node_names);
+  r.Str("motd", &s.motd);
+  r.StrMap("files", &s.files);
+  r.Int("stand_in_gpus", &s.stand_in_gpus);
+  r.Str("gpu_device_dir", &s.gpu_device_dir);
+  return r.Done(std::move(s));
+}
+Json SlurmRole::ToJson() const {
+  Json j{{"role", role},
+         {"node_name", node_name},
+         {"controller_addr", controller_addr},
+         {"munge_key", munge_key},
+         {"conf_hash", conf_hash},
+         {"node_names", node_names},
+         {"motd", motd}};
+  if (!files.empty()) j["files"] = files;
+  if (stand_in_gpus > 0) j["stand_in_gpus"] = stand_in_gpus;
+  if (!gpu_device_dir.empty()) j["gpu_device_dir"] = gpu_device_dir;
+  return Typed(kType, std::move(j));
+}
+
+StatusOr<Reprovision> Reprovision::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  return r.Done(Reprovision{});
+}
+Json Reprovision::ToJson() const { return Typed(kType); }
+
+StatusOr<Error> Error::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Error e;
+  r.Str("frame_type", &e.frame_type);
+  r.Str("message", &e.message, true);
+  return r.Done(std::move(e));
+}
+Json Error::ToJson() const {
+  return Typed(kType, Json{{"frame_type", frame_type}, {"message", message}});
+}
+
+}  // namespace hpod::api::agentproto

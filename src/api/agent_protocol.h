@@ -1,0 +1,312 @@
+#pragma once
+
+// The messages of the hpod-agent ↔ hpodd channel (src/agent/PROTOCOL.md, which a
+// unit test checks against these structs): one struct per message type, each with
+//  - `kType`, the message's "type" string;
+//  - `static StatusOr<T> FromJson(const nlohmann::json&)`: kInvalidArgument on a
+//    malformed message, the message naming the message type and the field, e.g.
+//    "heartbeat: field 'seq' must be an integer", "hello: field 'agent_version' is
+//    missing", "config: field 'lifecycle.s3.region' must be a string". A `type`
+//    member, when present, must equal kType. Unknown fields are ignored (a newer
+//    peer may add some); a null optional field reads as absent;
+//  - `nlohmann::json ToJson() const`, which includes "type" and writes the same
+//    field names as before the structs existed (optional fields that are empty are
+//    left out where they always were).
+// Nested objects (LifecycleState, SlurmStatus, …) have the same two functions and
+// no type. Values are checked for their JSON type; what a value means (a role
+// name, a base64 key) is the receiver's to check.
+//
+// Thread contract: plain values and pure functions.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpod/base/status.h"
+
+namespace hpod::api::agentproto {
+
+// Carried in `hello`. hpodd refuses an agent speaking another version (an `error`
+// frame naming both, then it closes the channel). Bump it on any change that an
+// older peer would misread; adding an optional field is not one.
+inline constexpr int kProtocolVersion = 1;
+
+// The "type" of a frame: kInvalidArgument when `frame` is not an object or has no
+// string `type` ("frame: field 'type' is missing").
+StatusOr<std::string> MessageType(const nlohmann::json& frame);
+
+// ---- Objects nested in messages ----
+
+// A node's lifecycle progress: `hello.lifecycle`, `heartbeat.lifecycle` and the
+// body of the `lifecycle` message.
+struct LifecycleState {
+  // "NotStarted" | "Running" | "Succeeded" | "Failed" (any other value is refused).
+  std::string state = "NotStarted";
+  int64_t exit_code = 0;
+  std::string message;
+
+  static StatusOr<LifecycleState> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const LifecycleState&) const = default;
+};
+
+// The node's Slurm daemons: `heartbeat.slurm` and the body of `slurm_state`.
+struct SlurmStatus {
+  std::string role;  // "" before the node got its role
+  std::string conf_hash;
+  std::string daemon = "none";  // none|starting|running|restarting|failed
+  int64_t restarts = 0;
+  std::string message;
+
+  static StatusOr<SlurmStatus> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const SlurmStatus&) const = default;
+};
+
+// One row of the controller's `scontrol -o show nodes` (`slurm_nodes.nodes[]`).
+struct SlurmNodeEntry {
+  std::string name;
+  std::string state;  // "IDLE+DRAIN"
+  std::string reason;
+  std::string slurmd_start_time;
+
+  static StatusOr<SlurmNodeEntry> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const SlurmNodeEntry&) const = default;
+};
+
+// `config.lifecycle.s3`: how the agent reaches S3 for an s3:// source.
+struct S3Config {
+  std::string endpoint;
+  std::string region;
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string unix_socket;  // hpodd's S3 relay; "" to connect to endpoint directly
+
+  static StatusOr<S3Config> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const S3Config&) const = default;
+};
+
+// `config.lifecycle`: the group's LifeCycleConfig.
+struct LifecycleConfig {
+  std::string source_s3_uri;
+  std::string on_create;
+  int64_t timeout_s = 1800;
+  std::optional<S3Config> s3;  // null on the wire when absent
+
+  static StatusOr<LifecycleConfig> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const LifecycleConfig&) const = default;
+};
+
+// ---- agent → hpodd ----
+
+struct Hello {
+  static constexpr std::string_view kType = "hello";
+  // Absent on the wire: 1 (agents older than the field speak version 1).
+  int64_t protocol_version = kProtocolVersion;
+  std::string agent_version;
+  std::string hostname;
+  std::string private_ip;
+  std::string boot_id;
+  std::optional<LifecycleState> lifecycle;
+
+  static StatusOr<Hello> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Hello&) const = default;
+};
+
+struct GetConfig {
+  static constexpr std::string_view kType = "get_config";
+  static StatusOr<GetConfig> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const GetConfig&) const = default;
+};
+
+struct Heartbeat {
+  static constexpr std::string_view kType = "heartbeat";
+  int64_t seq = 0;
+  std::optional<LifecycleState> lifecycle;
+  int64_t uptime_s = 0;
+  std::optional<SlurmStatus> slurm;
+
+  static StatusOr<Heartbeat> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Heartbeat&) const = default;
+};
+
+// The `lifecycle` message: the state's fields at the top level.
+struct LifecycleReport {
+  static constexpr std::string_view kType = "lifecycle";
+  LifecycleState status;
+
+  static StatusOr<LifecycleReport> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const LifecycleReport&) const = default;
+};
+
+struct Log {
+  static constexpr std::string_view kType = "log";
+  std::string stream;  // "LifecycleConfig" | "Agent"
+  std::string data;    // ≤ 64 KiB
+
+  static StatusOr<Log> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Log&) const = default;
+};
+
+struct ProvisioningParameters {
+  static constexpr std::string_view kType = "provisioning_parameters";
+  // The file's JSON, null when there is none, {"unparsable": text} when it is not JSON.
+  nlohmann::json content;
+
+  static StatusOr<ProvisioningParameters> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const ProvisioningParameters&) const = default;
+};
+
+// The `slurm_state` message: the status's fields at the top level.
+struct SlurmStateReport {
+  static constexpr std::string_view kType = "slurm_state";
+  SlurmStatus status;
+
+  static StatusOr<SlurmStateReport> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const SlurmStateReport&) const = default;
+};
+
+struct SlurmNodes {
+  static constexpr std::string_view kType = "slurm_nodes";
+  std::vector<SlurmNodeEntry> nodes;
+
+  static StatusOr<SlurmNodes> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const SlurmNodes&) const = default;
+};
+
+struct CommandResult {
+  static constexpr std::string_view kType = "command_result";
+  std::string id;
+  int64_t exit_code = -1;
+  std::string stdout_data;  // "stdout"
+  std::string stderr_data;  // "stderr"
+  bool timed_out = false;
+  std::string error;  // set when the command could not be started
+
+  static StatusOr<CommandResult> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const CommandResult&) const = default;
+};
+
+// ---- hpodd → agent ----
+
+struct Credential {
+  static constexpr std::string_view kType = "credential";
+  std::string secret;
+
+  static StatusOr<Credential> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Credential&) const = default;
+};
+
+struct Config {
+  static constexpr std::string_view kType = "config";
+  std::optional<int64_t> heartbeat_interval_ms;  // absent: the agent keeps its default
+  std::optional<LifecycleConfig> lifecycle;      // null: the group has no LifeCycleConfig
+  nlohmann::json resource_config = nlohmann::json::object();  // written verbatim
+  nlohmann::json provisioning;  // provisioning_parameters.json, or null
+
+  static StatusOr<Config> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Config&) const = default;
+};
+
+struct ConfigPending {
+  static constexpr std::string_view kType = "config_pending";
+  int64_t retry_ms = 500;
+
+  static StatusOr<ConfigPending> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const ConfigPending&) const = default;
+};
+
+struct Command {
+  static constexpr std::string_view kType = "command";
+  std::string id;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // left out of ToJson when empty
+  std::string cwd;                         // left out of ToJson when empty
+  int64_t timeout_ms = 30000;
+
+  static StatusOr<Command> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Command&) const = default;
+};
+
+struct OpenSession {
+  static constexpr std::string_view kType = "open_session";
+  std::string session_id;
+  std::vector<std::string> argv;  // empty: the login shell
+  int64_t rows = 24;
+  int64_t cols = 80;
+  bool pty = true;
+
+  static StatusOr<OpenSession> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const OpenSession&) const = default;
+};
+
+// The `slurm` message: the node's part of Slurm.
+struct SlurmRole {
+  static constexpr std::string_view kType = "slurm";
+  std::string role;  // controller | login | compute
+  std::string node_name;
+  std::string controller_addr;
+  std::string munge_key;  // base64url
+  std::string conf_hash;
+  std::vector<std::string> node_names;
+  std::string motd;
+  std::map<std::string, std::string> files;  // controller and login only; out when empty
+  int64_t stand_in_gpus = 0;                 // out of ToJson when 0
+  std::string gpu_device_dir;                // out of ToJson when empty
+
+  static StatusOr<SlurmRole> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const SlurmRole&) const = default;
+};
+
+struct Reprovision {
+  static constexpr std::string_view kType = "reprovision";
+  static StatusOr<Reprovision> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Reprovision&) const = default;
+};
+
+// hpodd refused a frame the agent sent (malformed, or a `hello` of another
+// protocol version); `message` says why.
+struct Error {
+  static constexpr std::string_view kType = "error";
+  std::string frame_type;  // the refused frame's type; "" when it had none
+  std::string message;
+
+  static StatusOr<Error> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Error&) const = default;
+};
+
+// Every message type above (the PROTOCOL.md test checks the document against it).
+inline constexpr std::array<std::string_view, 17> kMessageTypes = {
+    // agent → hpodd
+    Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
+    ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, CommandResult::kType,
+    // hpodd → agent
+    Credential::kType, Config::kType, ConfigPending::kType, Command::kType, OpenSession::kType,
+    SlurmRole::kType, Reprovision::kType, Error::kType};
+
+}  // namespace hpod::api::agentproto
