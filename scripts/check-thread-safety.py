@@ -9,7 +9,8 @@ header, so GUARDED_BY, REQUIRES and EXCLUDES are checked on every `make test`.
 It compiles only those files and emits no code, so it costs seconds, not a
 second build.
 
-Usage: check-thread-safety.py BUILD_DIR        (exit 0 clean; 1 findings)
+Usage: check-thread-safety.py BUILD_DIR [PATH_PART...]  (exit 0 clean; 1 findings;
+                                    PATH_PART limits the check to matching files)
        check-thread-safety.py --self-test      (a planted unguarded read fails)
 """
 
@@ -132,6 +133,8 @@ def main():
     entries = [e for e in db
                if e["file"].endswith(".cc") and not e["file"].endswith("_test.cc") and
                includes_annotations(e["file"])]
+    if len(sys.argv) > 2:
+        entries = [e for e in entries if any(p in e["file"] for p in sys.argv[2:])]
     if not entries:
         print("thread-safety: no translation unit includes %s" % HEADER)
         return 1

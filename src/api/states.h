@@ -96,8 +96,9 @@ template <>
 struct StateTable<ClusterInstanceStatus> {
   static constexpr std::string_view kShape = "ClusterInstanceStatus";
   static constexpr std::array<std::string_view, 7> kNames = {
-      "Running",        "Failure", "Pending", "ShuttingDown", "SystemUpdating",
-      "DeepHealthCheckInProgress", "NotFound"};
+      "Running",      "Failure",        "Pending",
+      "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress",
+      "NotFound"};
 };
 template <>
 struct StateTable<ClusterNodeRecovery> {
