@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "hpod/api/agent_protocol.h"
 #include "hpod/api/instance_types.h"
 #include "hpod/api/states.h"
 #include "hpod/base/crypto.h"
@@ -236,25 +237,24 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   auto it = plan.role_of.find(node.instance_id);
   slurm::NodeRole role = it == plan.role_of.end() ? slurm::NodeRole::kCompute : it->second;
   std::string role_name = slurm::RoleName(role);
-  json m = {{"type", "slurm"},
-            {"role", role_name},
-            {"node_name", node.hostname},
-            {"controller_addr", plan.controller_addr},
-            {"munge_key", plan.munge_key},
-            {"conf_hash", plan.conf_hash},
-            {"node_names", plan.node_names},
-            {"motd", Motd(role_name, plan.controller_name)}};
+  api::agentproto::SlurmRole m;
+  m.role = role_name;
+  m.node_name = node.hostname;
+  m.controller_addr = plan.controller_addr;
+  m.munge_key = plan.munge_key;
+  m.conf_hash = plan.conf_hash;
+  m.node_names = plan.node_names;
+  m.motd = Motd(role_name, plan.controller_name);
   if (role != slurm::NodeRole::kCompute) {
-    json files = {{"slurm.conf", plan.files.slurm_conf},
-                  {"plugstack.conf", plan.files.plugstack_conf}};
-    if (!plan.files.gres_conf.empty()) files["gres.conf"] = plan.files.gres_conf;
-    m["files"] = files;
+    m.files = {{"slurm.conf", plan.files.slurm_conf},
+               {"plugstack.conf", plan.files.plugstack_conf}};
+    if (!plan.files.gres_conf.empty()) m.files["gres.conf"] = plan.files.gres_conf;
   } else if (auto g = plan.gpus_of.find(node.instance_id);
              options.stand_in_gpus && g != plan.gpus_of.end() && g->second > 0) {
-    m["stand_in_gpus"] = g->second;
-    m["gpu_device_dir"] = options.gpu_device_dir;
+    m.stand_in_gpus = g->second;
+    m.gpu_device_dir = options.gpu_device_dir;
   }
-  return m;
+  return m.ToJson();
 }
 
 }  // namespace hpod::controlplane
