@@ -38,7 +38,7 @@ class ChannelLogSink final : public spdlog::sinks::base_sink<std::mutex> {
   void sink_it_(const spdlog::details::log_msg& msg) override {
     spdlog::memory_buf_t formatted;
     formatter_->format(msg, formatted);
-    std::lock_guard<std::mutex> lock(target_->mu);
+    MutexLock lock(target_->mu);
     if (target_->channel != nullptr) {
       target_->channel->SendLog("Agent", std::string_view(formatted.data(), formatted.size()));
     }
@@ -76,7 +76,7 @@ Agent::Agent(AgentOptions options, const Clock& clock)
   channel.connect_timeout = options_.connect_timeout;
   channel.heartbeat_interval = options_.default_heartbeat_interval;
   channel_ = std::make_unique<Channel>(channel, this);
-  log_target_->channel = channel_.get();
+  log_target_->channel = channel_.get();  // no sink exists yet: MakeLogSink comes later
   SlurmNodeOptions slurm = options_.slurm;
   if (slurm.munge_dir.empty()) slurm.munge_dir = options_.state_dir + "/munge";
   slurm_ = std::make_unique<SlurmNode>(
@@ -96,7 +96,7 @@ Agent::Agent(AgentOptions options, const Clock& clock)
 Agent::~Agent() {
   {
     // A sink that outlives the agent (it sits in spdlog's logger) goes quiet.
-    std::lock_guard<std::mutex> lock(log_target_->mu);
+    MutexLock lock(log_target_->mu);
     log_target_->channel = nullptr;
   }
   Stop();
@@ -156,7 +156,7 @@ void Agent::OnConnected() {
     channel_->Send(proto::GetConfig{}.ToJson());
     get_config_at_.reset();
   }
-  if (lifecycle_.status().state == "Succeeded") SendProvisioningParameters();
+  if (lifecycle_.status().state == api::LifecycleState::kSucceeded) SendProvisioningParameters();
   channel_->Send(proto::SlurmStateReport{slurm_->State()}.ToJson());
   slurm_->ResendNodes();
 }
@@ -178,7 +178,7 @@ void Agent::OnSlurm(const Json& message) {
     spdlog::error("ignoring a bad slurm message: {}", spec.status().message());
     return;
   }
-  if (lifecycle_.status().state != "Succeeded") {
+  if (lifecycle_.status().state != api::LifecycleState::kSucceeded) {
     // hpodd sends it only after the scripts succeeded; a stale one is dropped.
     spdlog::warn("ignoring the Slurm role before the lifecycle scripts succeeded");
     return;
@@ -253,7 +253,8 @@ void Agent::OnConfig(const Json& message) {
       lifecycle_.Run(invalid, resource_config, provisioning);
       return;
     }
-    if (lifecycle_.Run(*spec, resource_config, provisioning).state == "Succeeded") {
+    if (lifecycle_.Run(*spec, resource_config, provisioning).state ==
+        api::LifecycleState::kSucceeded) {
       SendProvisioningParameters();
     }
   });
@@ -273,7 +274,7 @@ void Agent::OpenSession(const Json& message) {
     return;
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::lock_guard<std::mutex> lock(sessions_mu_);
+  MutexLock lock(sessions_mu_);
   sessions_.push_back(SessionThread{std::thread([this, dial = *dial, request, done] {
                                       RunSession(dial, request, stopping_);
                                       *done = true;
@@ -284,7 +285,7 @@ void Agent::OpenSession(const Json& message) {
 void Agent::ReapSessions(bool all) {
   std::list<SessionThread> finished;
   {
-    std::lock_guard<std::mutex> lock(sessions_mu_);
+    MutexLock lock(sessions_mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (all || it->done->load()) {
         finished.splice(finished.end(), sessions_, it++);

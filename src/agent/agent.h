@@ -12,7 +12,6 @@
 #include <chrono>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +23,7 @@
 #include "hpod/agent/lifecycle.h"
 #include "hpod/agent/slurm_node.h"
 #include "hpod/base/clock.h"
+#include "hpod/base/thread_annotations.h"
 
 namespace spdlog::sinks {
 class sink;
@@ -50,8 +50,8 @@ class Agent final : public ChannelHandler {
 
   // Where the log sink forwards to; cleared when the agent goes away.
   struct LogTarget {
-    std::mutex mu;
-    Channel* channel = nullptr;  // GUARDED_BY(mu)
+    Mutex mu;
+    Channel* channel GUARDED_BY(mu) = nullptr;
   };
 
   // ChannelHandler.
@@ -92,8 +92,8 @@ class Agent final : public ChannelHandler {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  std::mutex sessions_mu_;
-  std::list<SessionThread> sessions_;  // GUARDED_BY(sessions_mu_)
+  Mutex sessions_mu_;
+  std::list<SessionThread> sessions_ GUARDED_BY(sessions_mu_);
 };
 
 }  // namespace hpod::agent

@@ -71,7 +71,7 @@ std::string Channel::credential_path() const {
 void Channel::Stop() {
   std::shared_ptr<http::WebSocketClient> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     conn = conn_;
     cv_.notify_all();
@@ -81,12 +81,12 @@ void Channel::Stop() {
 }
 
 bool Channel::connected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return conn_ != nullptr;
 }
 
 void Channel::SetHeartbeatInterval(std::chrono::milliseconds interval) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   heartbeat_interval_ = std::max(interval, std::chrono::milliseconds(100));
   cv_.notify_all();
 }
@@ -94,7 +94,7 @@ void Channel::SetHeartbeatInterval(std::chrono::milliseconds interval) {
 StatusOr<Dial> Channel::SessionDial(std::string_view session_id) const {
   std::string secret;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     secret = secret_;
   }
   if (secret.empty()) return FailedPreconditionError("no node credential yet");
@@ -113,7 +113,7 @@ void Channel::SendLog(std::string_view stream, std::string_view data) {
 
 void Channel::Enqueue(std::string frame, bool keep_while_disconnected) {
   // No logging in here: the Agent log sink calls this, under spdlog's sink lock.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!keep_while_disconnected && conn_ == nullptr) return;
   outbox_bytes_ += frame.size();
   outbox_.push_back(std::move(frame));
@@ -126,9 +126,10 @@ void Channel::Enqueue(std::string frame, bool keep_while_disconnected) {
 }
 
 void Channel::WriterLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || (conn_ != nullptr && !outbox_.empty()); });
+    lock.Wait(cv_,
+              [&]() REQUIRES(mu_) { return stopping_ || (conn_ != nullptr && !outbox_.empty()); });
     if (stopping_) return;
     std::shared_ptr<http::WebSocketClient> conn = conn_;
     std::string frame;
@@ -144,9 +145,9 @@ void Channel::WriterLoop() {
       outbox_.pop_front();
       outbox_bytes_ -= frame.size();
     }
-    lock.unlock();
+    lock.Unlock();
     Status sent = conn->Send(frame, /*binary=*/false);
-    lock.lock();
+    lock.Lock();
     if (sent.ok()) {
       if (is_marker) dropped_ = 0;
       continue;
@@ -162,29 +163,30 @@ void Channel::WriterLoop() {
 
 void Channel::HeartbeatLoop() {
   uint64_t seq = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     auto interval = heartbeat_interval_;
-    cv_.wait_for(lock, interval, [&] { return stopping_ || heartbeat_interval_ != interval; });
+    lock.WaitFor(cv_, interval,
+                 [&]() REQUIRES(mu_) { return stopping_ || heartbeat_interval_ != interval; });
     if (stopping_) return;
     if (heartbeat_interval_ != interval || conn_ == nullptr) continue;
-    lock.unlock();
+    lock.Unlock();
     proto::Heartbeat beat = handler_->HeartbeatFields();
     beat.seq = static_cast<int64_t>(++seq);
     Enqueue(Serialize(beat.ToJson()), /*keep_while_disconnected=*/false);
-    lock.lock();
+    lock.Lock();
   }
 }
 
 bool Channel::SleepUnlessStopped(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, d, [&] { return stopping_; });
+  MutexLock lock(mu_);
+  return !lock.WaitFor(cv_, d, [&]() REQUIRES(mu_) { return stopping_; });
 }
 
 StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
   std::string secret;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     secret = secret_;
   }
   const bool bootstrap = secret.empty();
@@ -222,7 +224,7 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
     if (!persisted.ok()) {
       return FailedPreconditionError("cannot persist the node credential: " + persisted.message());
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     secret_ = new_secret;
   }
   HPOD_RETURN_IF_ERROR(conn->Send(Serialize(handler_->Hello().ToJson()), false));
@@ -231,7 +233,7 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
 
 Status Channel::Run() {
   if (auto stored = ReadFile(credential_path()); stored.ok() && !Trim(*stored).empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     secret_ = Trim(*stored);
   } else if (options_.bootstrap_token.empty()) {
     return FailedPreconditionError("no node credential at " + credential_path() +
@@ -242,7 +244,7 @@ Status Channel::Run() {
   Status result;
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) break;
     }
     auto conn = Connect();
@@ -261,14 +263,14 @@ Status Channel::Run() {
     reconnect_.Reset();
     spdlog::info("channel connected to {}", options_.endpoint);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       conn_ = *conn;
       cv_.notify_all();
     }
     handler_->OnConnected();
     while (true) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (stopping_) break;
       }
       std::chrono::milliseconds wait = options_.poll_interval;
@@ -294,19 +296,19 @@ Status Channel::Run() {
       handler_->OnIdle();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (conn_ == *conn) conn_ = nullptr;
     }
     bool stopping;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping = stopping_;
     }
     if (stopping) {
       // Best effort: what is queued (the last lifecycle report, logs) goes out now.
       std::deque<std::string> rest;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         rest.swap(outbox_);
         outbox_bytes_ = 0;
       }

@@ -15,7 +15,6 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -26,6 +25,7 @@
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/http/message.h"
 #include "hpod/http/websocket.h"
 
@@ -121,15 +121,15 @@ class Channel {
   ChannelHandler* const handler_;
   Backoff reconnect_;  // Run's thread only
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                         // GUARDED_BY(mu_)
-  std::string secret_;                            // GUARDED_BY(mu_); empty until known
-  std::shared_ptr<http::WebSocketClient> conn_;   // GUARDED_BY(mu_); set after hello
-  std::deque<std::string> outbox_;                // GUARDED_BY(mu_)
-  size_t outbox_bytes_ = 0;                       // GUARDED_BY(mu_)
-  uint64_t dropped_ = 0;                          // GUARDED_BY(mu_)
-  std::chrono::milliseconds heartbeat_interval_;  // GUARDED_BY(mu_)
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::string secret_ GUARDED_BY(mu_);                           // empty until known
+  std::shared_ptr<http::WebSocketClient> conn_ GUARDED_BY(mu_);  // set after hello
+  std::deque<std::string> outbox_ GUARDED_BY(mu_);
+  size_t outbox_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  std::chrono::milliseconds heartbeat_interval_ GUARDED_BY(mu_);
   std::thread writer_;
   std::thread heartbeat_;
 };

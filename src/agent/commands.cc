@@ -52,7 +52,7 @@ CommandRunner::~CommandRunner() {
 
 void CommandRunner::Submit(CommandRequest request) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_ && queue_.size() < static_cast<size_t>(options_.max_queued)) {
       queue_.push_back(std::move(request));
       cv_.notify_one();
@@ -65,7 +65,7 @@ void CommandRunner::Submit(CommandRequest request) {
 void CommandRunner::Shutdown() {
   std::deque<CommandRequest> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     dropped.swap(queue_);
     cv_.notify_all();
@@ -79,8 +79,8 @@ void CommandRunner::Work() {
   while (true) {
     CommandRequest request;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      lock.Wait(cv_, [&]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping
       request = std::move(queue_.front());
       queue_.pop_front();

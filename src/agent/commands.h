@@ -12,11 +12,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "hpod/base/thread_annotations.h"
 
 namespace hpod::agent {
 
@@ -68,10 +69,10 @@ class CommandRunner {
 
   const CommandRunnerOptions options_;
   const std::function<void(nlohmann::json)> reply_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<CommandRequest> queue_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;             // GUARDED_BY(mu_)
+  std::deque<CommandRequest> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

@@ -21,7 +21,7 @@ std::string StringField(const Json& obj, const char* name) {
 }
 
 LifecycleStatus Failed(int exit_code, std::string message) {
-  return LifecycleStatus{"Failed", exit_code, std::move(message)};
+  return LifecycleStatus{api::LifecycleState::kFailed, exit_code, std::move(message)};
 }
 
 }  // namespace
@@ -74,25 +74,27 @@ Status LifecycleRunner::LoadState() {
   Json doc = Json::parse(*text, nullptr, false);
   if (!doc.is_object()) return DataLossError("lifecycle.json is not a JSON object");
   LifecycleStatus loaded;
-  loaded.state = StringField(doc, "state");
+  // An unknown state is no finished one: the script runs again, as below.
+  loaded.state = api::Parse<api::LifecycleState>(StringField(doc, "state"))
+                     .value_or(api::LifecycleState::kNotStarted);
   loaded.message = StringField(doc, "message");
   if (auto it = doc.find("exit_code"); it != doc.end() && it->is_number_integer()) {
     loaded.exit_code = it->get<int>();
   }
   if (!loaded.finished()) loaded = LifecycleStatus{};  // interrupted: run again
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   status_ = loaded;
   return OkStatus();
 }
 
 LifecycleStatus LifecycleRunner::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return status_;
 }
 
 void LifecycleRunner::SetStatus(LifecycleStatus status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     status_ = status;
   }
   Json doc = status.ToJson();
@@ -115,7 +117,8 @@ LifecycleStatus LifecycleRunner::Run(const std::optional<LifecycleSpec>& spec,
   // restarted agent: scripts may be re-run by hand and must find it.
   Status written = WriteFileAtomic(resource_config_path(), resource_config.dump(2) + "\n", 0644);
   if (LifecycleStatus current = status(); current.finished()) {
-    spdlog::info("lifecycle already {} on this node; not running it again", current.state);
+    spdlog::info("lifecycle already {} on this node; not running it again",
+                 api::Name(current.state));
     return current;
   }
   if (!written.ok()) {
@@ -125,11 +128,11 @@ LifecycleStatus LifecycleRunner::Run(const std::optional<LifecycleSpec>& spec,
     return failed;
   }
   if (!spec.has_value()) {
-    LifecycleStatus done{"Succeeded", 0, "no lifecycle configuration"};
+    LifecycleStatus done{api::LifecycleState::kSucceeded, 0, "no lifecycle configuration"};
     SetStatus(done);
     return done;
   }
-  SetStatus(LifecycleStatus{"Running", 0, ""});
+  SetStatus(LifecycleStatus{api::LifecycleState::kRunning, 0, ""});
   LifecycleStatus outcome = Execute(*spec, provisioning);
   SetStatus(outcome);
   return outcome;
@@ -202,7 +205,8 @@ LifecycleStatus LifecycleRunner::Execute(const LifecycleSpec& spec, const Json& 
     return Failed(result->exit_code, "Lifecycle script " + spec.on_create + " exited with code " +
                                          std::to_string(result->exit_code));
   }
-  return LifecycleStatus{"Succeeded", 0, "Lifecycle script " + spec.on_create + " succeeded"};
+  return LifecycleStatus{api::LifecycleState::kSucceeded, 0,
+                         "Lifecycle script " + spec.on_create + " succeeded"};
 }
 
 }  // namespace hpod::agent

@@ -16,7 +16,6 @@
 
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,8 +23,10 @@
 
 #include "hpod/agent/source_fetch.h"
 #include "hpod/api/agent_protocol.h"
+#include "hpod/api/states.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 
 namespace hpod::agent {
 
@@ -47,16 +48,21 @@ StatusOr<std::optional<LifecycleSpec>> LifecycleSpecFrom(
 StatusOr<std::optional<LifecycleSpec>> ParseLifecycleSpec(const nlohmann::json& lifecycle);
 
 struct LifecycleStatus {
-  // "NotStarted" | "Running" | "Succeeded" | "Failed" (PROTOCOL.md).
-  std::string state = "NotStarted";
+  // On the wire and in lifecycle.json by its name: "NotStarted" | "Running" |
+  // "Succeeded" | "Failed" (PROTOCOL.md).
+  api::LifecycleState state = api::LifecycleState::kNotStarted;
   int exit_code = 0;  // the script's exit code; -1 when it did not run
   std::string message;
 
-  bool finished() const { return state == "Succeeded" || state == "Failed"; }
+  bool finished() const {
+    return state == api::LifecycleState::kSucceeded || state == api::LifecycleState::kFailed;
+  }
   // {"state":…,"exit_code":…,"message":…} (also the lifecycle.json format)
   nlohmann::json ToJson() const;
   // As the protocol carries it (hello, heartbeat, the lifecycle message).
-  api::agentproto::LifecycleState wire() const { return {state, exit_code, message}; }
+  api::agentproto::LifecycleState wire() const {
+    return {api::NameString(state), exit_code, message};
+  }
   bool operator==(const LifecycleStatus&) const = default;
 };
 
@@ -105,8 +111,8 @@ class LifecycleRunner {
   const Clock& clock_;
   const StatusCallback on_status_;
   const LogCallback on_log_;
-  mutable std::mutex mu_;
-  LifecycleStatus status_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  LifecycleStatus status_ GUARDED_BY(mu_);
 };
 
 }  // namespace hpod::agent

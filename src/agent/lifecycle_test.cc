@@ -9,6 +9,7 @@
 namespace hpod::agent {
 namespace {
 
+using api::LifecycleState;
 using nlohmann::json;
 using testing::ReadTestFile;
 using testing::TempDir;
@@ -29,7 +30,7 @@ class LifecycleTest : public ::testing::Test {
         Options(), RealClock::Get(),
         [this](const LifecycleStatus& s) {
           std::lock_guard<std::mutex> lock(mu_);
-          states_.push_back(s.state);
+          states_.push_back(api::NameString(s.state));
         },
         [this](std::string_view chunk) {
           std::lock_guard<std::mutex> lock(mu_);
@@ -66,7 +67,7 @@ TEST_F(LifecycleTest, RunsOnCreateWithHyperPodContract) {
                                           "bash ./utils/helper.sh\n"
                                           "echo to-stderr >&2\n"),
                                      resource_config_, nullptr);
-  EXPECT_EQ(done.state, "Succeeded") << done.message << "\n" << log_;
+  EXPECT_EQ(done.state, LifecycleState::kSucceeded) << done.message << "\n" << log_;
   const std::string config_path = dir_ / "opt/ml/config/resource_config.json";
   EXPECT_EQ(json::parse(ReadTestFile(config_path)), resource_config_);
   EXPECT_EQ(ReadTestFile(dir_ / "opt/ml/config/provisioning_parameters.json"),
@@ -88,14 +89,14 @@ TEST_F(LifecycleTest, NonZeroExitIsReportedAndNeverRerun) {
   {
     auto runner = MakeRunner();
     LifecycleStatus done = runner->Run(spec, resource_config_, nullptr);
-    EXPECT_EQ(done.state, "Failed");
+    EXPECT_EQ(done.state, LifecycleState::kFailed);
     EXPECT_EQ(done.exit_code, 3);
     EXPECT_EQ(done.message, "Lifecycle script on_create.sh exited with code 3");
   }
   // A restarted agent loads the outcome and does not run the script again.
   auto restarted = MakeRunner();
   ASSERT_TRUE(restarted->LoadState().ok());
-  EXPECT_EQ(restarted->status().state, "Failed");
+  EXPECT_EQ(restarted->status().state, LifecycleState::kFailed);
   LifecycleStatus again = restarted->Run(spec, resource_config_, nullptr);
   EXPECT_EQ(again.message, "Lifecycle script on_create.sh exited with code 3");
   EXPECT_EQ(ReadTestFile(counter), "x\n");
@@ -106,8 +107,9 @@ TEST_F(LifecycleTest, InterruptedRunRunsAgain) {
                 "{\"state\":\"Running\",\"exit_code\":0,\"message\":\"\"}");
   auto runner = MakeRunner();
   ASSERT_TRUE(runner->LoadState().ok());
-  EXPECT_EQ(runner->status().state, "NotStarted");
-  EXPECT_EQ(runner->Run(Spec("#!/bin/sh\nexit 0\n"), resource_config_, nullptr).state, "Succeeded");
+  EXPECT_EQ(runner->status().state, LifecycleState::kNotStarted);
+  EXPECT_EQ(runner->Run(Spec("#!/bin/sh\nexit 0\n"), resource_config_, nullptr).state,
+            LifecycleState::kSucceeded);
 }
 
 TEST_F(LifecycleTest, TimeoutKillsTheScript) {
@@ -116,7 +118,7 @@ TEST_F(LifecycleTest, TimeoutKillsTheScript) {
   auto start = std::chrono::steady_clock::now();
   LifecycleStatus done = runner->Run(Spec("#!/bin/sh\nsleep 30\ntouch " + marker + "\n", 1),
                                      resource_config_, nullptr);
-  EXPECT_EQ(done.state, "Failed");
+  EXPECT_EQ(done.state, LifecycleState::kFailed);
   EXPECT_EQ(done.message, "Lifecycle script on_create.sh timed out after 1 s");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_FALSE(std::filesystem::exists(marker));
@@ -125,7 +127,7 @@ TEST_F(LifecycleTest, TimeoutKillsTheScript) {
 TEST_F(LifecycleTest, NoLifecycleSucceedsAtOnce) {
   auto runner = MakeRunner();
   LifecycleStatus done = runner->Run(std::nullopt, resource_config_, nullptr);
-  EXPECT_EQ(done, (LifecycleStatus{"Succeeded", 0, "no lifecycle configuration"}));
+  EXPECT_EQ(done, (LifecycleStatus{LifecycleState::kSucceeded, 0, "no lifecycle configuration"}));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "opt/ml/config/resource_config.json"));
 }
 
@@ -135,7 +137,7 @@ TEST_F(LifecycleTest, FetchFailureIsTheUserMessage) {
   spec.source_uri = "file://" + dir_.path() + "/empty/";
   spec.on_create = "on_create.sh";
   LifecycleStatus done = runner->Run(spec, resource_config_, nullptr);
-  EXPECT_EQ(done.state, "Failed");
+  EXPECT_EQ(done.state, LifecycleState::kFailed);
   EXPECT_EQ(done.message, "No objects found under " + spec.source_uri);
 }
 

@@ -126,19 +126,19 @@ SlurmNode::SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback
 SlurmNode::~SlurmNode() { Stop(); }
 
 void SlurmNode::Apply(SlurmSpec spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   desired_ = std::move(spec);
   cv_.notify_all();
 }
 
 api::agentproto::SlurmStatus SlurmNode::State() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return state_;
 }
 
 void SlurmNode::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     cv_.notify_all();
   }
@@ -150,7 +150,7 @@ void SlurmNode::SetState(const std::string& daemon, const std::string& message) 
                                     applied_ ? applied_->conf_hash : "", daemon, restarts_,
                                     message};
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (next == state_) return;
     state_ = next;
   }
@@ -161,8 +161,8 @@ void SlurmNode::Loop() {
   for (;;) {
     std::optional<SlurmSpec> desired;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      auto wake = [&] { return stopping_ || NeedsApply(desired_, applied_); };
+      MutexLock lock(mu_);
+      auto wake = [&]() REQUIRES(mu_) { return stopping_ || NeedsApply(desired_, applied_); };
       // Nodes without a Slurm role (or before it arrives) cost no wakeups.
       if (applied_) {
         // Daemons starting, restarting or being reconfigured are watched closely;
@@ -175,9 +175,9 @@ void SlurmNode::Loop() {
               next_poll_ - clock_.SteadyNow());
           tick = std::clamp(until_poll, std::chrono::milliseconds(10), tick);
         }
-        cv_.wait_for(lock, tick, wake);
+        lock.WaitFor(cv_, tick, wake);
       } else {
-        cv_.wait(lock, wake);
+        lock.Wait(cv_, wake);
       }
       if (stopping_) break;
       desired = desired_;
@@ -189,8 +189,8 @@ void SlurmNode::Loop() {
         spdlog::error("cannot apply the Slurm configuration: {}", s.message());
         SetState("failed", std::string(s.message()));
         // Retried on the next change or after a pause; the spec stays desired.
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::seconds(2), [&] { return stopping_; });
+        MutexLock lock(mu_);
+        lock.WaitFor(cv_, std::chrono::seconds(2), [&]() REQUIRES(mu_) { return stopping_; });
         continue;
       }
       if (restart_ctld && daemon_ && daemon_->proc) {

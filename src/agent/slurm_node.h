@@ -33,7 +33,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -44,6 +43,7 @@
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
 #include "hpod/base/subprocess.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/slurm/scontrol.h"
 
 namespace hpod::agent {
@@ -128,12 +128,12 @@ class SlurmNode {
   const StateCallback on_state_;
   const NodesCallback on_nodes_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::optional<SlurmSpec> desired_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;             // GUARDED_BY(mu_)
+  std::optional<SlurmSpec> desired_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<bool> resend_nodes_{false};
-  api::agentproto::SlurmStatus state_;  // GUARDED_BY(mu_)
+  api::agentproto::SlurmStatus state_ GUARDED_BY(mu_);
 
   // Worker thread only.
   std::optional<SlurmSpec> applied_;

@@ -132,8 +132,7 @@ StatusOr<LifecycleState> ParseLifecycleState(const Json& j, Ctx ctx) {
   r.Str("state", &s.state, true);
   r.Int("exit_code", &s.exit_code);
   r.Str("message", &s.message);
-  if (r.status().ok() && s.state != "NotStarted" && s.state != "Running" &&
-      s.state != "Succeeded" && s.state != "Failed") {
+  if (r.status().ok() && !api::Parse<api::LifecycleState>(s.state)) {
     r.Fail("state",
            "must be one of NotStarted, Running, Succeeded, Failed (not '" + s.state + "')");
   }

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hpod/api/states.h"
 #include "hpod/base/status.h"
 
 namespace hpod::api::agentproto {
@@ -45,8 +46,9 @@ StatusOr<std::string> MessageType(const nlohmann::json& frame);
 // A node's lifecycle progress: `hello.lifecycle`, `heartbeat.lifecycle` and the
 // body of the `lifecycle` message.
 struct LifecycleState {
-  // "NotStarted" | "Running" | "Succeeded" | "Failed" (any other value is refused).
-  std::string state = "NotStarted";
+  // The name of an api::LifecycleState: "NotStarted" | "Running" | "Succeeded" |
+  // "Failed" (any other value is refused).
+  std::string state{api::Name(api::LifecycleState::kNotStarted)};
   int64_t exit_code = 0;
   std::string message;
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "hpod/api/states.h"
 #include "hpod/base/crypto.h"
 #include "hpod/controlplane/agent_service_internal.h"
 #include "hpod/controlplane/events.h"
@@ -135,7 +136,7 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
     socket->Send(proto::Credential{secret}.ToJson().dump(), false);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return RefuseUpgrade(503, "hpodd is shutting down");
     static uint64_t serial = 0;
     ch->serial = ++serial;
@@ -155,7 +156,7 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
   std::vector<std::shared_ptr<PendingCommand>> orphaned;
   bool current = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = channels_.find(ch->instance_id);
     if (it != channels_.end() && it->second->serial == ch->serial) {
       current = true;
@@ -171,13 +172,10 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
     }
   }
   for (auto& cmd : orphaned) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (cmd->done) continue;
     cmd->done = true;
-    CommandResult r;
-    r.exit_code = -1;
-    r.stderr_data = "the node's agent disconnected";
-    cmd->result.set_value(r);
+    cmd->result.set_value(CommandResult{-1, false, "", "the node's agent disconnected"});
   }
   spdlog::info("agent of {} disconnected", ch->instance_id);
   // A connection replaced by a newer one (or closed by Shutdown, which empties the
@@ -201,8 +199,8 @@ void AgentService::Refuse(const std::shared_ptr<Channel>& ch, const std::string&
   ch->socket->Send(proto::Error{frame_type, why}.ToJson().dump(), false);
   bool first;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    first = ch->refused_types.insert(frame_type).second;
+    MutexLock lock(mu_);
+    first = ch->refused_types(*this).insert(frame_type).second;
   }
   // One event per message type and connection: an agent repeating a bad heartbeat
   // every few seconds must not flood the cluster's events (the log has each one).
@@ -241,7 +239,7 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     auto beat = Parse<proto::Heartbeat>(ch, msg);
     if (!beat) return;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ch->last_heartbeat = clock_.SteadyNow();
     }
     if (beat->lifecycle) HandleLifecycle(ch, *beat->lifecycle);
@@ -292,7 +290,7 @@ void AgentService::HandleCommandResult(const std::shared_ptr<Channel>& ch, const
   } else {
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = commands_.find(id);
   if (it == commands_.end() || it->second->done || it->second->instance_id != ch->instance_id) {
     return;
@@ -341,7 +339,7 @@ void AgentService::HandleLifecycle(const std::shared_ptr<Channel>& ch,
   const std::string& state = lc.state;  // one of the four: FromJson checked it
   const std::string& message = lc.message;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (ch->lifecycle_state == state) return;  // heartbeats repeat it
   }
   bool changed = false;
@@ -355,15 +353,16 @@ void AgentService::HandleLifecycle(const std::shared_ptr<Channel>& ch,
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
     std::string text = "Lifecycle scripts " + state;
     if (!message.empty()) text += ": " + message;
+    const bool failed = api::Is(state, api::LifecycleState::kFailed);
     return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
-                       state == "Failed" ? EventLevel::kError : EventLevel::kInfo, text);
+                       failed ? EventLevel::kError : EventLevel::kInfo, text);
   });
   if (!s.ok()) {
     spdlog::warn("lifecycle from {}: {}", ch->instance_id, s.ToString());
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ch->lifecycle_state = state;
   }
   if (changed && on_change_) on_change_(ch->cluster_id);
@@ -374,10 +373,11 @@ void AgentService::HandleSlurmState(const std::shared_ptr<Channel>& ch,
   json state = status.ToJson();
   std::string before;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ch->slurm_state == state) return;  // heartbeats repeat it
-    if (ch->slurm_state.is_object()) before = ch->slurm_state.value("daemon", "");
-    ch->slurm_state = state;
+    MutexLock lock(mu_);
+    json& current = ch->slurm_state(*this);
+    if (current == state) return;  // heartbeats repeat it
+    if (current.is_object()) before = current.value("daemon", "");
+    current = state;
   }
   const std::string& daemon = status.daemon;
   const bool trouble = daemon == "restarting" || daemon == "failed";
@@ -419,7 +419,7 @@ void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch,
     report.nodes.push_back(slurm::SlurmNodeState{n.name, n.state, n.reason, n.slurmd_start_time});
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     slurm_nodes_[ch->cluster_id] = std::move(report);
   }
   if (on_change_) on_change_(ch->cluster_id);
@@ -448,14 +448,14 @@ void AgentService::HandleProvisioningParameters(const std::shared_ptr<Channel>& 
 }
 
 json AgentService::SlurmState(const std::string& instance_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = channels_.find(instance_id);
   if (it == channels_.end()) return nullptr;
-  return it->second->slurm_state;
+  return it->second->slurm_state(*this);
 }
 
 std::optional<SlurmNodesReport> AgentService::SlurmNodes(const std::string& cluster_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = slurm_nodes_.find(cluster_id);
   if (it == slurm_nodes_.end()) return std::nullopt;
   return it->second;
@@ -464,7 +464,7 @@ std::optional<SlurmNodesReport> AgentService::SlurmNodes(const std::string& clus
 bool AgentService::Send(const std::string& instance_id, const json& message) {
   std::shared_ptr<Channel> ch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = channels_.find(instance_id);
     if (it == channels_.end()) return false;
     ch = it->second;
@@ -536,7 +536,7 @@ StatusOr<CommandResult> AgentService::RunCommand(const std::string& instance_id,
   std::string id = "c-" + RandomString(16, "0123456789abcdef");
   std::shared_ptr<Channel> ch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = channels_.find(instance_id);
     if (it == channels_.end()) {
       return FailedPreconditionError("the agent of node " + instance_id + " is not connected");
@@ -554,7 +554,7 @@ StatusOr<CommandResult> AgentService::RunCommand(const std::string& instance_id,
   bool ready =
       sent && future.wait_for(timeout + std::chrono::seconds(5)) == std::future_status::ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     commands_.erase(id);
   }
   if (!ready) {
@@ -565,7 +565,7 @@ StatusOr<CommandResult> AgentService::RunCommand(const std::string& instance_id,
 }
 
 AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   AgentLiveness l;
   auto it = channels_.find(instance_id);
   if (it == channels_.end()) return l;
@@ -578,7 +578,7 @@ void AgentService::Shutdown() {
   std::map<std::string, std::shared_ptr<Channel>> channels;
   std::map<std::string, std::shared_ptr<Session>> sessions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
     channels.swap(channels_);

@@ -27,7 +27,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -36,6 +35,7 @@
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/controlplane/node_logs.h"
 #include "hpod/controlplane/slurm_plan.h"
 #include "hpod/http/message.h"
@@ -182,12 +182,12 @@ class AgentService final : public SlurmAgents {
   const std::string bootstrap_key_;
   const std::function<void(const std::string&)> on_change_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Channel>> channels_;  // GUARDED_BY(mu_), by instance id
-  std::map<std::string, std::shared_ptr<Session>> sessions_;  // GUARDED_BY(mu_), by session id
-  std::map<std::string, std::shared_ptr<PendingCommand>> commands_;  // GUARDED_BY(mu_)
-  std::map<std::string, SlurmNodesReport> slurm_nodes_;  // GUARDED_BY(mu_), by cluster id
-  bool shut_down_ = false;                               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Channel>> channels_ GUARDED_BY(mu_);  // by instance id
+  std::map<std::string, std::shared_ptr<Session>> sessions_ GUARDED_BY(mu_);  // by session id
+  std::map<std::string, std::shared_ptr<PendingCommand>> commands_ GUARDED_BY(mu_);
+  std::map<std::string, SlurmNodesReport> slurm_nodes_ GUARDED_BY(mu_);  // by cluster id
+  bool shut_down_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hpod::controlplane

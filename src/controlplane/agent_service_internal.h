@@ -34,9 +34,22 @@ struct AgentService::Channel {
   bool confirm_bootstrap = false;
   std::string lifecycle_state;  // last state written to the store
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
-  nlohmann::json slurm_state;  // GUARDED_BY(AgentService::mu_); null until reported
+
+  // These two are guarded by the service's mu_. A GUARDED_BY here cannot name it
+  // (clang would take AgentService::mu_ for a member of this struct, not of the
+  // service that owns the channel), so they are private and reached only through
+  // accessors that REQUIRE the owning service's mu_: every use is checked.
+  nlohmann::json& slurm_state(const AgentService& service) REQUIRES(service.mu_) {
+    return slurm_state_;
+  }
+  std::set<std::string>& refused_types(const AgentService& service) REQUIRES(service.mu_) {
+    return refused_types_;
+  }
+
+ private:
+  nlohmann::json slurm_state_;  // null until reported
   // Message types refused on this connection (an event is recorded for the first).
-  std::set<std::string> refused_types;  // GUARDED_BY(AgentService::mu_)
+  std::set<std::string> refused_types_;
 };
 
 struct AgentService::Session {

@@ -29,7 +29,7 @@ StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id
   s->created = clock_.SteadyNow();
   std::shared_ptr<Channel> ch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = channels_.find(instance_id);
     if (it == channels_.end()) {
       return FailedPreconditionError("The agent of node " + instance_id +
@@ -65,7 +65,7 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   std::shared_ptr<Session> s;
   std::vector<std::string> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end())
       return RefuseUpgrade(404, "session " + id + " does not exist or expired");
@@ -89,7 +89,7 @@ http::UpgradeResult AgentService::AgentSessionUpgrade(const std::string& session
   std::shared_ptr<Session> s;
   std::vector<std::string> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = sessions_.find(session_id);
     if (it == sessions_.end() || it->second->instance_id != instance_id || it->second->agent) {
       return RefuseUpgrade(404, "no session " + session_id + " for " + instance_id);
@@ -110,7 +110,7 @@ http::WebSocketCallbacks AgentService::RelayCallbacks(const std::shared_ptr<Sess
   cb.on_message = [this, s, from_client, peer_of](http::WebSocketMessage m) {
     std::shared_ptr<http::WebSocket> peer;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       peer = peer_of();
       if (!peer) {
         if (s->buffered + m.data.size() > options_.session_buffer_bytes) return;
@@ -124,7 +124,7 @@ http::WebSocketCallbacks AgentService::RelayCallbacks(const std::shared_ptr<Sess
   cb.on_close = [this, s, from_client, peer_of] {
     std::shared_ptr<http::WebSocket> peer;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       peer = peer_of();
     }
     // Frames already queued to the peer (the exit status) go out before the close.
@@ -135,14 +135,14 @@ http::WebSocketCallbacks AgentService::RelayCallbacks(const std::shared_ptr<Sess
 }
 
 void AgentService::EndSession(const std::string& session_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (sessions_.erase(session_id) > 0) spdlog::info("session {} ended", session_id);
 }
 
 void AgentService::SweepSessions() {
   std::vector<std::shared_ptr<Session>> expired;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto now = clock_.SteadyNow();
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (it->second->client == nullptr &&
