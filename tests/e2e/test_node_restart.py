@@ -1,7 +1,8 @@
 """hpodd restarts under running nodes: after kill -9 of hpodd the nodes keep
 running, the new hpodd re-adopts them (they stay Running, their agents reconnect
 with their node credentials, sessions work), and a node whose namespaces died
-meanwhile is detected and reported. Needs root."""
+meanwhile is detected and reported: Failure, its group Degraded, and an update
+still completes beside it. Needs root."""
 import json
 import os
 import signal
@@ -68,6 +69,27 @@ class NodeRestartTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         # The script ran once, not again (a login shell may print its own lines too).
         self.assertEqual(p.stdout.split().count("run"), 1, p.stdout)
+
+        # The failed node degrades its group, not the cluster (ClusterStatus has no
+        # Degraded), and says so in the cluster's events.
+        desc = d.hpod_json("describe-cluster", "--cluster-name", "r")
+        self.assertEqual(desc["ClusterStatus"], "InService", desc)
+        self.assertEqual(desc["InstanceGroups"][0]["Status"], "Degraded", desc)
+        events = [e["Description"] for e in
+                  d.hpod_json("list-cluster-events", "--cluster-name", "r")["Events"]]
+        self.assertTrue(any("Instance group workers is Degraded" in e and victim in e
+                            for e in events), events)
+        # It keeps its slot and blocks no update: scaling up launches a node beside
+        # it and the update ends InService (it used to stay Updating for good).
+        with open(spec, "w") as f:
+            json.dump([nodestest.lcs_group("workers", 3, "file://%s/" % lcs)], f)
+        d.hpod("update-cluster", "--cluster-name", "r", "--instance-groups", "file://" + spec)
+        out = d.wait_status("r", "InService")
+        group = out["InstanceGroups"][0]
+        self.assertEqual((group["TargetCount"], group["CurrentCount"], group["Status"]),
+                         (3, 2, "Degraded"), out)
+        status = {n["InstanceId"]: n["InstanceStatus"]["Status"] for n in d.nodes("r")}
+        self.assertEqual(sorted(status.values()), ["Failure", "Running", "Running"], status)
 
 
 if __name__ == "__main__":
