@@ -71,7 +71,9 @@ nlohmann::json CheckpointMeta(const TrainOptions& o, const Run& r, float loss);
 std::vector<ckpt::TensorView> CheckpointTensors(Run& r);
 // What every rank of a run must agree on at the rendezvous.
 nlohmann::json AgreeJson(const TrainOptions& o, const Run& r);
-// The part reports of sharded checkpoints, over the run's store.
+// The part reports of sharded checkpoints, over the run's store. Collect gives
+// up as soon as CheckpointAbortKey is set (a rank failed).
+std::string CheckpointAbortKey(const std::string& prefix);
 std::unique_ptr<ckpt::PartExchange> MakeStorePartExchange(comm::Store& store, std::string prefix);
 
 struct Resumed {

@@ -19,7 +19,10 @@ class StorePartExchange : public ckpt::PartExchange {
                                              std::chrono::milliseconds timeout) override {
     std::vector<std::string> keys, missing;
     for (int r = 0; r < world; ++r) keys.push_back(Key(step, r));
-    Status st = store_.Wait(keys, timeout, &missing, "");
+    Status st = store_.Wait(keys, timeout, &missing, CheckpointAbortKey(prefix_));
+    if (st.code() == StatusCode::kAborted) {
+      return AbortedError(fmt::format("checkpoint step {} abandoned: {}", step, st.message()));
+    }
     if (st.code() == StatusCode::kDeadlineExceeded) {
       std::vector<std::string> ranks;
       for (const auto& k : missing) ranks.push_back(k.substr(k.rfind('/') + 1));
@@ -119,6 +122,10 @@ nlohmann::json AgreeJson(const TrainOptions& o, const Run& r) {
       {"keep_last", o.keep_last},
       {"resume", o.resume},
   };
+}
+
+std::string CheckpointAbortKey(const std::string& prefix) {
+  return comm::PrefixedKey(prefix, "ckpt/abort");
 }
 
 std::unique_ptr<ckpt::PartExchange> MakeStorePartExchange(comm::Store& store, std::string prefix) {

@@ -94,18 +94,26 @@ Status Trainer::PrintPlan(std::FILE* out) {
 }
 
 int Trainer::Run(std::FILE* out, std::FILE* err) {
-  Status s = RunImpl(out, err);
+  struct Run r;
+  Status s = RunImpl(r, out, err);
   if (!s.ok()) {
     std::fprintf(err, "%s: error: %s\n", log_prefix_.c_str(), s.message().c_str());
+    // Rank 0's checkpoint writer waits for every rank's part (up to minutes, a
+    // large part may be slow to write), and this rank's checkpointer waits for
+    // its writer when `r` goes. A failing rank says so in the store first, so
+    // that wait ends now, on every rank, instead of at the commit timeout.
+    if (r.world_size() > 1 && r.world.store != nullptr) {
+      (void)r.world.store->Set(CheckpointAbortKey(r.world.prefix),
+                               fmt::format("rank {} stopped: {}", r.rank(), s.message()));
+    }
     return kExitError;
   }
   int sig = stop_signal_.load();
   return sig != 0 ? kExitSignalBase + sig : kExitOk;
 }
 
-Status Trainer::RunImpl(std::FILE* out, std::FILE* err) {
+Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
   const TrainOptions& o = options_;
-  struct Run r;
   Summary summary;
   summary.start_wall_time = WallNow();
   // Warnings every rank would print alike come from rank 0; a rank's own

@@ -28,6 +28,8 @@
 
 namespace hpod::train {
 
+struct Run;  // run.h
+
 // Exit codes of hpod-train.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
@@ -57,7 +59,9 @@ class Trainer {
   void RequestCheckpoint(int signal) { checkpoint_signal_.store(signal); }
 
  private:
-  Status RunImpl(std::FILE* out, std::FILE* err);
+  // `r` outlives RunImpl so that a failing rank can still tell the others'
+  // checkpoint commits to give up before its checkpointer shuts down (Run).
+  Status RunImpl(struct Run& r, std::FILE* out, std::FILE* err);
 
   TrainOptions options_;
   // Errors and warnings start with this: "hpod-train", or in a distributed
