@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "hpod/base/thread_annotations.h"
+#include "hpod/provider/local/ipv4.h"
 #include "hpod/provider/local/node_host.h"
 #include "hpod/provider/provider.h"
 
@@ -139,15 +140,5 @@ class LocalProvider final : public Provider {
   std::map<std::string, Cluster> clusters_ GUARDED_BY(mu_);
   std::map<std::string, Node> nodes_ GUARDED_BY(mu_);
 };
-
-// IPv4 helpers (exposed for tests).
-std::optional<uint32_t> ParseIpv4(const std::string& s);
-std::string FormatIpv4(uint32_t a);
-// "10.77.0.0/16" -> (address, prefix); nullopt if malformed or host bits are set.
-std::optional<std::pair<uint32_t, int>> ParseCidr(const std::string& s);
-// Routes (as `ip -4 route show` prints them) that overlap the block, other than
-// our own guard and bridge routes. `link_prefix` identifies our bridges.
-std::vector<std::string> OverlappingRoutes(const std::vector<std::string>& routes, uint32_t block,
-                                           int prefix, const std::string& link_prefix);
 
 }  // namespace hpod::provider::local
