@@ -120,6 +120,17 @@ class AgentServiceTest : public ::testing::Test {
   static json Hello(int64_t version = api::agentproto::kProtocolVersion) {
     return json{{"type", "hello"}, {"protocol_version", version}, {"agent_version", "t"}};
   }
+  // What the store holds of a node's agent (a default record when none).
+  store::AgentRecord AgentOf(const std::string& instance_id) {
+    store::AgentRecord a;
+    EXPECT_TRUE(store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(a, tx.GetAgent(instance_id));
+                      return OkStatus();
+                    })
+                    .ok());
+    return a;
+  }
   // Descriptions of node 1's events, oldest first.
   std::vector<std::string> NodeEvents() {
     std::vector<std::string> out;
@@ -234,13 +245,7 @@ TEST_F(AgentServiceTest, LifecycleLogsAndCommands) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->stdout_data, "x\n");
 
-  store::AgentRecord a;
-  ASSERT_TRUE(store_
-                  ->Read([&](store::ReadTx& tx) -> Status {
-                    HPOD_ASSIGN_OR_RETURN(a, tx.GetAgent(kNode1));
-                    return OkStatus();
-                  })
-                  .ok());
+  store::AgentRecord a = AgentOf(kNode1);
   EXPECT_EQ(a.lifecycle_state, "Failed");
   EXPECT_EQ(a.lifecycle_message, "Lifecycle script on_create.sh exited with code 3");
   EXPECT_GT(a.registered_time, 0);
@@ -331,13 +336,7 @@ TEST_F(AgentServiceTest, MalformedFramesAreRefusedAndTheChannelKeepsWorking) {
   ASSERT_TRUE(ws->Send(json{{"type", "lifecycle"}, {"state", "Running"}}.dump(), false).ok());
   ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
   EXPECT_EQ(Next(*ws)["type"], "config_pending");
-  store::AgentRecord a;
-  ASSERT_TRUE(store_
-                  ->Read([&](store::ReadTx& tx) -> Status {
-                    HPOD_ASSIGN_OR_RETURN(a, tx.GetAgent(kNode1));
-                    return OkStatus();
-                  })
-                  .ok());
+  store::AgentRecord a = AgentOf(kNode1);
   EXPECT_EQ(a.lifecycle_state, "Running");
   EXPECT_TRUE(agents_->Liveness(kNode1).connected);
   EXPECT_EQ(

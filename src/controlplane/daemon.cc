@@ -139,7 +139,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->reconciler_ =
       std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
                                           options.control_plane, bootstrap_token, d->agents_.get());
-  d->health_ = std::make_unique<HealthReconciler>(*d->store_, clock);
+  d->health_ = std::make_unique<HealthReconciler>(*d->store_);
   // One queue, one reconciler per concern by key prefix (work_queue.h, KeyRouter).
   auto router = std::make_shared<KeyRouter>(
       [self](const std::string& key) { return self->reconciler_->Reconcile(key); });

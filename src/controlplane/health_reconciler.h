@@ -14,7 +14,6 @@
 #include <string_view>
 #include <vector>
 
-#include "hpod/base/clock.h"
 #include "hpod/controlplane/work_queue.h"
 #include "hpod/store/store.h"
 
@@ -39,7 +38,7 @@ struct NodeHealth {
 
 class HealthReconciler {
  public:
-  HealthReconciler(store::Store& store, const Clock& clock) : store_(store), clock_(clock) {}
+  explicit HealthReconciler(store::Store& store) : store_(store) {}
 
   // One pass over a cluster's nodes: judge each, act on the verdicts. A cluster
   // that no longer exists is done.
@@ -49,7 +48,6 @@ class HealthReconciler {
 
  private:
   store::Store& store_;
-  [[maybe_unused]] const Clock& clock_;
 };
 
 }  // namespace hpod::controlplane

@@ -21,7 +21,7 @@ TEST(HealthReconcilerTest, JudgesEveryNodeAndChangesNothing) {
   std::string arn = h.Describe("demo")["ClusterArn"];
   std::string id = arn.substr(arn.size() - 12);
   auto before = h.Call("ListClusterEvents", {{"ClusterName", "demo"}});
-  HealthReconciler health(*h.store_, h.clock_);
+  HealthReconciler health(*h.store_);
   auto verdicts = health.Judge(id);
   ASSERT_TRUE(verdicts.ok()) << verdicts.status().ToString();
   ASSERT_EQ(verdicts->size(), 2u);

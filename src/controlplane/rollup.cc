@@ -22,9 +22,8 @@ namespace {
 
 bool InGroup(const NodeRecord& n, const GroupRecord& g) { return n.group_name == g.name; }
 
-bool Failed(const NodeRecord& n) {
-  return !n.remove && Is(n.status, ClusterInstanceStatus::kFailure);
-}
+// In Failure and not on its way out: the node reconciler's phase, one definition.
+bool Failed(const NodeRecord& n) { return PhaseOf(n) == api::NodePhase::kFailed; }
 
 // A group has converged when it has its target count of nodes, none on its way
 // out, each Running or in Failure. A failed node keeps its slot (it is not

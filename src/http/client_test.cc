@@ -9,15 +9,10 @@ namespace {
 TEST(ClientTest, ClosedPortIsUnavailableWithTheAwsMessage) {
   // A bound but not listening socket: its port refuses connections and cannot be
   // taken by anyone else while the test runs.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  uint16_t port = 0;
+  int fd = BindLoopback(&port);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/";
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
 
   Client client;
   StatusOr<Response> response = client.Send(url, Make("GET"));
@@ -85,16 +80,10 @@ TEST(ClientTest, TimeoutOnAReusedConnectionIsAReadTimeout) {
 
 TEST(ClientTest, ConnectTimeoutIsDeadlineExceeded) {
   // A listener with a full accept queue drops further SYNs, so connecting hangs.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  uint16_t port = 0;
+  int fd = BindLoopback(&port);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ASSERT_EQ(listen(fd, 0), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  uint16_t port = ntohs(addr.sin_port);
   // Backlog 0 admits one completed connection; it is sent before the client's SYN.
   RawConnection filler(port);
   ASSERT_TRUE(filler.connected());

@@ -166,8 +166,8 @@ class DistTrainTest(unittest.TestCase):
         want = losses(ref)
         ckpt = os.path.join(self.tmp, "kill-ckpt")
         # The timeout is long on purpose: the survivors must exit because they lost
-        # rank 1, well before it (a killed process in the middle of an fdatasync
-        # on a busy disk can take seconds to close its sockets).
+        # rank 1, not because it ran out (a killed process in the middle of an
+        # fdatasync on a busy disk can take seconds to close its sockets).
         args = self.args("kill", 40, 4, 1, "--checkpoint-dir", ckpt, "--save-interval", "4",
                          "--collective-timeout-s", "90")
         ranks = self.run_ranks(3, args)
@@ -176,9 +176,9 @@ class DistTrainTest(unittest.TestCase):
         while max(losses(jsonl), default=0) < 13 and time.time() < deadline:
             time.sleep(0.01)
         ranks.procs[1].send_signal(signal.SIGKILL)
-        t0 = time.time()
+        # A survivor still running after 150 s (e.g. waiting out a 10-minute
+        # checkpoint commit) is killed by wait() and fails the rc check below.
         results = ranks.wait(timeout=150)
-        waited = time.time() - t0
         self.assertEqual(results[1][0], -signal.SIGKILL)
         for r in (0, 2):
             rc, err = results[r]
@@ -188,8 +188,8 @@ class DistTrainTest(unittest.TestCase):
             self.assertIn(f"hpod-train[rank {r}]: error:", lines[0])
             self.assertIn("rank 1 (", lines[0])  # the peer, named
             self.assertRegex(lines[0], r"(reduce-scatter|allgather) of ")  # the operation
-        self.assertLess(waited, 60, "the survivors waited for the collective timeout "
-                        "instead of noticing that rank 1 was gone")
+            # They noticed that rank 1 was gone; a timeout reads "no data from … within".
+            self.assertNotIn(" within ", lines[0], "rank %d waited for the timeout" % r)
         # The same command again resumes from the last complete checkpoint.
         results = self.run_ranks(3, args).wait()
         self.assert_all_ok(results)

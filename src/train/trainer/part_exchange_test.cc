@@ -44,15 +44,14 @@ TEST(StorePartExchangeTest, AFailedRankEndsTheWaitAtOnce) {
     std::this_thread::sleep_for(milliseconds(100));
     (void)store.Set(CheckpointAbortKey("run"), "rank 2 stopped: lost rank 1");
   });
-  const auto t0 = std::chrono::steady_clock::now();
+  // A 60 s timeout: only the abort key can make it end Aborted (a timeout is
+  // DeadlineExceeded), so the status says what ended the wait, not a clock.
   auto got = exchange->Collect(12, 3, milliseconds(60000));
   failing.join();
   EXPECT_EQ(got.status().code(), StatusCode::kAborted) << got.status().ToString();
   EXPECT_NE(got.status().message().find("checkpoint step 12 abandoned: rank 2 stopped"),
             std::string::npos)
       << got.status().message();
-  // Bounded, not timed: anything short of the 60 s timeout shows the abort ended it.
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
 }
 
 }  // namespace
