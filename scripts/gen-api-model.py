@@ -19,6 +19,7 @@ import botocore
 OPERATIONS = [
     "CreateCluster", "DescribeCluster", "ListClusters", "DeleteCluster", "UpdateCluster",
     "ListClusterNodes", "DescribeClusterNode", "BatchDeleteClusterNodes",
+    "BatchRebootClusterNodes", "BatchReplaceClusterNodes",
     "ListClusterEvents", "DescribeClusterEvent",
 ]
 KEEP_SHAPE_KEYS = {"type", "members", "required", "member", "key", "value", "min", "max",

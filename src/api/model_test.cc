@@ -11,7 +11,8 @@ TEST(ServiceModelTest, HasTheClusterOperations) {
   EXPECT_EQ(m.signing_name(), "sagemaker");
   for (const char* op : {"CreateCluster", "DescribeCluster", "ListClusters", "DeleteCluster",
                          "UpdateCluster", "ListClusterNodes", "DescribeClusterNode",
-                         "BatchDeleteClusterNodes", "ListClusterEvents", "DescribeClusterEvent"}) {
+                         "BatchDeleteClusterNodes", "BatchRebootClusterNodes",
+                         "BatchReplaceClusterNodes", "ListClusterEvents", "DescribeClusterEvent"}) {
     EXPECT_NE(m.FindOperation(op), nullptr) << op;
   }
   EXPECT_EQ(m.FindOperation("CreateTrainingJob"), nullptr);
@@ -39,6 +40,37 @@ TEST(ServiceModelTest, ShapesCarryConstraints) {
   EXPECT_EQ(groups->shape->member->name, "ClusterInstanceGroupSpecification");
   EXPECT_TRUE(m.FindShape("ClusterInstanceStorageConfig")->is_union);
   EXPECT_TRUE(m.FindShape("ResourceNotFound")->is_exception);
+}
+
+// The reboot/replace errors are their own shapes, with codes unlike
+// BatchDeleteClusterNodes' (InstanceId*, not NodeId*), and at most 25 ids a call.
+TEST(ServiceModelTest, BatchRebootAndReplace) {
+  const ServiceModel& m = ServiceModel::Get();
+  for (const std::string op : {"BatchRebootClusterNodes", "BatchReplaceClusterNodes"}) {
+    const Operation* o = m.FindOperation(op);
+    ASSERT_NE(o, nullptr) << op;
+    EXPECT_TRUE(o->input->IsRequired("ClusterName")) << op;
+    for (const char* ids : {"NodeIds", "NodeLogicalIds"}) {
+      const Member* member = o->input->FindMember(ids);
+      ASSERT_NE(member, nullptr) << op << " " << ids;
+      EXPECT_EQ(member->shape->type, ShapeType::kList);
+      EXPECT_EQ(member->shape->min, 1);
+      EXPECT_EQ(member->shape->max, 25);
+    }
+    const Member* failed = o->output->FindMember("Failed");
+    ASSERT_NE(failed, nullptr) << op;
+    EXPECT_EQ(failed->shape->member->name, op + "Error");
+    const Shape* code = m.FindShape(op + "ErrorCode");
+    ASSERT_NE(code, nullptr) << op;
+    EXPECT_EQ(code->enum_values,
+              (std::vector<std::string>{"InstanceIdNotFound", "InvalidInstanceStatus",
+                                        "InstanceIdInUse", "InternalServerError"}));
+    for (const char* member : {"Successful", "FailedNodeLogicalIds", "SuccessfulNodeLogicalIds"}) {
+      EXPECT_NE(o->output->FindMember(member), nullptr) << op << " " << member;
+    }
+    ASSERT_EQ(o->errors.size(), 1u);
+    EXPECT_EQ(o->errors[0]->name, "ResourceNotFound");
+  }
 }
 
 TEST(ServiceModelTest, Paginators) {

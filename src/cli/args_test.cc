@@ -148,6 +148,14 @@ TEST(ParseCommandLineTest, ValuesByShape) {
   EXPECT_EQ(inv->params["NodeIds"], Json::array({"i-1", "i-2"}));
   inv = Parse({"batch-delete-cluster-nodes", "--cluster-name", "c", "--node-ids", R"(["i-3"])"});
   EXPECT_EQ(inv->params["NodeIds"], Json::array({"i-3"}));
+  for (const char* verb : {"batch-reboot-cluster-nodes", "batch-replace-cluster-nodes"}) {
+    inv = Parse({verb, "--cluster-name", "c", "--node-ids", "i-1", "i-2"});
+    ASSERT_TRUE(inv.ok()) << verb << ": " << inv.status().ToString();
+    EXPECT_EQ(inv->params, Json::parse(R"({"ClusterName": "c", "NodeIds": ["i-1", "i-2"]})"));
+    inv = Parse({verb, "--cluster-name", "c", "--node-logical-ids", "n-1"});
+    ASSERT_TRUE(inv.ok()) << verb << ": " << inv.status().ToString();
+    EXPECT_EQ(inv->params["NodeLogicalIds"], Json::array({"n-1"}));
+  }
 
   inv = Parse({"list-cluster-nodes", "--cluster-name", "c", "--include-node-logical-ids"});
   EXPECT_EQ(inv->params["IncludeNodeLogicalIds"], true);

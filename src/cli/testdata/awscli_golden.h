@@ -121,6 +121,40 @@ inline constexpr const char* kResponses = R"golden({
    }
   ]
  },
+ "BatchRebootClusterNodes": {
+  "Successful": [
+   "i-04486002ebdb59e0a"
+  ],
+  "Failed": [
+   {
+    "NodeId": "i-0fedcba9876543210",
+    "ErrorCode": "InstanceIdInUse",
+    "Message": "Node i-0fedcba9876543210 is already being recovered"
+   },
+   {
+    "NodeId": "i-0123456789abcdef0",
+    "ErrorCode": "InstanceIdNotFound",
+    "Message": "no such node"
+   }
+  ]
+ },
+ "BatchReplaceClusterNodes": {
+  "Successful": [
+   "i-04486002ebdb59e0a"
+  ],
+  "Failed": [
+   {
+    "NodeId": "i-0fedcba9876543210",
+    "ErrorCode": "InstanceIdInUse",
+    "Message": "Node i-0fedcba9876543210 is already being recovered"
+   },
+   {
+    "NodeId": "i-0123456789abcdef0",
+    "ErrorCode": "InstanceIdNotFound",
+    "Message": "no such node"
+   }
+  ]
+ },
  "CreateCluster": {
   "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde"
  },
@@ -628,6 +662,86 @@ SUCCESSFUL	i-0b8bc2c52dc7b1fa2
 ||  i-0b8bc2c52dc7b1fa2                                    ||
 |+---------------------------------------------------------+|
 )golden"},
+    {"reboot", "json", R"golden(["batch-reboot-cluster-nodes", "--cluster-name", "x", "--node-ids", "a", "b", "c"])golden",
+     R"golden({
+    "Successful": [
+        "i-04486002ebdb59e0a"
+    ],
+    "Failed": [
+        {
+            "NodeId": "i-0fedcba9876543210",
+            "ErrorCode": "InstanceIdInUse",
+            "Message": "Node i-0fedcba9876543210 is already being recovered"
+        },
+        {
+            "NodeId": "i-0123456789abcdef0",
+            "ErrorCode": "InstanceIdNotFound",
+            "Message": "no such node"
+        }
+    ]
+}
+)golden"},
+    {"reboot", "text", R"golden(["batch-reboot-cluster-nodes", "--cluster-name", "x", "--node-ids", "a", "b", "c"])golden",
+     R"golden(FAILED	InstanceIdInUse	Node i-0fedcba9876543210 is already being recovered	i-0fedcba9876543210
+FAILED	InstanceIdNotFound	no such node	i-0123456789abcdef0
+SUCCESSFUL	i-04486002ebdb59e0a
+)golden"},
+    {"reboot", "table", R"golden(["batch-reboot-cluster-nodes", "--cluster-name", "x", "--node-ids", "a", "b", "c"])golden",
+     R"golden(--------------------------------------------------------------------------------------------------------
+|                                        BatchRebootClusterNodes                                       |
++------------------------------------------------------------------------------------------------------+
+||                                               Failed                                               ||
+|+--------------------+-------------------------------------------------------+-----------------------+|
+||      ErrorCode     |                        Message                        |        NodeId         ||
+|+--------------------+-------------------------------------------------------+-----------------------+|
+||  InstanceIdInUse   |  Node i-0fedcba9876543210 is already being recovered  |  i-0fedcba9876543210  ||
+||  InstanceIdNotFound|  no such node                                         |  i-0123456789abcdef0  ||
+|+--------------------+-------------------------------------------------------+-----------------------+|
+||                                             Successful                                             ||
+|+----------------------------------------------------------------------------------------------------+|
+||  i-04486002ebdb59e0a                                                                               ||
+|+----------------------------------------------------------------------------------------------------+|
+)golden"},
+    {"replace", "json", R"golden(["batch-replace-cluster-nodes", "--cluster-name", "x", "--node-ids", "a"])golden",
+     R"golden({
+    "Successful": [
+        "i-04486002ebdb59e0a"
+    ],
+    "Failed": [
+        {
+            "NodeId": "i-0fedcba9876543210",
+            "ErrorCode": "InstanceIdInUse",
+            "Message": "Node i-0fedcba9876543210 is already being recovered"
+        },
+        {
+            "NodeId": "i-0123456789abcdef0",
+            "ErrorCode": "InstanceIdNotFound",
+            "Message": "no such node"
+        }
+    ]
+}
+)golden"},
+    {"replace", "text", R"golden(["batch-replace-cluster-nodes", "--cluster-name", "x", "--node-ids", "a"])golden",
+     R"golden(FAILED	InstanceIdInUse	Node i-0fedcba9876543210 is already being recovered	i-0fedcba9876543210
+FAILED	InstanceIdNotFound	no such node	i-0123456789abcdef0
+SUCCESSFUL	i-04486002ebdb59e0a
+)golden"},
+    {"replace", "table", R"golden(["batch-replace-cluster-nodes", "--cluster-name", "x", "--node-ids", "a"])golden",
+     R"golden(--------------------------------------------------------------------------------------------------------
+|                                       BatchReplaceClusterNodes                                       |
++------------------------------------------------------------------------------------------------------+
+||                                               Failed                                               ||
+|+--------------------+-------------------------------------------------------+-----------------------+|
+||      ErrorCode     |                        Message                        |        NodeId         ||
+|+--------------------+-------------------------------------------------------+-----------------------+|
+||  InstanceIdInUse   |  Node i-0fedcba9876543210 is already being recovered  |  i-0fedcba9876543210  ||
+||  InstanceIdNotFound|  no such node                                         |  i-0123456789abcdef0  ||
+|+--------------------+-------------------------------------------------------+-----------------------+|
+||                                             Successful                                             ||
+|+----------------------------------------------------------------------------------------------------+|
+||  i-04486002ebdb59e0a                                                                               ||
+|+----------------------------------------------------------------------------------------------------+|
+)golden"},
     {"create", "json", R"golden(["create-cluster", "--cluster-name", "x"])golden",
      R"golden({
     "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde"
@@ -700,6 +814,9 @@ inline constexpr RequestCase kRequests[] = {
     {"create_shorthand", R"golden(["create-cluster", "--cluster-name", "c", "--instance-groups", "InstanceGroupName=a,InstanceType=ml.c5.xlarge,InstanceCount=1,ExecutionRole=arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole,LifeCycleConfig={SourceS3Uri=s3://sagemaker-b/p/,OnCreate=on_create.sh},ThreadsPerCore=1", "InstanceGroupName=b,InstanceType=ml.c5.xlarge,InstanceCount=4,ExecutionRole=arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole,LifeCycleConfig={SourceS3Uri=s3://sagemaker-b/p/,OnCreate=on_create.sh},ThreadsPerCore=1", "--vpc-config", "SecurityGroupIds=sg-1,sg-2,Subnets=subnet-1", "--tags", "Key=team,Value=ml", "Key=x,Value=y", "--node-recovery", "None"])golden", R"golden([{"ClusterName": "c", "InstanceGroups": [{"InstanceGroupName": "a", "InstanceType": "ml.c5.xlarge", "InstanceCount": 1, "ExecutionRole": "arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole", "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-b/p/", "OnCreate": "on_create.sh"}, "ThreadsPerCore": 1}, {"InstanceGroupName": "b", "InstanceType": "ml.c5.xlarge", "InstanceCount": 4, "ExecutionRole": "arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole", "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-b/p/", "OnCreate": "on_create.sh"}, "ThreadsPerCore": 1}], "VpcConfig": {"SecurityGroupIds": ["sg-1", "sg-2"], "Subnets": ["subnet-1"]}, "Tags": [{"Key": "team", "Value": "ml"}, {"Key": "x", "Value": "y"}], "NodeRecovery": "None"}])golden"},
     {"create_json", R"golden(["create-cluster", "--cluster-name", "c", "--instance-groups", "[{\"InstanceGroupName\": \"g\", \"InstanceCount\": 2, \"ExecutionRole\": \"arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole\", \"InstanceStorageConfigs\": [{\"EbsVolumeConfig\": {\"VolumeSizeInGB\": 500}}]}]", "--orchestrator", "Slurm={SlurmConfigStrategy=Managed}"])golden", R"golden([{"ClusterName": "c", "InstanceGroups": [{"InstanceGroupName": "g", "InstanceCount": 2, "ExecutionRole": "arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole", "InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]}], "Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Managed"}}}])golden"},
     {"batch_delete", R"golden(["batch-delete-cluster-nodes", "--cluster-name", "c", "--node-ids", "i-1", "i-2"])golden", R"golden([{"ClusterName": "c", "NodeIds": ["i-1", "i-2"]}])golden"},
+    {"batch_reboot", R"golden(["batch-reboot-cluster-nodes", "--cluster-name", "c", "--node-ids", "i-1", "i-2"])golden", R"golden([{"ClusterName": "c", "NodeIds": ["i-1", "i-2"]}])golden"},
+    {"batch_replace", R"golden(["batch-replace-cluster-nodes", "--cluster-name", "c", "--node-ids", "i-1"])golden", R"golden([{"ClusterName": "c", "NodeIds": ["i-1"]}])golden"},
+    {"batch_reboot_logical", R"golden(["batch-reboot-cluster-nodes", "--cluster-name", "c", "--node-logical-ids", "n-1", "n-2"])golden", R"golden([{"ClusterName": "c", "NodeLogicalIds": ["n-1", "n-2"]}])golden"},
     {"list_nodes", R"golden(["list-cluster-nodes", "--cluster-name", "c", "--include-node-logical-ids", "--sort-order", "Descending", "--creation-time-after", "2023-11-26T00:00:00Z", "--instance-group-name-contains", "comp", "--max-results", "5"])golden", R"golden([{"ClusterName": "c", "CreationTimeAfter": 1700956800, "InstanceGroupNameContains": "comp", "MaxResults": 5, "SortOrder": "Descending", "IncludeNodeLogicalIds": true}])golden"},
     {"list_nodes_false", R"golden(["list-cluster-nodes", "--cluster-name", "c", "--no-include-node-logical-ids", "--creation-time-before", "1700000000", "--no-paginate"])golden", R"golden([{"ClusterName": "c", "CreationTimeBefore": 1700000000, "IncludeNodeLogicalIds": false}])golden"},
     {"update", R"golden(["update-cluster", "--cluster-name", "c", "--instance-groups-to-delete", "g1", "g2", "--node-recovery", "Automatic"])golden", R"golden([{"ClusterName": "c", "NodeRecovery": "Automatic", "InstanceGroupsToDelete": ["g1", "g2"]}])golden"},

@@ -69,6 +69,11 @@ NODE = {"NodeDetails": {
     "Placement": {"AvailabilityZone": "us-west-2d", "AvailabilityZoneId": "usw2-az4"}}}
 BATCH = {"Successful": ["i-04486002ebdb59e0a", "i-0b8bc2c52dc7b1fa2"],
          "Failed": [{"Code": "NodeIdNotFound", "Message": "no such node", "NodeId": "i-0fedcba9876543210"}]}
+RECOVER = {"Successful": ["i-04486002ebdb59e0a"],
+           "Failed": [{"NodeId": "i-0fedcba9876543210", "ErrorCode": "InstanceIdInUse",
+                       "Message": "Node i-0fedcba9876543210 is already being recovered"},
+                      {"NodeId": "i-0123456789abcdef0", "ErrorCode": "InstanceIdNotFound",
+                       "Message": "no such node"}]}
 ARN = {"ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/2hd31rmi9mde"}
 EVENTS = {"Events": [
     {"EventId": "3f2a5b6c-0000-4000-8000-000000000001", "ClusterArn": ARN["ClusterArn"],
@@ -77,7 +82,8 @@ EVENTS = {"Events": [
      "EventLevel": "Warn"}]}
 
 RESPONSES = {"DescribeCluster": DESCRIBE, "ListClusterNodes": NODES, "DescribeClusterNode": NODE,
-             "BatchDeleteClusterNodes": BATCH, "CreateCluster": ARN, "UpdateCluster": ARN,
+             "BatchDeleteClusterNodes": BATCH, "BatchRebootClusterNodes": RECOVER,
+             "BatchReplaceClusterNodes": RECOVER, "CreateCluster": ARN, "UpdateCluster": ARN,
              "DeleteCluster": ARN, "ListClusterEvents": EVENTS}
 
 REQUESTS = []
@@ -118,6 +124,10 @@ OUTPUT_CASES = [
      ["json", "text", "table"]),
     ("batch", ["batch-delete-cluster-nodes", "--cluster-name", "x", "--node-ids", "a", "b"],
      ["json", "text", "table"]),
+    ("reboot", ["batch-reboot-cluster-nodes", "--cluster-name", "x", "--node-ids", "a", "b", "c"],
+     ["json", "text", "table"]),
+    ("replace", ["batch-replace-cluster-nodes", "--cluster-name", "x", "--node-ids", "a"],
+     ["json", "text", "table"]),
     ("create", ["create-cluster", "--cluster-name", "x"], ["json", "text", "table"]),
     ("events", ["list-cluster-events", "--cluster-name", "x"], ["json", "text", "table"]),
 ]
@@ -132,6 +142,10 @@ REQUEST_CASES = [
                      '"InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]}]',
                      "--orchestrator", "Slurm={SlurmConfigStrategy=Managed}"]),
     ("batch_delete", ["batch-delete-cluster-nodes", "--cluster-name", "c", "--node-ids", "i-1", "i-2"]),
+    ("batch_reboot", ["batch-reboot-cluster-nodes", "--cluster-name", "c", "--node-ids", "i-1", "i-2"]),
+    ("batch_replace", ["batch-replace-cluster-nodes", "--cluster-name", "c", "--node-ids", "i-1"]),
+    ("batch_reboot_logical", ["batch-reboot-cluster-nodes", "--cluster-name", "c",
+                              "--node-logical-ids", "n-1", "n-2"]),
     ("list_nodes", ["list-cluster-nodes", "--cluster-name", "c", "--include-node-logical-ids",
                     "--sort-order", "Descending", "--creation-time-after", "2023-11-26T00:00:00Z",
                     "--instance-group-name-contains", "comp", "--max-results", "5"]),
