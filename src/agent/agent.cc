@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "hpod/agent/fs_util.h"
+#include "hpod/agent/health/checks.h"
 #include "hpod/agent/session.h"
 
 namespace hpod::agent {
@@ -19,6 +20,25 @@ std::string ReadBootId() {
   std::string id = *text;
   while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
   return id;
+}
+
+// The InstanceType of the group whose Instances list `instance_id` (HyperPod's
+// resource_config.json shape); "" when it is not there.
+std::string InstanceTypeOf(const Json& resource_config, const std::string& instance_id) {
+  if (!resource_config.is_object()) return "";
+  auto groups = resource_config.find("InstanceGroups");
+  if (groups == resource_config.end() || !groups->is_array()) return "";
+  for (const Json& g : *groups) {
+    auto instances = g.is_object() ? g.find("Instances") : g.end();
+    if (instances == g.end() || !instances->is_array()) continue;
+    for (const Json& i : *instances) {
+      if (i.is_object() && i.value("InstanceId", "") == instance_id) {
+        auto type = g.find("InstanceType");
+        return type != g.end() && type->is_string() ? type->get<std::string>() : "";
+      }
+    }
+  }
+  return "";
 }
 
 std::string Hostname(const std::string& configured) {
@@ -91,6 +111,20 @@ Agent::Agent(AgentOptions options, const Clock& clock)
         }
         channel_->Send(report.ToJson());
       });
+  if (options_.health.interval.count() > 0) {
+    health::NodeProbes probes;
+    probes.state_dir = options_.state_dir;
+    probes.slurm_state = [this] { return slurm_->State(); };
+    probes.instance_type = [this] {
+      MutexLock lock(instance_type_mu_);
+      return instance_type_;
+    };
+    // Built now, started in Run: the kernel log is read from this moment on.
+    health_ = std::make_unique<health::HealthChecker>(
+        health::HealthCheckerOptions{options_.health.interval, options_.health.timeout}, clock_,
+        health::MakeHealthChecks(options_.health, probes, clock_),
+        [this](const proto::HealthReport& report) { channel_->Send(report.ToJson()); });
+  }
 }
 
 Agent::~Agent() {
@@ -103,6 +137,7 @@ Agent::~Agent() {
   commands_.Shutdown();
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
   ReapSessions(/*all=*/true);
+  if (health_) health_->Stop();
   slurm_->Stop();
 }
 
@@ -118,8 +153,15 @@ int Agent::Run() {
   }
   spdlog::info("hpod-agent {} for {} starting; endpoint {}", kAgentVersion, options_.instance_id,
                options_.endpoint);
+  // The instance type, for the GPU check, until hpodd's config says it again:
+  // the resource_config.json of an earlier run of this node.
+  if (auto text = ReadFile(options_.config_dir + "/resource_config.json"); text.ok()) {
+    LearnInstanceType(Json::parse(*text, nullptr, /*allow_exceptions=*/false));
+  }
+  if (health_) health_->Start();
   Status served = channel_->Run();
   Stop();
+  if (health_) health_->Stop();
   commands_.Shutdown();
   // A script running when the agent stops is left to its timeout (it may be
   // installing software); Run only returns after it, so the outcome is persisted.
@@ -159,6 +201,19 @@ void Agent::OnConnected() {
   if (lifecycle_.status().state == api::LifecycleState::kSucceeded) SendProvisioningParameters();
   channel_->Send(proto::SlurmStateReport{slurm_->State()}.ToJson());
   slurm_->ResendNodes();
+  // hpodd may have restarted and lost it; reports made while disconnected are
+  // in the outbox, but the latest is what counts.
+  if (health_) {
+    proto::HealthReport latest = health_->Current();
+    if (latest.seq > 0) channel_->Send(latest.ToJson());
+  }
+}
+
+void Agent::LearnInstanceType(const Json& resource_config) {
+  std::string type = InstanceTypeOf(resource_config, options_.instance_id);
+  if (type.empty()) return;
+  MutexLock lock(instance_type_mu_);
+  instance_type_ = std::move(type);
 }
 
 void Agent::SendProvisioningParameters() {
@@ -236,6 +291,7 @@ void Agent::OnConfig(const Json& message) {
   if (config.ok() && config->heartbeat_interval_ms) {
     channel_->SetHeartbeatInterval(std::chrono::milliseconds(*config->heartbeat_interval_ms));
   }
+  if (config.ok()) LearnInstanceType(config->resource_config);
   if (have_config_) return;  // the lifecycle runs once per agent process
   have_config_ = true;
   // A malformed config fails the node's lifecycle with the reason (below): waiting

@@ -1,7 +1,8 @@
 #pragma once
 
 // The agent's composition root: owns the channel to hpodd, the lifecycle runner,
-// the command runner and the shell sessions, and routes hpodd's messages to them.
+// the command runner, the shell sessions and the health checks, and routes
+// hpodd's messages to them.
 // Members are declared in dependency order (the channel last, so it is destroyed
 // first and nothing calls into a destroyed runner).
 //
@@ -20,6 +21,7 @@
 #include "hpod/agent/agent_options.h"
 #include "hpod/agent/channel.h"
 #include "hpod/agent/commands.h"
+#include "hpod/agent/health/health_checks.h"
 #include "hpod/agent/lifecycle.h"
 #include "hpod/agent/slurm_node.h"
 #include "hpod/base/clock.h"
@@ -69,6 +71,8 @@ class Agent final : public ChannelHandler {
   // provisioning_parameters.json), once the scripts succeeded.
   void SendProvisioningParameters();
   void OpenSession(const nlohmann::json& message);
+  // The node's instance type from a resource_config (its group's InstanceType).
+  void LearnInstanceType(const nlohmann::json& resource_config);
   void ReapSessions(bool all);
 
   const AgentOptions options_;
@@ -81,6 +85,11 @@ class Agent final : public ChannelHandler {
   CommandRunner commands_;
   std::unique_ptr<Channel> channel_;
   std::unique_ptr<SlurmNode> slurm_;  // after channel_: its callbacks send on it
+  Mutex instance_type_mu_;
+  std::string instance_type_ GUARDED_BY(instance_type_mu_);  // "" until known
+  // After slurm_, channel_ and instance_type_: its checks read them and its
+  // reports go out on channel_. Null when health checks are off (interval 0).
+  std::unique_ptr<health::HealthChecker> health_;
   const std::shared_ptr<LogTarget> log_target_ = std::make_shared<LogTarget>();
 
   // Run's thread only.

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "hpod/agent/health/checks.h"
 #include "hpod/agent/slurm_node.h"
 #include "hpod/base/status.h"
 
@@ -33,6 +34,9 @@ struct AgentOptions {
   std::string state_dir;
   std::string hostname;    // empty: gethostname()
   std::string private_ip;  // empty: reported as ""
+  // The health checks (docs/node-health.md); the file's optional health_* keys
+  // (PROTOCOL.md, "Agent config file"). An interval of 0 turns them off.
+  health::HealthOptions health;
 
   // Not in the file; overridable by tests.
   // Where resource_config.json and provisioning_parameters.json go (HyperPod path).

@@ -1,5 +1,6 @@
 #include "hpod/api/agent_protocol.h"
 
+#include <initializer_list>
 #include <utility>
 
 namespace hpod::api::agentproto {
@@ -47,6 +48,25 @@ class Reader {
       if (!v->is_number_integer()) return Fail(key, "must be an integer");
       *out = v->get<int64_t>();
     }
+  }
+  void Num(const char* key, double* out, bool required = false) {
+    if (const Json* v = Get(key, required)) {
+      if (!v->is_number()) return Fail(key, "must be a number");
+      *out = v->get<double>();
+    }
+  }
+  // A string that must be one of `allowed` (a closed enum of the wire).
+  void OneOf(const char* key, std::string* out, std::initializer_list<std::string_view> allowed,
+             bool required = false) {
+    const bool had = status_.ok();
+    Str(key, out, required);
+    if (!had || !status_.ok() || Find(key) == nullptr) return;
+    std::string list;
+    for (std::string_view a : allowed) {
+      if (*out == a) return;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    Fail(key, "must be one of " + list + " (not '" + *out + "')");
   }
   void Bool(const char* key, bool* out, bool required = false) {
     if (const Json* v = Get(key, required)) {
@@ -160,6 +180,18 @@ StatusOr<SlurmNodeEntry> ParseSlurmNodeEntry(const Json& j, Ctx ctx) {
   return r.Done(std::move(n));
 }
 
+StatusOr<HealthCheck> ParseHealthCheck(const Json& j, Ctx ctx) {
+  Reader r(j, ctx);
+  HealthCheck c;
+  r.Str("name", &c.name, true);
+  r.OneOf("result", &c.result, {"ok", "fail", "timeout", "skipped"}, true);
+  r.OneOf("verdict", &c.verdict, {"Healthy", "Reboot", "Replace"});
+  r.Str("reason", &c.reason);
+  r.Int("duration_ms", &c.duration_ms);
+  r.Num("time", &c.time);
+  return r.Done(std::move(c));
+}
+
 StatusOr<S3Config> ParseS3Config(const Json& j, Ctx ctx) {
   Reader r(j, ctx);
   S3Config s;
@@ -218,6 +250,14 @@ Json SlurmNodeEntry::ToJson() const {
               {"state", state},
               {"reason", reason},
               {"slurmd_start_time", slurmd_start_time}};
+}
+
+StatusOr<HealthCheck> HealthCheck::FromJson(const Json& j) {
+  return ParseHealthCheck(j, {"health check", ""});
+}
+Json HealthCheck::ToJson() const {
+  return Json{{"name", name},     {"result", result},           {"verdict", verdict},
+              {"reason", reason}, {"duration_ms", duration_ms}, {"time", time}};
 }
 
 StatusOr<S3Config> S3Config::FromJson(const Json& j) { return ParseS3Config(j, {"s3", ""}); }
@@ -346,6 +386,29 @@ Json SlurmNodes::ToJson() const {
   Json list = Json::array();
   for (const auto& n : nodes) list.push_back(n.ToJson());
   return Typed(kType, Json{{"nodes", std::move(list)}});
+}
+
+StatusOr<HealthReport> HealthReport::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  HealthReport h;
+  r.Int("seq", &h.seq);
+  auto it = j.is_object() ? j.find("checks") : j.end();
+  if (r.status().ok() && (it == j.end() || !it->is_array())) {
+    r.Fail("checks", it == j.end() || it->is_null() ? "is missing" : "must be an array");
+  }
+  if (!r.status().ok()) return r.status();
+  for (size_t i = 0; i < it->size(); ++i) {
+    HPOD_ASSIGN_OR_RETURN(
+        HealthCheck c, ParseHealthCheck((*it)[i], {kType, "checks[" + std::to_string(i) + "]."}));
+    h.checks.push_back(std::move(c));
+  }
+  return h;
+}
+Json HealthReport::ToJson() const {
+  Json list = Json::array();
+  for (const auto& c : checks) list.push_back(c.ToJson());
+  return Typed(kType, Json{{"seq", seq}, {"checks", std::move(list)}});
 }
 
 StatusOr<CommandResult> CommandResult::FromJson(const Json& j) {

@@ -82,6 +82,22 @@ struct SlurmNodeEntry {
   bool operator==(const SlurmNodeEntry&) const = default;
 };
 
+// One health check's latest result (`health.checks[]`). The agent runs each
+// check on an interval with a timeout (src/agent/health/); hpodd turns the worst
+// verdict of a report into the node's verdict (docs/node-health.md).
+struct HealthCheck {
+  std::string name;              // "disk:/fsx", "slurmd", "gpu:xid", "flag_file", ...
+  std::string result = "ok";     // "ok" | "fail" | "timeout" | "skipped"
+  std::string verdict = "Healthy";  // "Healthy" | "Reboot" | "Replace" (only for "fail"/"timeout")
+  std::string reason;            // one line, for events and the recovery record
+  int64_t duration_ms = 0;
+  double time = 0;  // epoch seconds when the check finished
+
+  static StatusOr<HealthCheck> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const HealthCheck&) const = default;
+};
+
 // `config.lifecycle.s3`: how the agent reaches S3 for an s3:// source.
 struct S3Config {
   std::string endpoint;
@@ -190,6 +206,18 @@ struct SlurmNodes {
   static StatusOr<SlurmNodes> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
   bool operator==(const SlurmNodes&) const = default;
+};
+
+// The agent's health checks, sent when any check's result or verdict changes and
+// after every (re)connect; `seq` grows by one per report of a connection.
+struct HealthReport {
+  static constexpr std::string_view kType = "health";
+  int64_t seq = 0;
+  std::vector<HealthCheck> checks;
+
+  static StatusOr<HealthReport> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const HealthReport&) const = default;
 };
 
 struct CommandResult {
@@ -303,10 +331,11 @@ struct Error {
 };
 
 // Every message type above (the PROTOCOL.md test checks the document against it).
-inline constexpr std::array<std::string_view, 17> kMessageTypes = {
+inline constexpr std::array<std::string_view, 18> kMessageTypes = {
     // agent → hpodd
     Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
-    ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, CommandResult::kType,
+    ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, HealthReport::kType,
+    CommandResult::kType,
     // hpodd → agent
     Credential::kType, Config::kType, ConfigPending::kType, Command::kType, OpenSession::kType,
     SlurmRole::kType, Reprovision::kType, Error::kType};

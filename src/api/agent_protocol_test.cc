@@ -18,6 +18,9 @@ SlurmNodeEntry FullNode() { return {"ip-10-0-0-1", "IDLE+DRAIN", "hpod: removing
 S3Config FullS3() {
   return {"http://127.0.0.1:8080", "us-east-1", "AK", "SK", "/run/hpod/s3.sock"};
 }
+HealthCheck FullCheck() {
+  return {"disk:/", "fail", "Replace", "/ has 1 MiB free (< 16 MiB)", 3, 1700000000.25};
+}
 LifecycleConfig FullLifecycleConfig() { return {"s3://b/p/", "on_create.sh", 99, FullS3()}; }
 
 // One value of every message with every field set (so ToJson writes them all).
@@ -42,10 +45,11 @@ std::map<std::string, json> FullMessages() {
        {FullHello().ToJson(), GetConfig{}.ToJson(), FullHeartbeat().ToJson(),
         LifecycleReport{FullLifecycle()}.ToJson(), Log{"Agent", "x"}.ToJson(),
         ProvisioningParameters{json{{"a", 1}}}.ToJson(), SlurmStateReport{FullSlurm()}.ToJson(),
-        SlurmNodes{{FullNode()}}.ToJson(), CommandResult{"c-1", 0, "o", "e", true, "err"}.ToJson(),
-        Credential{"s"}.ToJson(), FullConfig().ToJson(), ConfigPending{300}.ToJson(),
-        FullCommand().ToJson(), OpenSession{"s-1", {"bash"}, 30, 100, false}.ToJson(),
-        FullSlurmRole().ToJson(), Reprovision{}.ToJson(),
+        SlurmNodes{{FullNode()}}.ToJson(), HealthReport{4, {FullCheck()}}.ToJson(),
+        CommandResult{"c-1", 0, "o", "e", true, "err"}.ToJson(), Credential{"s"}.ToJson(),
+        FullConfig().ToJson(), ConfigPending{300}.ToJson(), FullCommand().ToJson(),
+        OpenSession{"s-1", {"bash"}, 30, 100, false}.ToJson(), FullSlurmRole().ToJson(),
+        Reprovision{}.ToJson(),
         Error{"heartbeat", "heartbeat: field 'seq' must be an integer"}.ToJson()}) {
     m[j["type"].get<std::string>()] = j;
   }
@@ -57,6 +61,7 @@ std::map<std::string, json> FullObjects() {
   return {{"LifecycleState", FullLifecycle().ToJson()},
           {"SlurmStatus", FullSlurm().ToJson()},
           {"SlurmNodeEntry", FullNode().ToJson()},
+          {"HealthCheck", FullCheck().ToJson()},
           {"LifecycleConfig", FullLifecycleConfig().ToJson()},
           {"S3Config", FullS3().ToJson()}};
 }
@@ -92,6 +97,10 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(SlurmStateReport{FullSlurm()});
   ExpectRoundTrip(SlurmNodes{{FullNode(), SlurmNodeEntry{"n2", "IDLE", "", "1"}}});
   ExpectRoundTrip(SlurmNodes{});
+  ExpectRoundTrip(FullCheck());
+  ExpectRoundTrip(
+      HealthReport{1, {FullCheck(), HealthCheck{"gpu", "skipped", "Healthy", "", 0, 0}}});
+  ExpectRoundTrip(HealthReport{});
   ExpectRoundTrip(CommandResult{"c-1", 4, "o", "e", false, ""});
   ExpectRoundTrip(Credential{"secret"});
   ExpectRoundTrip(FullConfig());
@@ -160,6 +169,22 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
        "slurm_nodes: field 'nodes' must be an array"},
       {"node entry", Parse<SlurmNodes>(R"({"nodes":[{"name":"a"},{"name":1}]})"),
        "slurm_nodes: field 'nodes[1].name' must be a string"},
+      {"health checks", Parse<HealthReport>(R"({"type":"health","seq":1})"),
+       "health: field 'checks' is missing"},
+      {"health result type", Parse<HealthReport>(R"({"checks":[{"name":"gpu","result":1}]})"),
+       "health: field 'checks[0].result' must be a string"},
+      {"health result", Parse<HealthReport>(R"({"checks":[{"name":"a","result":"ok"},
+                                   {"name":"gpu","result":"bad"}]})"),
+       "health: field 'checks[1].result' must be one of ok, fail, timeout, skipped (not 'bad')"},
+      {"health verdict",
+       Parse<HealthReport>(R"({"checks":[{"name":"gpu","result":"fail","verdict":"Reset"}]})"),
+       "health: field 'checks[0].verdict' must be one of Healthy, Reboot, Replace (not 'Reset')"},
+      {"health name", Parse<HealthReport>(R"({"checks":[{"result":"ok"}]})"),
+       "health: field 'checks[0].name' is missing"},
+      {"health time", Parse<HealthReport>(R"({"checks":[{"name":"a","result":"ok","time":"1"}]})"),
+       "health: field 'checks[0].time' must be a number"},
+      {"health check", Parse<HealthCheck>(R"({"name":"a"})"),
+       "health check: field 'result' is missing"},
       {"result", Parse<CommandResult>(R"({"id":"c","timed_out":1})"),
        "command_result: field 'timed_out' must be a boolean"},
       {"slurm state", Parse<SlurmStateReport>(R"({"daemon":"running","restarts":"1"})"),
