@@ -87,6 +87,35 @@ struct AgentRecord {
   double registered_time = 0;
 };
 
+// One node recovery (controlplane/recovery.h drives it): why it started, what it
+// does (Reboot or Replace), how far it got, and when each step happened. Written
+// before each step it describes is taken (intent before action), so a restarted
+// hpodd resumes it where it stopped. Deleted with its cluster.
+struct RecoveryRecord {
+  std::string recovery_id;  // "rcv-" + 12 [a-z0-9]
+  std::string cluster_id;
+  std::string group_name;
+  std::string instance_id;     // the node found faulty
+  std::string replacement_id;  // Replace: the new node, chosen together with its row
+  std::string hostname;        // kept by the replacement (and its Slurm NodeName)
+  std::string private_ip;
+  std::string action;  // "Reboot" | "Replace"
+  // What found the fault: "HealthCheck" | "Heartbeat" | "Instance" | "Slurm" |
+  // "BatchRebootClusterNodes" | "BatchReplaceClusterNodes".
+  std::string source;
+  std::string check;  // the failing check or signal ("disk:/fsx", "heartbeat", ...)
+  std::string reason;
+  bool node_dead = false;   // the node runs nothing any more: cancel its steps, do not wait
+  bool automatic = true;    // NodeRecovery=Automatic; false: mark and report only
+  std::string phase;        // RecoveryPhase name (recovery.h)
+  std::string status;       // "InProgress" | "Succeeded" | "Failed" | "Reported" | "Cancelled"
+  std::string message;      // why it failed or was cancelled
+  double created = 0;
+  double finished = 0;
+  // [{"step": "Detected", "time": epoch s, "detail": "..."}], in order.
+  nlohmann::json timeline = nlohmann::json::array();
+};
+
 enum class Role { kAdmin, kUser };
 
 struct AccessKeyRecord {

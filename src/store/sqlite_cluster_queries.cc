@@ -223,6 +223,7 @@ Status SqliteTx::PutCluster(const ClusterRecord& c) {
 Status SqliteTx::DeleteCluster(const std::string& id) {
   for (const char* sql :
        {"DELETE FROM nodes WHERE cluster_id=?", "DELETE FROM node_agents WHERE cluster_id=?",
+        "DELETE FROM recoveries WHERE cluster_id=?",
         "DELETE FROM running_counts WHERE cluster_id=?",
         "DELETE FROM instance_groups WHERE cluster_id=?", "DELETE FROM events WHERE cluster_id=?",
         // Per-cluster settings (munge key, provisioning parameters) are keyed

@@ -124,6 +124,18 @@ CREATE TABLE node_agents(
   registered_time REAL NOT NULL) STRICT;
 CREATE INDEX node_agents_by_cluster ON node_agents(cluster_id);
 )sql",
+    // v5: node recoveries (issue 14). The record's fields beyond its keys are one
+    // JSON document: only the recovery code reads them, and its timeline grows.
+    R"sql(
+CREATE TABLE recoveries(
+  recovery_id TEXT PRIMARY KEY,
+  cluster_id TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created REAL NOT NULL,
+  body TEXT NOT NULL) STRICT;
+CREATE INDEX recoveries_by_cluster ON recoveries(cluster_id, created, recovery_id);
+)sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

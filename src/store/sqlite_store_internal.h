@@ -46,7 +46,7 @@ StatusOr<T> One(Statement& s, Reader read, const std::string& what) {
 // One WriteTx over a connection inside BEGIN (IMMEDIATE for writes, DEFERRED for
 // reads). Queries on clusters, instance groups and nodes are in
 // sqlite_cluster_queries.cc; events, agents, access keys and settings in
-// sqlite_event_queries.cc.
+// sqlite_event_queries.cc; recoveries in sqlite_recovery_queries.cc.
 class SqliteTx final : public WriteTx {
  public:
   explicit SqliteTx(Database& db) : db_(db) {}
@@ -70,6 +70,8 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::vector<AgentRecord>> ListAgents(const std::string& cluster_id) override;
   StatusOr<std::vector<AccessKeyRecord>> ListAccessKeys() override;
   StatusOr<std::string> GetSetting(const std::string& key) override;
+  StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) override;
+  StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) override;
 
   Status PutCluster(const ClusterRecord& c) override;
   Status DeleteCluster(const std::string& id) override;
@@ -81,6 +83,7 @@ class SqliteTx final : public WriteTx {
   StatusOr<int64_t> AddEvent(const EventRecord& e) override;
   Status PutAccessKey(const AccessKeyRecord& k) override;
   Status PutSetting(const std::string& key, const std::string& value) override;
+  Status PutRecovery(const RecoveryRecord& r) override;
 
  private:
   StatusOr<Statement> Prepare(const char* a, const char* b, const char* c) {

@@ -311,6 +311,77 @@ TEST(SqliteStoreTest, DeleteClusterCascades) {
                   .ok());
 }
 
+TEST(SqliteStoreTest, RecoveriesRoundTripInOrderAndGoWithTheirCluster) {
+  auto store = Memory();
+  RecoveryRecord r;
+  r.recovery_id = "rcv-000000000002";
+  r.cluster_id = "a";
+  r.group_name = "workers";
+  r.instance_id = "i-0123456789abcdef0";
+  r.replacement_id = "i-0123456789abcdef1";
+  r.hostname = "ip-10-77-0-11";
+  r.private_ip = "10.77.0.11";
+  r.action = "Replace";
+  r.source = "Heartbeat";
+  r.check = "heartbeat";
+  r.reason = "no heartbeat";
+  r.node_dead = true;
+  r.automatic = false;
+  r.phase = "Launched";
+  r.status = "InProgress";
+  r.created = 20;
+  r.timeline = nlohmann::json::array({{{"step", "Detected"}, {"time", 20.5}, {"detail", "x"}}});
+  RecoveryRecord older = r;
+  older.recovery_id = "rcv-000000000001";
+  older.created = 10;
+  RecoveryRecord other = r;
+  other.recovery_id = "rcv-000000000003";
+  other.cluster_id = "b";
+  ASSERT_TRUE(store
+                  ->Write([&](WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(tx.PutCluster(Cluster("a", "demo", 1)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(older));
+                    return tx.PutRecovery(other);
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(auto got, tx.GetRecovery(r.recovery_id));
+                    EXPECT_EQ(got.replacement_id, r.replacement_id);
+                    EXPECT_EQ(got.hostname, r.hostname);
+                    EXPECT_EQ(got.private_ip, r.private_ip);
+                    EXPECT_EQ(got.action, "Replace");
+                    EXPECT_EQ(got.source, "Heartbeat");
+                    EXPECT_EQ(got.check, "heartbeat");
+                    EXPECT_TRUE(got.node_dead);
+                    EXPECT_FALSE(got.automatic);
+                    EXPECT_EQ(got.phase, "Launched");
+                    EXPECT_EQ(got.status, "InProgress");
+                    EXPECT_EQ(got.created, 20);
+                    EXPECT_EQ(got.timeline, r.timeline);
+                    HPOD_ASSIGN_OR_RETURN(auto list, tx.ListRecoveries("a"));
+                    EXPECT_EQ(list.size(), 2u);
+                    if (list.size() == 2) {
+                      EXPECT_EQ(list[0].recovery_id, older.recovery_id);
+                      EXPECT_EQ(list[1].recovery_id, r.recovery_id);
+                    }
+                    EXPECT_EQ(tx.GetRecovery("rcv-nope").status().code(), StatusCode::kNotFound);
+                    return OkStatus();
+                  })
+                  .ok());
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.DeleteCluster("a"); }).ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(auto a, tx.ListRecoveries("a"));
+                    HPOD_ASSIGN_OR_RETURN(auto b, tx.ListRecoveries("b"));
+                    EXPECT_TRUE(a.empty());
+                    EXPECT_EQ(b.size(), 1u);
+                    return OkStatus();
+                  })
+                  .ok());
+}
+
 TEST(SqliteStoreTest, EventsNewestFirstWithSeqPagination) {
   auto store = Memory();
   ASSERT_TRUE(store
@@ -365,7 +436,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 4);
+    EXPECT_EQ((*store)->SchemaVersion(), 5);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {

@@ -91,6 +91,9 @@ class ReadTx {
   virtual StatusOr<std::vector<AgentRecord>> ListAgents(const std::string& cluster_id) = 0;
   // kNotFound when unset.
   virtual StatusOr<std::string> GetSetting(const std::string& key) = 0;
+  virtual StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) = 0;
+  // A cluster's recoveries, oldest first.
+  virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) = 0;
 };
 
 class WriteTx : public ReadTx {
@@ -109,6 +112,7 @@ class WriteTx : public ReadTx {
   virtual StatusOr<int64_t> AddEvent(const EventRecord& e) = 0;
   virtual Status PutAccessKey(const AccessKeyRecord& k) = 0;
   virtual Status PutSetting(const std::string& key, const std::string& value) = 0;
+  virtual Status PutRecovery(const RecoveryRecord& r) = 0;
 };
 
 class Store {

@@ -1,0 +1,82 @@
+// Recovery records (records.h RecoveryRecord): keys in columns, the rest as one
+// JSON body.
+#include "hpod/store/sqlite_store_internal.h"
+
+namespace hpod::store::internal {
+namespace {
+
+using Json = nlohmann::json;
+
+Json Body(const RecoveryRecord& r) {
+  return Json{{"group_name", r.group_name},   {"replacement_id", r.replacement_id},
+              {"hostname", r.hostname},       {"private_ip", r.private_ip},
+              {"action", r.action},           {"source", r.source},
+              {"check", r.check},             {"reason", r.reason},
+              {"node_dead", r.node_dead},     {"automatic", r.automatic},
+              {"phase", r.phase},             {"message", r.message},
+              {"finished", r.finished},       {"timeline", r.timeline}};
+}
+
+StatusOr<RecoveryRecord> ReadRecovery(const Statement& s) {
+  RecoveryRecord r;
+  r.recovery_id = s.Text(0);
+  r.cluster_id = s.Text(1);
+  r.instance_id = s.Text(2);
+  r.status = s.Text(3);
+  r.created = s.Real(4);
+  Json b = Json::parse(s.Text(5), nullptr, /*allow_exceptions=*/false);
+  if (!b.is_object()) return InternalError("recovery " + r.recovery_id + ": unreadable body");
+  r.group_name = b.value("group_name", "");
+  r.replacement_id = b.value("replacement_id", "");
+  r.hostname = b.value("hostname", "");
+  r.private_ip = b.value("private_ip", "");
+  r.action = b.value("action", "");
+  r.source = b.value("source", "");
+  r.check = b.value("check", "");
+  r.reason = b.value("reason", "");
+  r.node_dead = b.value("node_dead", false);
+  r.automatic = b.value("automatic", true);
+  r.phase = b.value("phase", "");
+  r.message = b.value("message", "");
+  r.finished = b.value("finished", 0.0);
+  if (auto it = b.find("timeline"); it != b.end() && it->is_array()) r.timeline = *it;
+  return r;
+}
+
+constexpr char kCols[] = "recovery_id, cluster_id, instance_id, status, created, body";
+
+}  // namespace
+
+StatusOr<RecoveryRecord> SqliteTx::GetRecovery(const std::string& recovery_id) {
+  HPOD_ASSIGN_OR_RETURN(Statement s,
+                        Prepare("SELECT ", kCols, " FROM recoveries WHERE recovery_id=?"));
+  s.Bind(1, recovery_id);
+  HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFoundError("recovery " + recovery_id);
+  return ReadRecovery(s);
+}
+
+StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveries(const std::string& cluster_id) {
+  HPOD_ASSIGN_OR_RETURN(
+      Statement s, Prepare("SELECT ", kCols,
+                           " FROM recoveries WHERE cluster_id=? ORDER BY created, recovery_id"));
+  s.Bind(1, cluster_id);
+  std::vector<RecoveryRecord> out;
+  while (true) {
+    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status SqliteTx::PutRecovery(const RecoveryRecord& r) {
+  HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("INSERT OR REPLACE INTO recoveries(", kCols,
+                                             ") VALUES(?,?,?,?,?,?)"));
+  s.Bind(1, r.recovery_id).Bind(2, r.cluster_id).Bind(3, r.instance_id).Bind(4, r.status);
+  s.Bind(5, r.created).Bind(6, Body(r).dump());
+  return s.Run();
+}
+
+}  // namespace hpod::store::internal
