@@ -100,6 +100,8 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   std::string log_file;
   std::string node_block = "10.77.0.0/16", fsx_root, s3_endpoint, s3_region = "us-east-1";
   std::string link_prefix = "hp";
+  int node_disk_mb = 0;
+  std::string fake_nvml_library;
   int heartbeat_ms = 5000, lifecycle_timeout_s = 1800, register_timeout_s = 120;
   int slurmd_timeout_s = 30;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
@@ -123,6 +125,15 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
                   "Prefix (1-4 chars) of the bridge, veth and netns names of local nodes; two "
                   "hpodd on one host need different ones")
         ->capture_default_str();
+    a->add_option("--node-disk-mb", node_disk_mb,
+                  "Give each new local node its own disk of this many MiB (a tmpfs, so "
+                  "`hpod inject-fault --kind disk-full` fills it, not the host); 0: a directory "
+                  "on the host's disk")
+        ->check(CLI::Range(0, 1 << 20))
+        ->capture_default_str();
+    a->add_option("--fake-nvml-library", fake_nvml_library,
+                  "Path of a fake libnvidia-ml (hpod_fake_nvml) that the agents of GPU nodes "
+                  "load, so GPU health checks and gpu-xid faults work without GPUs");
     a->add_option("--s3-endpoint", s3_endpoint,
                   "S3 endpoint for s3:// lifecycle scripts (path-style; credentials from "
                   "HPOD_S3_ACCESS_KEY_ID / HPOD_S3_SECRET_ACCESS_KEY)");
@@ -260,6 +271,8 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   context.node_block = node_block;
   context.fsx_root = fsx_root;
   context.link_prefix = link_prefix;
+  context.node_disk_mb = node_disk_mb;
+  context.fake_nvml_library = fake_nvml_library;
   return RunServe(options, context, make_provider, provider_description);
 }
 

@@ -15,10 +15,12 @@ namespace hpod::cmd {
 // What `hpodd serve` knows when it makes its provider (flags and paths).
 struct ProviderContext {
   std::string data_dir;
-  std::string agent_socket;  // hpodd's agent listener (a Unix socket path)
-  std::string node_block;    // --node-block
-  std::string fsx_root;      // --fsx-root (empty: <data_dir>/local/fsx)
-  std::string link_prefix;   // --link-prefix (names of bridges, veths, netns)
+  std::string agent_socket;       // hpodd's agent listener (a Unix socket path)
+  std::string node_block;         // --node-block
+  std::string fsx_root;           // --fsx-root (empty: <data_dir>/local/fsx)
+  std::string link_prefix;        // --link-prefix (names of bridges, veths, netns)
+  int node_disk_mb = 0;           // --node-disk-mb (0: node disks are plain directories)
+  std::string fake_nvml_library;  // --fake-nvml-library (empty: no NVML seam)
 };
 
 // Makes the provider hpodd runs with; may return null (no provider), or an error

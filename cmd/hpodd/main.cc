@@ -20,7 +20,8 @@ std::string FindProgram(const std::string& name) {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return name;
-  for (const fs::path& p : {self.parent_path() / name, self.parent_path().parent_path() / name / name}) {
+  for (const fs::path& p :
+       {self.parent_path() / name, self.parent_path().parent_path() / name / name}) {
     if (fs::exists(p, ec)) return p.string();
   }
   return name;
@@ -41,6 +42,11 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
   o.node_init_binary = FindProgram("hpod-node-init");
   o.agent_binary = FindProgram("hpod-agent");
   o.agent_endpoint = "unix://" + ctx.agent_socket;
+  o.node_disk_mb = ctx.node_disk_mb;
+  if (!ctx.fake_nvml_library.empty()) {
+    // Nodes resolve it in their own mount namespace: pass it absolute.
+    o.fake_nvml_library = fs::absolute(ctx.fake_nvml_library).string();
+  }
   auto p = hpod::provider::local::LocalProvider::Create(
       o, std::make_unique<hpod::provider::local::RealNodeHost>());
   if (!p.ok()) return p.status();

@@ -118,6 +118,7 @@ std::string VerbChoices() {
   verbs.push_back("wait");
   verbs.push_back("start-session");
   verbs.push_back("logs");
+  verbs.push_back("inject-fault");
   std::sort(verbs.begin(), verbs.end());
   std::string out;
   for (const auto& v : verbs) out += "\n  " + v;
@@ -240,6 +241,10 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
   }
   if (verb == "logs") {
     HPOD_RETURN_IF_ERROR(internal::ParseLogsArgs(rest, help, inv));
+    return inv;
+  }
+  if (verb == "inject-fault") {
+    HPOD_RETURN_IF_ERROR(internal::ParseInjectFaultArgs(rest, help, inv));
     return inv;
   }
   inv.operation = FindOperationByVerb(verb);

@@ -7,6 +7,8 @@
 //   hpod wait cluster-in-service|cluster-deleted --cluster-name NAME [--timeout S] [--delay S]
 //   hpod start-session --target sagemaker-cluster:<id>_<group>-<instance> [--command CMD]
 //   hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]
+//   hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N] [--xid-code N]
+//        (HpodInjectFault's request, run as that operation: Kind kOperation)
 //   hpod help | hpod <verb> help | hpod wait [<waiter>] help | hpod --version
 //
 // verb = XformName(operation) ("DescribeClusterNode" -> describe-cluster-node) and
@@ -72,7 +74,8 @@ struct Invocation {
   GlobalOptions globals;
   std::optional<Expression> query;
 
-  // kHelp: "", a verb, "wait", "wait <waiter>", "start-session" or "logs".
+  // kHelp: "", a verb, "wait", "wait <waiter>", "start-session", "logs" or
+  // "inject-fault".
   std::string help_topic;
 
   // kOperation.

@@ -1,7 +1,9 @@
 // Each command's own options (args_internal.h): the operations derived from the
 // model, then the hand-written wait, start-session and logs.
 
+#include <algorithm>
 #include <map>
+#include <utility>
 
 #include "hpod/cli/args_internal.h"
 
@@ -303,6 +305,57 @@ Status ParseStartSessionArgs(const std::vector<std::string>& words, bool help, I
   inv.kind = Invocation::Kind::kStartSession;
   inv.session_request = Json::object({{"Target", values["--target"]}});
   if (values.count("--command") != 0) inv.session_request["Command"] = values["--command"];
+  return OkStatus();
+}
+
+// The friendly form of HpodInjectFault; it becomes that operation's request, so
+// output, --query and errors work as for `hpod hpod-inject-fault`.
+Status ParseInjectFaultArgs(const std::vector<std::string>& words, bool help, Invocation& inv) {
+  std::map<std::string, std::string> values;
+  HPOD_ASSIGN_OR_RETURN(bool help_word, ParseSimpleArgs(words,
+                                                        {{"--cluster-name", true},
+                                                         {"--node-id", true},
+                                                         {"--kind", true},
+                                                         {"--seconds", true},
+                                                         {"--xid-code", true}},
+                                                        values));
+  if (help || help_word) {
+    inv.kind = Invocation::Kind::kHelp;
+    inv.help_topic = "inject-fault";
+    return OkStatus();
+  }
+  HPOD_RETURN_IF_ERROR(RequireOptions(values, {"--cluster-name", "--node-id", "--kind"}));
+  const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodInjectFault");
+  const api::Member* kind = op == nullptr ? nullptr : op->input->FindMember("Kind");
+  if (kind == nullptr) return InternalError("the model has no HpodInjectFault operation");
+  // The choices are the model's enum, the one list of fault kinds.
+  const std::vector<std::string>& kinds = kind->shape->enum_values;
+  const std::string& k = values["--kind"];
+  if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) {
+    std::string list;
+    for (const auto& c : kinds) list += (list.empty() ? "'" : ", '") + c + "'";
+    return UsageError("argument --kind: Invalid choice: '" + k + "' (choose from " + list + ")");
+  }
+  Json params = {
+      {"ClusterName", values["--cluster-name"]}, {"NodeId", values["--node-id"]}, {"Kind", k}};
+  for (const auto& [flag, member] :
+       {std::pair<std::string, std::string>{"--seconds", "Seconds"}, {"--xid-code", "XidCode"}}) {
+    if (values.count(flag) == 0) continue;
+    std::optional<int64_t> n = ParseInt(values[flag]);
+    if (!n.has_value()) {
+      return UsageError("argument " + flag + ": invalid int value: '" + values[flag] + "'");
+    }
+    params[member] = *n;
+  }
+  if (k == "partition" && !params.contains("Seconds")) {
+    return UsageError("--kind partition needs --seconds N: how long the node's link stays down");
+  }
+  if (k == "gpu-xid" && !params.contains("XidCode")) {
+    return UsageError("--kind gpu-xid needs --xid-code N: the Xid to report, e.g. 79");
+  }
+  inv.kind = Invocation::Kind::kOperation;
+  inv.operation = op;
+  inv.params = std::move(params);
   return OkStatus();
 }
 

@@ -4,7 +4,7 @@
 // holds the entry point (global options, verb dispatch, names); args_values.cc
 // turns an option's words into a member value by its shape; args_commands.cc
 // parses each command's own options (model operations, wait, start-session,
-// logs).
+// logs, inject-fault).
 //
 // Thread contract: pure functions, like args.h.
 
@@ -53,5 +53,6 @@ Status ParseOperationArgs(const std::vector<std::string>& words, const Environme
 Status ParseWaitArgs(const std::vector<std::string>& words, Invocation& inv);
 Status ParseStartSessionArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
 Status ParseLogsArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
+Status ParseInjectFaultArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
 
 }  // namespace hpod::cli::internal

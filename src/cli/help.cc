@@ -137,6 +137,8 @@ std::string TopLevelHelp() {
       "  hpod start-session --target sagemaker-cluster:<cluster-id>_<group>-<instance-id>\n"
       "                     [--command CMD]\n"
       "  hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]\n"
+      "  hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N]\n"
+      "                    [--xid-code N]\n"
       "  hpod help | hpod <command> help | hpod wait help\n\n"
       "Commands:\n";
   std::vector<std::pair<std::string, std::string>> verbs;
@@ -149,7 +151,8 @@ std::string TopLevelHelp() {
   }
   out += "  wait                          cluster-in-service | cluster-deleted\n";
   out += "  start-session                 a shell or a command on a node (aws ssm start-session)\n";
-  out += "  logs                          a node's lifecycle-script or agent log\n\n";
+  out += "  logs                          a node's lifecycle-script or agent log\n";
+  out += "  inject-fault                  break a node on purpose to test recovery (admin)\n\n";
   out +=
       "Global options (anywhere on the line):\n"
       "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"
@@ -333,6 +336,38 @@ std::string LogsHelp() {
          "      interrupted with Ctrl-C.\n\n"
          "The log is printed as it is, without any formatting; --output and --query do\n"
          "not apply.\n";
+}
+
+std::string InjectFaultHelp() {
+  return "NAME\n"
+         "  inject-fault - break a cluster node on purpose, to test how the cluster recovers\n"
+         "  (hpod HpodInjectFault; admin keys only; recorded as a node event)\n\n"
+         "SYNOPSIS\n"
+         "  hpod inject-fault\n"
+         "    --cluster-name <value>\n"
+         "    --node-id <value>\n"
+         "    --kind <value>\n"
+         "    [--seconds <value>]\n"
+         "    [--xid-code <value>]\n\n"
+         "OPTIONS\n"
+         "  --cluster-name (string) [required]\n"
+         "      The cluster's name or ARN.\n"
+         "  --node-id (string) [required]\n"
+         "      The instance id of a launched node, e.g. i-0123456789abcdef0.\n"
+         "  --kind (string) [required]\n"
+         "      kill-node    every process of the node at once\n"
+         "      kill-agent   the node agent only\n"
+         "      kill-slurmd  the node's slurmd only\n"
+         "      partition    the node's network link down for --seconds, then up again\n"
+         "      hang         every process of the node stopped (never resumed)\n"
+         "      disk-full    the node's disk filled (needs hpodd --node-disk-mb)\n"
+         "      gpu-xid      an NVIDIA Xid --xid-code in the node's kernel log and NVML\n"
+         "      flag-file    \"1\" appended to the node's /var/run/sagemaker_healthcheck_status\n"
+         "  --seconds (integer)\n"
+         "      1-3600; required with --kind partition.\n"
+         "  --xid-code (integer)\n"
+         "      1-1000; required with --kind gpu-xid (e.g. 79: GPU has fallen off the bus).\n\n"
+         "Prints {NodeId, Kind, InjectedTime}. The same as `hpod hpod-inject-fault`.\n";
 }
 
 }  // namespace hpod::cli

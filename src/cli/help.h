@@ -22,6 +22,8 @@ std::string WaitHelp(std::string_view waiter);
 // `hpod start-session help` and `hpod logs help`.
 std::string StartSessionHelp();
 std::string LogsHelp();
+// `hpod inject-fault help`.
+std::string InjectFaultHelp();
 
 // awscli's shorthand example for a flag of shape `shape`, e.g.
 // "SourceS3Uri=string,OnCreate=string,OnInitComplete=string"; empty when the shape

@@ -105,6 +105,8 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
         out << StartSessionHelp();
       } else if (inv.help_topic == "logs") {
         out << LogsHelp();
+      } else if (inv.help_topic == "inject-fault") {
+        out << InjectFaultHelp();
       } else if (inv.help_topic.rfind("wait", 0) == 0) {
         out << WaitHelp(inv.help_topic.size() > 5 ? inv.help_topic.substr(5) : "");
       } else if (const api::Operation* op = FindOperationByVerb(inv.help_topic)) {

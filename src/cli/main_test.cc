@@ -253,5 +253,66 @@ TEST_F(MainTest, WaitSucceedsAndFails) {
   EXPECT_EQ(Run({"wait", "cluster-deleted", "--cluster-name", "missing"}), kExitOk);
 }
 
+TEST_F(MainTest, InjectFaultIsTheHpodInjectFaultOperation) {
+  transport_.On("HpodInjectFault", [](const Json& body) -> StatusOr<http::Response> {
+    return JsonResponse(
+        200, {{"NodeId", body["NodeId"]}, {"Kind", body["Kind"]}, {"InjectedTime", 1700000000.5}});
+  });
+  ASSERT_EQ(Run({"inject-fault", "--cluster-name", "demo", "--node-id", "i-0123456789abcdef0",
+                 "--kind", "partition", "--seconds", "20"}),
+            kExitOk)
+      << err_.str();
+  ASSERT_EQ(transport_.calls.size(), 1u);
+  EXPECT_TRUE(SameJson(transport_.calls[0].body, {{"ClusterName", "demo"},
+                                                  {"NodeId", "i-0123456789abcdef0"},
+                                                  {"Kind", "partition"},
+                                                  {"Seconds", 20}}))
+      << transport_.calls[0].body.dump();
+  EXPECT_NE(out_.str().find("\"Kind\": \"partition\""), std::string::npos) << out_.str();
+  ASSERT_EQ(Run({"inject-fault", "--cluster-name", "demo", "--node-id", "i-0123456789abcdef0",
+                 "--kind", "gpu-xid", "--xid-code", "79", "--query", "Kind", "--output", "text"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(out_.str(), "gpu-xid\n");
+  EXPECT_EQ(transport_.calls.back().body["XidCode"], 79);
+
+  // One line of usage error saying what to fix; nothing is sent.
+  transport_.calls.clear();
+  const std::vector<std::string> base = {"inject-fault", "--cluster-name", "demo", "--node-id",
+                                         "i-0123456789abcdef0"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  auto last_line = [&] {
+    std::string e = err_.str();
+    e.pop_back();
+    return e.substr(e.rfind('\n') + 1);
+  };
+  EXPECT_EQ(Run(with({"--kind", "explode"})), kExitUsage);
+  EXPECT_EQ(last_line(),
+            "hpod: error: argument --kind: Invalid choice: 'explode' (choose from 'kill-node', "
+            "'kill-agent', 'kill-slurmd', 'partition', 'hang', 'disk-full', 'gpu-xid', "
+            "'flag-file')");
+  EXPECT_EQ(Run(with({"--kind", "partition"})), kExitUsage);
+  EXPECT_EQ(last_line(),
+            "hpod: error: --kind partition needs --seconds N: how long the node's link stays down");
+  EXPECT_EQ(Run(with({"--kind", "gpu-xid"})), kExitUsage);
+  EXPECT_EQ(last_line(),
+            "hpod: error: --kind gpu-xid needs --xid-code N: the Xid to report, e.g. 79");
+  EXPECT_EQ(Run(with({"--kind", "partition", "--seconds", "soon"})), kExitUsage);
+  EXPECT_EQ(last_line(), "hpod: error: argument --seconds: invalid int value: 'soon'");
+  EXPECT_EQ(Run({"inject-fault", "--cluster-name", "demo", "--kind", "hang"}), kExitUsage);
+  EXPECT_EQ(last_line(), "hpod: error: the following arguments are required: --node-id");
+  EXPECT_EQ(Run(with({"--kind", "partition", "--seconds", "0"})), kExitUsage);  // model range
+  EXPECT_TRUE(transport_.calls.empty());
+
+  EXPECT_EQ(Run({"inject-fault", "help"}), kExitOk);
+  EXPECT_NE(out_.str().find("inject-fault - break a cluster node on purpose"), std::string::npos);
+  EXPECT_EQ(Run({"help"}), kExitOk);
+  EXPECT_NE(out_.str().find("\n  inject-fault "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hpod::cli

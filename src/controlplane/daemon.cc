@@ -152,7 +152,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->api_ =
       std::make_unique<ClusterApi>(*d->store_, clock, options.control_plane, PageTokenCodec(secret),
                                    [self](const std::string& id) { self->queue_->Add(id); });
-  d->node_api_ = std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_);
+  d->node_api_ = std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_,
+                                           d->provider_.get());
   ApiServerOptions ao;
   ao.insecure_no_auth = options.insecure_no_auth;
   d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, *d->node_api_, clock, ao);

@@ -7,7 +7,10 @@
 //   HpodGetNodeLogs   → a node's lifecycle-script or agent log, resumable by token;
 //   HpodListSlurmNodes → Slurm's view of the cluster's nodes (state, reason) as the
 //                       controller's agent last reported it; Available=false until
-//                       one has.
+//                       one has;
+//   HpodInjectFault    → a fault in a launched node through the provider (admin
+//                       keys only: it is not in ClusterApi::IsReadOnly's set),
+//                       recorded as a Warn event of the node.
 //
 // Thread contract: safe for concurrent calls.
 
@@ -18,6 +21,7 @@
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/node_logs.h"
+#include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
 
 namespace hpod::controlplane {
@@ -30,8 +34,10 @@ struct Caller {
 class NodeApi {
  public:
   // `agents` may be null (no provider with agents): sessions then fail clearly
-  // and HpodListSlurmNodes answers Available=false.
-  NodeApi(store::Store& store, const Clock& clock, AgentService* agents, NodeLogs& logs);
+  // and HpodListSlurmNodes answers Available=false. `provider` may be null (none
+  // configured): HpodInjectFault then fails clearly. Both are borrowed.
+  NodeApi(store::Store& store, const Clock& clock, AgentService* agents, NodeLogs& logs,
+          provider::Provider* provider);
 
   static bool Handles(const std::string& operation);
   StatusOr<nlohmann::ordered_json> Call(const api::Operation& operation,
@@ -41,11 +47,13 @@ class NodeApi {
   StatusOr<nlohmann::ordered_json> StartSession(const nlohmann::json& req, const Caller& caller);
   StatusOr<nlohmann::ordered_json> GetNodeLogs(const nlohmann::json& req);
   StatusOr<nlohmann::ordered_json> ListSlurmNodes(const nlohmann::json& req);
+  StatusOr<nlohmann::ordered_json> InjectFault(const nlohmann::json& req);
 
   store::Store& store_;
   const Clock& clock_;
   AgentService* const agents_;
   NodeLogs& logs_;
+  provider::Provider* const provider_;
 };
 
 }  // namespace hpod::controlplane

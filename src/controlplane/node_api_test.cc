@@ -1,5 +1,6 @@
 // NodeApi's HpodListSlurmNodes: without agents, and with a real AgentService fed
-// by an agent channel over a Unix socket (as in agent_service_test.cc).
+// by an agent channel over a Unix socket (as in agent_service_test.cc); and
+// HpodInjectFault against a provider that records what it was asked.
 
 #include "hpod/controlplane/node_api.h"
 
@@ -15,6 +16,7 @@
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/http/server.h"
 #include "hpod/http/websocket.h"
+#include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
 
 namespace hpod::controlplane {
@@ -28,6 +30,26 @@ constexpr char kClusterId[] = "abcdefabcdef";
 constexpr char kClusterArn[] = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef";
 constexpr char kController[] = "i-00000000000000001";
 constexpr char kWorker[] = "i-00000000000000002";
+
+// Records InjectFault calls; answers with `answer`.
+class RecordingProvider final : public provider::Provider {
+ public:
+  Status Launch(const provider::LaunchSpec&) override { return OkStatus(); }
+  Status Terminate(const std::string&) override { return OkStatus(); }
+  StatusOr<provider::NodeObservation> Describe(const std::string&) override {
+    return provider::NodeObservation{};
+  }
+  StatusOr<std::vector<std::string>> List(const std::string&) override {
+    return std::vector<std::string>{};
+  }
+  Status InjectFault(const std::string& id, const provider::FaultSpec& f) override {
+    calls.push_back(id + " " + std::string(provider::FaultKindName(f.kind)) + " " +
+                    std::to_string(f.seconds) + " " + std::to_string(f.xid));
+    return answer;
+  }
+  std::vector<std::string> calls;
+  Status answer;
+};
 
 class NodeApiTest : public ::testing::Test {
  protected:
@@ -119,6 +141,33 @@ class NodeApiTest : public ::testing::Test {
     return changed_.wait_for(l, kWait, [&] { return agents_->SlurmNodes(kClusterId).has_value(); });
   }
 
+  StatusOr<ordered_json> Inject(NodeApi& api, const json& request) {
+    const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodInjectFault");
+    if (op == nullptr) return InternalError("no HpodInjectFault in the model");
+    return api.Call(*op, request, Caller{});
+  }
+  void MarkLaunched(const char* instance) {
+    ASSERT_TRUE(store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNode(kClusterId, instance));
+                      n.launched = true;
+                      return tx.PutNode(n);
+                    })
+                    .ok());
+  }
+  std::vector<store::EventRecord> NodeEvents(const char* instance) {
+    store::EventQuery q;
+    q.cluster_id = kClusterId;
+    q.instance_id = instance;
+    std::vector<store::EventRecord> events;
+    Status s = store_->Read([&](store::ReadTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(events, tx.QueryEvents(q));
+      return OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return events;
+  }
+
   StatusOr<ordered_json> List(NodeApi& api, const std::string& cluster) {
     const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodListSlurmNodes");
     if (op == nullptr) return InternalError("no HpodListSlurmNodes in the model");
@@ -151,7 +200,7 @@ TEST(NodeApiModelTest, ListSlurmNodesIsAReadOnlyHpodOperation) {
 }
 
 TEST_F(NodeApiTest, WithoutAgentsSlurmIsUnavailable) {
-  NodeApi api(*store_, clock_, nullptr, *logs_);
+  NodeApi api(*store_, clock_, nullptr, *logs_, nullptr);
   for (const std::string name : {"demo", kClusterArn}) {
     auto out = List(api, name);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -160,7 +209,7 @@ TEST_F(NodeApiTest, WithoutAgentsSlurmIsUnavailable) {
 }
 
 TEST_F(NodeApiTest, UnknownClusterIsResourceNotFound) {
-  NodeApi api(*store_, clock_, nullptr, *logs_);
+  NodeApi api(*store_, clock_, nullptr, *logs_, nullptr);
   auto out = List(api, "nope");
   // The API's ResourceNotFound is derived from the code (api/errors.cc).
   EXPECT_EQ(out.status().code(), StatusCode::kNotFound);
@@ -168,7 +217,7 @@ TEST_F(NodeApiTest, UnknownClusterIsResourceNotFound) {
 
 TEST_F(NodeApiTest, ServesTheControllerAgentsReport) {
   StartAgents();
-  NodeApi api(*store_, clock_, agents_.get(), *logs_);
+  NodeApi api(*store_, clock_, agents_.get(), *logs_, nullptr);
   // Connected agents but no report yet: still unavailable.
   auto before = List(api, "demo");
   ASSERT_TRUE(before.ok()) << before.status().ToString();
@@ -216,6 +265,91 @@ TEST_F(NodeApiTest, OnlyTheControllersAgentMayReportSlurmsTable) {
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_FALSE(agents_->SlurmNodes(kClusterId).has_value());
   ws->Close();
+}
+
+TEST(NodeApiModelTest, InjectFaultIsAnAdminOperation) {
+  const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodInjectFault");
+  ASSERT_NE(op, nullptr);
+  for (const char* m : {"ClusterName", "NodeId", "Kind"}) EXPECT_TRUE(op->input->IsRequired(m));
+  EXPECT_TRUE(NodeApi::Handles("HpodInjectFault"));
+  // A user (read-only) key is refused by ApiServer for every op outside this set.
+  EXPECT_FALSE(ClusterApi::IsReadOnly("HpodInjectFault"));
+}
+
+TEST_F(NodeApiTest, InjectFaultAsksTheProviderAndRecordsAWarnEvent) {
+  MarkLaunched(kWorker);
+  RecordingProvider provider;
+  NodeApi api(*store_, clock_, nullptr, *logs_, &provider);
+  auto out = Inject(
+      api, {{"ClusterName", "demo"}, {"NodeId", kWorker}, {"Kind", "partition"}, {"Seconds", 20}});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(provider.calls, std::vector<std::string>{std::string(kWorker) + " partition 20 0"});
+  EXPECT_EQ(*out, ordered_json({{"NodeId", kWorker},
+                                {"Kind", "partition"},
+                                {"InjectedTime", clock_.NowEpochSeconds()}}));
+  auto gpu = Inject(
+      api,
+      {{"ClusterName", kClusterArn}, {"NodeId", kWorker}, {"Kind", "gpu-xid"}, {"XidCode", 79}});
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ(provider.calls.back(), std::string(kWorker) + " gpu-xid 0 79");
+  auto events = NodeEvents(kWorker);
+  ASSERT_EQ(events.size(), 2u);
+  std::vector<std::string> descriptions;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.level, "Warn");
+    EXPECT_EQ(e.resource_type, "Instance");
+    EXPECT_EQ(e.group_name, "workers");
+    descriptions.push_back(e.description);
+  }
+  std::sort(descriptions.begin(), descriptions.end());
+  EXPECT_EQ(descriptions,
+            (std::vector<std::string>{"Fault injected by hpod inject-fault: gpu-xid (Xid 79)",
+                                      "Fault injected by hpod inject-fault: partition for 20 s"}));
+}
+
+TEST_F(NodeApiTest, InjectFaultSaysWhatToFix) {
+  RecordingProvider provider;
+  NodeApi api(*store_, clock_, nullptr, *logs_, &provider);
+  auto partition =
+      Inject(api, {{"ClusterName", "demo"}, {"NodeId", kWorker}, {"Kind", "partition"}});
+  EXPECT_EQ(partition.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(partition.status().message(),
+            "Kind partition needs Seconds: how long the node's link stays down (--seconds 1-3600)");
+  auto xid = Inject(api, {{"ClusterName", "demo"}, {"NodeId", kWorker}, {"Kind", "gpu-xid"}});
+  EXPECT_EQ(xid.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(xid.status().message(),
+            "Kind gpu-xid needs XidCode: the Xid to report, e.g. 79 (--xid-code 1-1000)");
+  auto cluster = Inject(api, {{"ClusterName", "nope"}, {"NodeId", kWorker}, {"Kind", "hang"}});
+  EXPECT_EQ(cluster.status().code(), StatusCode::kNotFound);
+  auto node =
+      Inject(api, {{"ClusterName", "demo"}, {"NodeId", "i-0000000000000000f"}, {"Kind", "hang"}});
+  EXPECT_EQ(node.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.status().aws_type(), "ResourceNotFound");
+  EXPECT_EQ(node.status().message(),
+            "Node i-0000000000000000f not found in cluster demo (see list-cluster-nodes)");
+  auto unlaunched = Inject(api, {{"ClusterName", "demo"}, {"NodeId", kWorker}, {"Kind", "hang"}});
+  EXPECT_EQ(unlaunched.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(unlaunched.status().message(),
+            std::string("Node ") + kWorker +
+                " of cluster demo has not been launched yet; wait until it is Pending or Running");
+  EXPECT_TRUE(provider.calls.empty());
+  EXPECT_TRUE(NodeEvents(kWorker).empty());
+}
+
+TEST_F(NodeApiTest, InjectFaultWithoutProviderOrRefusedByItRecordsNothing) {
+  MarkLaunched(kWorker);
+  const json request = {{"ClusterName", "demo"}, {"NodeId", kWorker}, {"Kind", "disk-full"}};
+  NodeApi none(*store_, clock_, nullptr, *logs_, nullptr);
+  auto out = Inject(none, request);
+  EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(out.status().message(), "hpodd runs no node provider, so it cannot inject faults");
+  RecordingProvider provider;
+  provider.answer = FailedPreconditionError("node has no sized disk");
+  NodeApi api(*store_, clock_, nullptr, *logs_, &provider);
+  out = Inject(api, request);
+  EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(out.status().message(), "node has no sized disk");
+  EXPECT_TRUE(NodeEvents(kWorker).empty());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "hpod/provider/provider.h"
 
+#include <utility>
+
 namespace hpod::provider {
 
 std::string_view NodeStateName(NodeState s) {
@@ -16,6 +18,36 @@ std::string_view NodeStateName(NodeState s) {
       return "Terminated";
   }
   return "?";
+}
+
+namespace {
+
+// The one string table of fault kinds (the CLI's --kind and the API's Kind enum).
+constexpr std::pair<FaultSpec::Kind, std::string_view> kFaultKinds[] = {
+    {FaultSpec::Kind::kKillNode, "kill-node"},
+    {FaultSpec::Kind::kKillAgent, "kill-agent"},
+    {FaultSpec::Kind::kKillSlurmd, "kill-slurmd"},
+    {FaultSpec::Kind::kPartition, "partition"},
+    {FaultSpec::Kind::kHang, "hang"},
+    {FaultSpec::Kind::kDiskFull, "disk-full"},
+    {FaultSpec::Kind::kGpuXid, "gpu-xid"},
+    {FaultSpec::Kind::kFlagFile, "flag-file"},
+};
+
+}  // namespace
+
+std::string_view FaultKindName(FaultSpec::Kind k) {
+  for (const auto& [kind, name] : kFaultKinds) {
+    if (kind == k) return name;
+  }
+  return "?";
+}
+
+std::optional<FaultSpec::Kind> ParseFaultKind(std::string_view name) {
+  for (const auto& [kind, n] : kFaultKinds) {
+    if (n == name) return kind;
+  }
+  return std::nullopt;
 }
 
 }  // namespace hpod::provider

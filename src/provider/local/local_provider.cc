@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "hpod/api/instance_types.h"
 #include "hpod/base/file_util.h"
 #include "hpod/provider/local/node_init.h"
 
@@ -87,6 +88,14 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
                                    overlaps[0] + "; choose another with --node-block");
   }
   HPOD_RETURN_IF_ERROR(host->AddGuardRoute(options.node_block));
+  if (options.node_disk_mb < 0) {
+    return InvalidArgumentError("local provider: node_disk_mb must be 0 (no sized disk) or more");
+  }
+  if (!options.fake_nvml_library.empty() && !fs::exists(options.fake_nvml_library)) {
+    return InvalidArgumentError("fake NVML library " + options.fake_nvml_library +
+                                " does not exist (build the hpod_fake_nvml target)");
+  }
+  if (options.clock == nullptr) options.clock = &RealClock::Get();
   if (options.fsx_root.empty()) options.fsx_root = options.state_dir + "/fsx";
   std::error_code ec;
   for (const char* sub : {"clusters", "nodes"}) {
@@ -97,6 +106,9 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
   std::unique_ptr<LocalProvider> p(
       new LocalProvider(std::move(options), std::move(host), cidr->first, cidr->second));
   HPOD_RETURN_IF_ERROR(p->Load());
+  // Partitions that ended while hpodd was down end now; the rest on the timer.
+  p->RestoreExpiredPartitions();
+  p->StartTimer();
   return p;
 }
 
@@ -132,6 +144,12 @@ std::string LocalProvider::FsxDir(const std::string& id) const {
 std::string LocalProvider::NodeDir(const std::string& id) const {
   return options_.state_dir + "/nodes/" + id;
 }
+std::string LocalProvider::KernelLogPath(const std::string& id) const {
+  return NodeDir(id) + "/disk/state/kmsg";
+}
+std::string LocalProvider::FakeNvmlScriptPath(const std::string& id) const {
+  return NodeDir(id) + "/disk/state/fake-nvml.json";
+}
 
 Status LocalProvider::Load() {
   MutexLock lock(mu_);
@@ -160,6 +178,10 @@ Status LocalProvider::Load() {
     n.index = j->value("index", 0);
     n.process.pid = j->value("pid", 0);
     n.process.start_time = j->value("pid_start_time", uint64_t{0});
+    n.disk_mb = j->value("disk_mb", 0);
+    n.gpus = j->value("gpus", 0);
+    n.last_reboot_request = j->value("last_reboot_request", "");
+    n.partition_until = j->value("partition_until", 0.0);
     if (n.instance_id.empty() || !clusters_.count(n.cluster_id)) continue;
     // Adopt a node whose PID 1 (same pid, same start time) still runs; never kill it.
     n.vanished = !host_->IsAlive(n.process) || !host_->NetnsExists(NetnsName(n.index));
@@ -172,6 +194,14 @@ Status LocalProvider::Load() {
     }
     next_index_ = std::max(next_index_, n.index + 1);
     nodes_[n.instance_id] = n;
+  }
+  // In-place writes are not atomic: repair a hosts file a crash cut short. One
+  // whose content is right is left alone (WriteHosts), so a restart rewrites none.
+  std::set<std::string> with_nodes;
+  for (const auto& [id, n] : nodes_) with_nodes.insert(n.cluster_id);
+  for (const auto& id : with_nodes) {
+    Status s = WriteHosts(id);
+    if (!s.ok()) spdlog::warn("local provider: {}", s.ToString());
   }
   return OkStatus();
 }
@@ -203,7 +233,11 @@ Status LocalProvider::SaveNode(const Node& n) {
             {"netns", NetnsName(n.index)},
             {"veth_host", VethHost(n.index)},
             {"pid", n.process.pid},
-            {"pid_start_time", n.process.start_time}};
+            {"pid_start_time", n.process.start_time},
+            {"disk_mb", n.disk_mb},
+            {"gpus", n.gpus},
+            {"last_reboot_request", n.last_reboot_request},
+            {"partition_until", n.partition_until}};
   return WriteFileAtomic(NodeDir(n.instance_id) + "/node.json", j.dump(2), 0644);
 }
 
@@ -215,7 +249,12 @@ Status LocalProvider::WriteHosts(const std::string& cluster_id) {
   std::sort(lines.begin(), lines.end());
   std::string out = "127.0.0.1 localhost\n";
   for (const auto& [ip, host] : lines) out += FormatIpv4(ip) + " " + host + "\n";
-  return WriteFileInPlace(ClusterDir(cluster_id) + "/hosts", out);
+  // Unchanged content is not rewritten: every node reads this file through its
+  // bind mount, and a replacement with the same name and address changes nothing.
+  const std::string path = ClusterDir(cluster_id) + "/hosts";
+  StatusOr<std::string> current = hpod::ReadFile(path);
+  if (current.ok() && *current == out) return OkStatus();
+  return WriteFileInPlace(path, out);
 }
 
 StatusOr<LocalProvider::Cluster*> LocalProvider::EnsureCluster(const std::string& cluster_id,
@@ -311,7 +350,38 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
   init.agent_config = dir + "/agent.json";
   init.program = options_.node_program;
   if (init.program.empty()) init.program = {options_.agent_binary, "--config", kAgentConfigInNode};
+  init.env = AgentEnv(n);
   return WriteFileAtomic(dir + "/node-init.json", NodeInitConfigToJson(init).dump(2), 0644);
+}
+
+std::map<std::string, std::string> LocalProvider::AgentEnv(const Node& n) const {
+  std::map<std::string, std::string> env = {{"HPOD_KERNEL_LOG", kKernelLogInNode}};
+  if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
+    env["HPOD_NVML_LIBRARY"] = options_.fake_nvml_library;
+    env["HPOD_FAKE_NVML_SCRIPT"] = kFakeNvmlScriptInNode;
+  }
+  return env;
+}
+
+Status LocalProvider::PrepareDisk(const Node& n) {
+  const std::string disk = NodeDir(n.instance_id) + "/disk";
+  std::error_code ec;
+  fs::create_directories(disk, ec);
+  if (ec) return InternalError("creating " + disk + ": " + ec.message());
+  if (n.disk_mb > 0) HPOD_RETURN_IF_ERROR(host_->MountDisk(disk, n.disk_mb));
+  fs::create_directories(disk + "/state", ec);
+  if (ec) return InternalError("creating " + disk + "/state: " + ec.message());
+  // Truncating in place needs no free block, and node-init copies agent.json
+  // afresh at every start into the space its old copy frees: a node whose disk was
+  // filled still boots (and its disk stays full, as a real one would).
+  HPOD_RETURN_IF_ERROR(WriteFileInPlace(KernelLogPath(n.instance_id), ""));
+  fs::remove(disk + "/state/agent.json", ec);
+  if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
+    Status s = WriteFileInPlace(FakeNvmlScriptPath(n.instance_id),
+                                json{{"devices", n.gpus}}.dump() + "\n");
+    if (!s.ok()) spdlog::warn("local provider: node {}: {}", n.instance_id, s.ToString());
+  }
+  return OkStatus();
 }
 
 Status LocalProvider::Spawn(Node& n) {
@@ -321,6 +391,7 @@ Status LocalProvider::Spawn(Node& n) {
   s.config_path = NodeDir(n.instance_id) + "/node-init.json";
   s.log_path = NodeDir(n.instance_id) + "/node-init.log";
   s.hostname = n.hostname;
+  HPOD_RETURN_IF_ERROR(PrepareDisk(n));
   HPOD_ASSIGN_OR_RETURN(n.process, host_->SpawnNode(s));
   n.vanished = false;
   n.ready = false;
@@ -328,6 +399,7 @@ Status LocalProvider::Spawn(Node& n) {
 }
 
 LocalProvider::~LocalProvider() {
+  StopTimer();
   // Nothing of ours is left that the guard protects once the last node is gone.
   Status s = Shutdown(/*remove_guard=*/true);
   if (!s.ok()) spdlog::warn("local provider shutdown: {}", s.ToString());
@@ -368,6 +440,8 @@ Status LocalProvider::Launch(const LaunchSpec& spec) {
   n.ip = *ip;
   n.hostname = HostnameFor(*ip);
   n.index = next_index_++;
+  n.disk_mb = options_.node_disk_mb;
+  if (auto type = api::LookupInstanceType(spec.instance_type)) n.gpus = type->gpus;
   SaveProvider();
 
   // Recorded before any side effect, so a failure anywhere below is undone by the
@@ -399,6 +473,7 @@ Status LocalProvider::RemoveNode(const std::string& instance_id) {
   // PID 1 first: its death takes every process of the node's pid namespace.
   HPOD_RETURN_IF_ERROR(host_->Kill(n.process, kKillTimeout));
   HPOD_RETURN_IF_ERROR(host_->DeleteNodeNetwork(NetnsName(n.index), VethHost(n.index)));
+  if (n.disk_mb > 0) HPOD_RETURN_IF_ERROR(host_->UnmountDisk(NodeDir(instance_id) + "/disk"));
   std::error_code ec;
   fs::remove_all(NodeDir(instance_id), ec);
   if (ec) return InternalError("removing " + NodeDir(instance_id) + ": " + ec.message());
@@ -464,11 +539,15 @@ StatusOr<std::vector<std::string>> LocalProvider::List(const std::string& cluste
   return ids;
 }
 
-Status LocalProvider::Reboot(const std::string& instance_id) {
+Status LocalProvider::Reboot(const std::string& instance_id, const std::string& request_id) {
   MutexLock lock(mu_);
   auto it = nodes_.find(instance_id);
   if (it == nodes_.end()) return NotFoundError("local provider has no node " + instance_id);
   Node& n = it->second;
+  if (!request_id.empty() && request_id == n.last_reboot_request) {
+    spdlog::info("local provider: {} already rebooted for request {}", instance_id, request_id);
+    return OkStatus();
+  }
   HPOD_RETURN_IF_ERROR(host_->Kill(n.process, kKillTimeout));
   auto c = clusters_.find(n.cluster_id);
   if (c == clusters_.end()) return InternalError("node " + instance_id + " has no cluster");
@@ -479,8 +558,16 @@ Status LocalProvider::Reboot(const std::string& instance_id) {
     HPOD_RETURN_IF_ERROR(
         host_->CreateNodeNetwork({NetnsName(n.index), VethHost(n.index), VethNode(n.index),
                                   BridgeName(c->second.subnet), n.ip + "/24"}));
+    n.partition_until = 0;  // a fresh veth is up
   }
-  HPOD_RETURN_IF_ERROR(Spawn(n));
+  // Recorded by Spawn's SaveNode together with the new PID 1: a crash before it
+  // leaves the old id, and a repeated call reboots (the node was killed anyway).
+  const std::string previous = n.last_reboot_request;
+  n.last_reboot_request = request_id;
+  if (Status s = Spawn(n); !s.ok()) {
+    n.last_reboot_request = previous;  // not rebooted: a retry must try again
+    return s;
+  }
   spdlog::info("local provider: rebooted {} (pid {})", instance_id, n.process.pid);
   return OkStatus();
 }

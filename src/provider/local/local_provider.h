@@ -15,18 +15,37 @@
 // On disk, below `state_dir`: `provider.json` (counters), `clusters/<id>/`
 // (`cluster.json`, the cluster's `hosts` file bound on every node's /etc/hosts)
 // and `nodes/<instance id>/` (`node.json`, `agent.json`, `node-init.json`,
-// `node-init.log`, and `disk/`, the node-local disk). Nodes outlive hpodd:
-// Create re-adopts every node whose PID 1 still runs.
+// `node-init.log`, and `disk/`, the node-local disk: a plain directory, or a tmpfs
+// of `node_disk_mb` MiB mounted before the node starts). Nodes outlive hpodd:
+// Create re-adopts every node whose PID 1 still runs, with its disk mounted.
+//
+// On the node disk, in the agent's state dir (/var/lib/hpod-agent in the node,
+// <node dir>/disk/state on the host): `kmsg`, the node's kernel log (HPOD_KERNEL_LOG;
+// nodes share the host's kernel, so /dev/kmsg is not theirs), and for GPU instance
+// types with a fake NVML library `fake-nvml.json`, its script
+// (HPOD_FAKE_NVML_SCRIPT). A reboot starts both afresh, as a machine's kernel ring
+// buffer and GPU state do.
+//
+// Faults (InjectFault, local_faults.cc) act on the real parts: signals to the
+// node's processes, its host-side veth, its disk. A partition's end is persisted
+// in node.json and a provider-owned timer thread restores the link at its end,
+// also after an hpodd restart (Create restores links whose end has passed).
 //
 // Thread contract: safe for concurrent calls; one mutex serializes them (launches
-// hold it while the node's first process starts, typically tens of ms).
+// hold it while the node's first process starts, typically tens of ms; disk-full
+// while it writes the node's disk, at most node_disk_mb MiB of memory; kill-agent
+// and kill-slurmd until their processes are reaped, at most 5 s).
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "hpod/base/clock.h"
 #include "hpod/base/thread_annotations.h"
 #include "hpod/provider/local/ipv4.h"
 #include "hpod/provider/local/node_host.h"
@@ -55,6 +74,18 @@ struct LocalProviderOptions {
   // providers on one host (hpodd and a test) need different prefixes. At most 4
   // characters, so names stay within the kernel's 15.
   std::string link_prefix = "hp";
+  // Size in MiB of each node's disk (nodes/<id>/disk), a tmpfs mounted before the
+  // node starts and unmounted when it is removed. 0: a plain directory on the host's
+  // disk, which `disk-full` refuses to fill. Applies to nodes launched from now on.
+  int node_disk_mb = 0;
+  // A fake libnvidia-ml (target hpod_fake_nvml) for nodes whose instance type has
+  // GPUs: their agent gets HPOD_NVML_LIBRARY=<this path> (it must be visible inside
+  // the node: not under /tmp, /run, /var/log or /var/spool) and
+  // HPOD_FAKE_NVML_SCRIPT. Empty: no NVML seam.
+  std::string fake_nvml_library;
+  // Wall-clock time for partition ends (persisted, so hpodd restarts keep them).
+  // Borrowed, outlives the provider; null: the real clock.
+  const Clock* clock = nullptr;
 };
 
 class LocalProvider final : public Provider {
@@ -74,8 +105,15 @@ class LocalProvider final : public Provider {
   StatusOr<NodeObservation> Describe(const std::string& instance_id) override;
   StatusOr<std::vector<std::string>> List(const std::string& cluster_id) override;
   // Kills PID 1 and starts it again in fresh namespaces: same netns, address,
-  // hostname and node disk.
-  Status Reboot(const std::string& instance_id) override;
+  // hostname and node disk. A call with the request id of the node's last reboot
+  // (persisted in node.json) does nothing; an empty id always reboots.
+  Status Reboot(const std::string& instance_id, const std::string& request_id) override;
+  // Every FaultSpec kind. kNotFound for an unknown node; kFailedPrecondition when
+  // its PID 1 is gone, for kill-agent/kill-slurmd when no such process runs, and
+  // for disk-full without a sized node disk. kill-node leaves the netns and
+  // files alone (recovering the node is the control plane's job); hang is never
+  // undone (Terminate and Reboot still work: SIGKILL ends stopped processes).
+  Status InjectFault(const std::string& instance_id, const FaultSpec& fault) override;
   // Nodes run hpod-agent unless a stand-in program was configured (tests).
   bool RunsAgents() const override { return options_.node_program.empty(); }
 
@@ -88,6 +126,13 @@ class LocalProvider final : public Provider {
   // The node's PID 1 as the host sees it (tests enter the node with nsenter -t).
   std::optional<ProcessId> NodeProcess(const std::string& instance_id) const;
   std::string NodeDir(const std::string& instance_id) const;
+  // Host paths of the node's kernel log and fake NVML script (see above).
+  std::string KernelLogPath(const std::string& instance_id) const;
+  std::string FakeNvmlScriptPath(const std::string& instance_id) const;
+  // Brings up every partitioned link whose end has passed; returns when the next
+  // one ends (nullopt: none left). The timer thread calls it; tests with a fake
+  // clock call it directly.
+  std::optional<std::chrono::system_clock::time_point> RestoreExpiredPartitions() EXCLUDES(mu_);
 
  private:
   struct Cluster {
@@ -99,6 +144,10 @@ class LocalProvider final : public Provider {
     std::string ip, hostname;
     int index = 0;  // n in the names <p>n<n>, <p>v<n>h
     ProcessId process;
+    int disk_mb = 0;                  // its disk is a tmpfs of this size (0: a directory)
+    int gpus = 0;                     // of its instance type; a fake NVML script when > 0
+    std::string last_reboot_request;  // Reboot's request id, for idempotency
+    double partition_until = 0;       // epoch seconds its link comes up again; 0: not cut
     // In memory only: set when Create found PID 1 gone (hpodd restarted).
     bool vanished = false;
     // In memory only: PID 1 has set the hostname (cached per process).
@@ -113,6 +162,10 @@ class LocalProvider final : public Provider {
   Status SaveCluster(const Cluster& c);
   Status WriteHosts(const std::string& cluster_id) REQUIRES(mu_);
   Status WriteNodeFiles(const Node& n, const LaunchSpec& spec);
+  // Mounts the node's sized disk (if any) and writes a fresh kernel log and fake
+  // NVML script on it: before every start of the node's PID 1.
+  Status PrepareDisk(const Node& n);
+  std::map<std::string, std::string> AgentEnv(const Node& n) const;
   // `n` is one of nodes_.
   Status Spawn(Node& n) REQUIRES(mu_);
   // Kills, unplugs and forgets a node; frees its cluster when it was the last.
@@ -130,6 +183,15 @@ class LocalProvider final : public Provider {
   std::string ClusterDir(const std::string& id) const;
   std::string FsxDir(const std::string& id) const;
 
+  // local_faults.cc. `n` is one of nodes_.
+  Status KillNamed(const Node& n, const std::string& name) REQUIRES(mu_);
+  Status Hang(const Node& n) REQUIRES(mu_);
+  Status Partition(Node& n, int seconds) REQUIRES(mu_);
+  Status GpuXid(const Node& n, int xid) REQUIRES(mu_);
+  void TimerLoop() EXCLUDES(mu_);
+  void StartTimer();
+  void StopTimer() EXCLUDES(mu_);
+
   const LocalProviderOptions options_;
   const std::unique_ptr<NodeHost> host_;
   const uint32_t block_;
@@ -139,6 +201,12 @@ class LocalProvider final : public Provider {
   int next_index_ GUARDED_BY(mu_) = 0;
   std::map<std::string, Cluster> clusters_ GUARDED_BY(mu_);
   std::map<std::string, Node> nodes_ GUARDED_BY(mu_);
+
+  // The partition timer: wakes at the next partition end, on Partition(), or to
+  // stop. Declared last: it uses everything above and is joined first.
+  std::condition_variable timer_cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread timer_;
 };
 
 }  // namespace hpod::provider::local

@@ -1,6 +1,7 @@
 // The local provider on real namespaces: two nodes running `sleep` in place of the
 // agent. Needs root, iproute2 and util-linux; skips cleanly otherwise. Uses the
-// test-only node block 10.213.0.0/16 and the link prefix "ht", so it never touches
+// test-only node blocks 10.213.0.0/16 and 10.214.0.0/16 and the link prefixes "ht"
+// and "hu" (one pair per test, so ctest -j runs them side by side), so it never touches
 // a running hpodd's nodes, and removes everything it made even when it fails.
 
 #include <gmock/gmock.h>
@@ -11,6 +12,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -25,8 +28,15 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
-constexpr char kBlock[] = "10.213.0.0/16";
-constexpr char kPrefix[] = "ht";
+// Each test's own block and prefix: `{block, prefix}` by the test's name.
+struct TestNet {
+  const char* block;
+  const char* prefix;
+};
+TestNet NetOf(const std::string& test) {
+  if (test.find("Fault") != std::string::npos) return {"10.214.0.0/16", "hu"};
+  return {"10.213.0.0/16", "ht"};
+}
 
 // Output of a command that is expected to run (stdout + stderr merged).
 std::string Sh(const std::string& script) {
@@ -61,14 +71,14 @@ bool Have(const std::string& program) {
 }
 
 // Removes whatever carries our test-only names (safe: nothing else uses them).
-void ForceCleanup() {
-  Sh(std::string("for n in $(ls /run/netns 2>/dev/null | grep '^") + kPrefix +
+void ForceCleanup(const char* block, const char* prefix) {
+  Sh(std::string("for n in $(ls /run/netns 2>/dev/null | grep '^") + prefix +
      "n'); do ip netns del $n; done; "
      "for l in $(ls /sys/class/net | grep -E '^" +
-     kPrefix +
+     prefix +
      "(v|br)'); do ip link del $l; done; "
      "ip route del unreachable " +
-     kBlock + " 2>/dev/null; true");
+     block + " 2>/dev/null; true");
 }
 
 class LocalProviderRootTest : public ::testing::Test {
@@ -82,14 +92,15 @@ class LocalProviderRootTest : public ::testing::Test {
       GTEST_SKIP() << "cannot create namespaces here";
     }
     if (!fs::exists(HPOD_NODE_INIT_BINARY)) GTEST_SKIP() << "no " << HPOD_NODE_INIT_BINARY;
-    ForceCleanup();
+    net_ = NetOf(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ForceCleanup(net_.block, net_.prefix);
     dir_ = fs::path("/tmp") / ("hpod-local-root-" + std::to_string(getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "sock");
     LocalProviderOptions o;
     o.state_dir = (dir_ / "local").string();
-    o.node_block = kBlock;
-    o.link_prefix = kPrefix;
+    o.node_block = net_.block;
+    o.link_prefix = net_.prefix;
     o.node_init_binary = HPOD_NODE_INIT_BINARY;
     o.agent_endpoint = "unix://" + (dir_ / "sock/agent.sock").string();
     o.node_program = {"sleep", "1000"};
@@ -109,7 +120,10 @@ class LocalProviderRootTest : public ::testing::Test {
       provider_.reset();
     }
     if (!dir_.empty()) {
-      ForceCleanup();
+      ForceCleanup(net_.block, net_.prefix);
+      // Sized node disks a failed test left mounted.
+      Sh("awk '{print $5}' /proc/self/mountinfo | grep '^" + dir_.string() +
+         "/' | sort -r | xargs -r -n1 umount -l");
       fs::remove_all(dir_);
     }
   }
@@ -137,6 +151,15 @@ class LocalProviderRootTest : public ::testing::Test {
     return o;
   }
 
+  // Starts the provider again (as an hpodd restart does), with these options.
+  void Recreate(const LocalProviderOptions& o) {
+    provider_.reset();
+    options_ = o;
+    auto p = LocalProvider::Create(o, std::make_unique<RealNodeHost>());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    provider_ = std::move(*p);
+  }
+
   std::string InNode(const std::string& id, const std::string& ns_flags,
                      const std::string& script) {
     auto pid = provider_->NodeProcess(id);
@@ -145,6 +168,7 @@ class LocalProviderRootTest : public ::testing::Test {
               "'");
   }
 
+  TestNet net_{};
   fs::path dir_;
   LocalProviderOptions options_;
   std::unique_ptr<LocalProvider> provider_;
@@ -162,7 +186,7 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   EXPECT_EQ(b.private_ip, "10.213.0.11");
 
   // Guard and bridge: node addresses route via the bridge, never a gateway.
-  EXPECT_THAT(Sh("ip route show type unreachable"), HasSubstr(kBlock));
+  EXPECT_THAT(Sh("ip route show type unreachable"), HasSubstr(net_.block));
   std::string route = Sh("ip route get 10.213.0.11");
   EXPECT_THAT(route, HasSubstr("dev htbr0"));
   EXPECT_THAT(route, Not(HasSubstr(" via ")));
@@ -214,6 +238,7 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   EXPECT_TRUE(fs::exists(dir_ / "local/fsx/rootc/f.txt"));
   EXPECT_FALSE(fs::exists("/tmp/p.txt"));
   EXPECT_TRUE(fs::exists(provider_->NodeDir("i-a") + "/disk/tmp/p.txt"));
+  EXPECT_EQ(Sh("findmnt -n " + provider_->NodeDir("i-a") + "/disk || echo none"), "none\n");
   EXPECT_EQ(InNode("i-a", "-m", "cat /var/lib/hpod-agent/agent.json | grep -o run/hpod/agent.sock"),
             "run/hpod/agent.sock\n");
 
@@ -236,7 +261,7 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   EXPECT_THAT(Sh("cat " + provider_->NodeDir("i-a") + "/node-init.log"),
               Not(HasSubstr("continuing without it")));  // the /opt overlay worked
   auto old_pid = *provider_->NodeProcess("i-a");
-  ASSERT_TRUE(provider_->Reboot("i-a").ok());
+  ASSERT_TRUE(provider_->Reboot("i-a", "r-1").ok());
   EXPECT_NE(provider_->NodeProcess("i-a")->pid, old_pid.pid);
   EXPECT_EQ(WaitRunning("i-a").state, NodeState::kRunning);
   EXPECT_EQ(InNode("i-a", "-m", "cat /tmp/p.txt"), "private\n");
@@ -267,7 +292,141 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   EXPECT_THAT(ProcessesMentioning(dir_.string() + "/local/nodes"), ::testing::IsEmpty());
   EXPECT_FALSE(fs::exists(dir_ / "local/nodes/i-a"));
   ASSERT_TRUE(provider_->DestroyAll().ok());
-  EXPECT_THAT(Sh("ip route show type unreachable"), Not(HasSubstr(kBlock)));
+  EXPECT_THAT(Sh("ip route show type unreachable"), Not(HasSubstr(net_.block)));
+}
+
+// Waits (generously) for `done`; true when it came.
+bool Eventually(const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+std::string StateOf(pid_t pid) {  // /proc/<pid>/stat field 3: R, S, T, Z, ...
+  std::string stat = Sh("cat /proc/" + std::to_string(pid) + "/stat 2>/dev/null");
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos ? "" : stat.substr(paren + 2, 1);
+}
+
+bool LinkUp(const std::string& link) {  // IFF_UP in /sys/class/net/<link>/flags
+  std::string flags = Sh("cat /sys/class/net/" + link + "/flags");
+  return !flags.empty() && (std::stoul(flags, nullptr, 16) & 1) != 0;
+}
+
+TEST_F(LocalProviderRootTest, EveryFaultActsOnTheRealNode) {
+  LocalProviderOptions o = options_;
+  o.node_disk_mb = 16;
+  o.fake_nvml_library = (dir_ / "libfake-nvml.so").string();  // only its path matters here
+  std::ofstream(o.fake_nvml_library) << "";
+  Recreate(o);
+  LaunchSpec gpu = Spec("i-a");
+  gpu.instance_type = "ml.g5.xlarge";  // one GPU
+  ASSERT_TRUE(provider_->Launch(gpu).ok());
+  ASSERT_TRUE(provider_->Launch(Spec("i-b")).ok());
+  ASSERT_TRUE(provider_->Launch(Spec("i-c")).ok());
+  for (const char* id : {"i-a", "i-b", "i-c"}) {
+    ASSERT_EQ(WaitRunning(id).state, NodeState::kRunning)
+        << Sh("cat " + provider_->NodeDir(id) + "/node-init.log");
+  }
+  const std::string disk = provider_->NodeDir("i-a") + "/disk";
+  EXPECT_THAT(Sh("findmnt -n -o FSTYPE,OPTIONS " + disk), HasSubstr("tmpfs"));
+  EXPECT_EQ(InNode("i-a", "-p -m", "df -k /var/log | tail -1 | awk \"{print \\$2}\""), "16384\n");
+
+  // The agent (here its stand-in, sleep) gets the node's kernel log and fake NVML.
+  auto pid1 = *provider_->NodeProcess("i-a");
+  std::string p1 = std::to_string(pid1.pid);
+  std::string agent =
+      Sh("cut -d\" \" -f1 /proc/" + p1 + "/task/" + p1 + "/children | tr -d \"\\n\"");
+  std::string env = Sh("tr \"\\0\" \"\\n\" < /proc/" + agent + "/environ");
+  EXPECT_THAT(env, HasSubstr("HPOD_KERNEL_LOG=/var/lib/hpod-agent/kmsg\n"));
+  EXPECT_THAT(env, HasSubstr("HPOD_NVML_LIBRARY=" + o.fake_nvml_library + "\n"));
+  EXPECT_THAT(env, HasSubstr("HPOD_FAKE_NVML_SCRIPT=/var/lib/hpod-agent/fake-nvml.json\n"));
+  EXPECT_EQ(InNode("i-a", "-m", "cat /var/lib/hpod-agent/fake-nvml.json"), "{\"devices\":1}\n");
+
+  // gpu-xid: in the node's own kernel log and the fake's script.
+  ASSERT_TRUE(provider_->InjectFault("i-a", {FaultSpec::Kind::kGpuXid, 0, 79}).ok());
+  EXPECT_EQ(InNode("i-a", "-m", "cat /var/lib/hpod-agent/kmsg"),
+            "NVRM: Xid (PCI:0000:00:1e): 79, pid=0, name=hpod-inject-fault, Ch 00000000\n");
+  EXPECT_THAT(InNode("i-a", "-m", "cat /var/lib/hpod-agent/fake-nvml.json"),
+              HasSubstr("\"xids\":[79]"));
+
+  // flag-file: in this node's private /run only.
+  ASSERT_TRUE(provider_->InjectFault("i-a", {FaultSpec::Kind::kFlagFile, 0, 0}).ok());
+  EXPECT_EQ(InNode("i-a", "-m", "cat /var/run/sagemaker_healthcheck_status"), "1\n");
+  EXPECT_EQ(InNode("i-b", "-m", "cat /var/run/sagemaker_healthcheck_status 2>/dev/null || echo no"),
+            "no\n");
+
+  // kill-slurmd: a stand-in slurmd inside the node.
+  EXPECT_EQ(provider_->InjectFault("i-a", {FaultSpec::Kind::kKillSlurmd, 0, 0}).code(),
+            StatusCode::kFailedPrecondition);
+  InNode("i-a", "-p -m",
+         "cp /bin/sleep /tmp/slurmd && setsid /tmp/slurmd 1000 </dev/null >/dev/null 2>&1 &");
+  ASSERT_TRUE(Eventually([&] { return InNode("i-a", "-p -m", "pgrep -x slurmd") != ""; }));
+  Status ks = provider_->InjectFault("i-a", {FaultSpec::Kind::kKillSlurmd, 0, 0});
+  ASSERT_TRUE(ks.ok()) << ks.ToString();
+  EXPECT_TRUE(Eventually([&] { return InNode("i-a", "-p -m", "pgrep -x slurmd") == ""; }));
+  EXPECT_EQ(WaitRunning("i-a").state, NodeState::kRunning);  // the node lives on
+
+  // disk-full: the node's writes fail with ENOSPC.
+  ASSERT_TRUE(provider_->InjectFault("i-a", {FaultSpec::Kind::kDiskFull, 0, 0}).ok());
+  EXPECT_THAT(InNode("i-a", "-m", "echo x > /var/log/probe; true"),
+              HasSubstr("No space left on device"));
+  // A full disk still reboots (and stays full); the same request id does nothing.
+  ASSERT_TRUE(provider_->Reboot("i-a", "r-1").ok());
+  auto rebooted = *provider_->NodeProcess("i-a");
+  EXPECT_NE(rebooted.pid, pid1.pid);
+  ASSERT_TRUE(provider_->Reboot("i-a", "r-1").ok());
+  EXPECT_EQ(*provider_->NodeProcess("i-a"), rebooted);
+  EXPECT_EQ(WaitRunning("i-a").state, NodeState::kRunning);
+  EXPECT_EQ(InNode("i-a", "-m", "cat /var/lib/hpod-agent/kmsg"), "");
+
+  // kill-agent: the agent's exit is the node's end (hpod-node-init exits with it).
+  std::string p2 = std::to_string(rebooted.pid);
+  agent = Sh("cut -d\" \" -f1 /proc/" + p2 + "/task/" + p2 + "/children | tr -d \"\\n\"");
+  ASSERT_FALSE(agent.empty());
+  ASSERT_TRUE(provider_->InjectFault("i-a", {FaultSpec::Kind::kKillAgent, 0, 0}).ok());
+  EXPECT_TRUE(Eventually([&] { return !fs::exists("/proc/" + agent); }));
+
+  // partition: i-b's link down now, up at its end, across an hpodd restart.
+  auto veth =
+      nlohmann::json::parse(Sh("cat " + provider_->NodeDir("i-b") + "/node.json"))["veth_host"]
+          .get<std::string>();
+  ASSERT_TRUE(LinkUp(veth));
+  ASSERT_TRUE(provider_->InjectFault("i-b", {FaultSpec::Kind::kPartition, 2, 0}).ok());
+  EXPECT_FALSE(LinkUp(veth));
+  Recreate(o);
+  EXPECT_TRUE(Eventually([&] { return LinkUp(veth); }));
+
+  // hang: every process of i-b stopped; Terminate still ends them.
+  auto b = *provider_->NodeProcess("i-b");
+  std::string pb = std::to_string(b.pid);
+  std::string b_agent =
+      Sh("cut -d\" \" -f1 /proc/" + pb + "/task/" + pb + "/children | tr -d \"\\n\"");
+  ASSERT_FALSE(b_agent.empty());
+  ASSERT_TRUE(provider_->InjectFault("i-b", {FaultSpec::Kind::kHang, 0, 0}).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return StateOf(b.pid) == "T" && StateOf(std::stoi(b_agent)) == "T";
+  })) << StateOf(b.pid)
+      << StateOf(std::stoi(b_agent));
+  ASSERT_TRUE(provider_->Terminate("i-b").ok());
+  EXPECT_FALSE(fs::exists("/proc/" + pb));
+
+  // kill-node: PID 1 gone, the netns and files left for recovery.
+  auto c = *provider_->NodeProcess("i-c");
+  ASSERT_TRUE(provider_->InjectFault("i-c", {FaultSpec::Kind::kKillNode, 0, 0}).ok());
+  EXPECT_FALSE(fs::exists("/proc/" + std::to_string(c.pid)));
+  EXPECT_EQ(WaitRunning("i-c").state, NodeState::kFailed);
+  EXPECT_TRUE(fs::exists(provider_->NodeDir("i-c") + "/node.json"));
+  EXPECT_EQ(Sh("ls /run/netns | grep -c '^hun' || true"), "2\n");  // i-a's and i-c's
+  EXPECT_EQ(provider_->InjectFault("i-c", {FaultSpec::Kind::kKillNode, 0, 0}).code(),
+            StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(provider_->Terminate("i-a").ok());
+  ASSERT_TRUE(provider_->Terminate("i-c").ok());
+  EXPECT_EQ(Sh("grep -c " + dir_.string() + " /proc/self/mountinfo || true"), "0\n");
 }
 
 }  // namespace

@@ -11,95 +11,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hpod/provider/local/local_provider_test_fixture.h"
+
 namespace hpod::provider::local {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-// Lets two provider instances (before and after a "restart") share one fake world.
-class SharedHost final : public NodeHost {
- public:
-  explicit SharedHost(FakeNodeHost* h) : h_(h) {}
-  StatusOr<std::vector<std::string>> ListRoutes() override { return h_->ListRoutes(); }
-  Status AddGuardRoute(const std::string& c) override { return h_->AddGuardRoute(c); }
-  Status DeleteGuardRoute(const std::string& c) override { return h_->DeleteGuardRoute(c); }
-  Status CreateBridge(const std::string& n, const std::string& g) override {
-    return h_->CreateBridge(n, g);
-  }
-  Status DeleteBridge(const std::string& n) override { return h_->DeleteBridge(n); }
-  Status CreateNodeNetwork(const NodeNetwork& n) override { return h_->CreateNodeNetwork(n); }
-  Status DeleteNodeNetwork(const std::string& ns, const std::string& v) override {
-    return h_->DeleteNodeNetwork(ns, v);
-  }
-  bool NetnsExists(const std::string& ns) override { return h_->NetnsExists(ns); }
-  StatusOr<ProcessId> SpawnNode(const NodeSpawn& s) override { return h_->SpawnNode(s); }
-  bool IsAlive(const ProcessId& id) override { return h_->IsAlive(id); }
-  Status Kill(const ProcessId& id, std::chrono::milliseconds t) override { return h_->Kill(id, t); }
-  std::string HostnameOf(const ProcessId& id) override { return h_->HostnameOf(id); }
-
- private:
-  FakeNodeHost* h_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-class LocalProviderTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("hpod-local-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    host_.SetRoutes({"default via 10.0.2.2 dev eth0",
-                     "10.0.2.0/24 dev eth0 proto kernel scope link src 10.0.2.15"});
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  LocalProviderOptions Options() {
-    LocalProviderOptions o;
-    o.state_dir = (dir_ / "local").string();
-    o.node_block = "10.77.0.0/16";
-    o.node_init_binary = "/usr/bin/hpod-node-init";
-    o.agent_binary = "/usr/bin/hpod-agent";
-    o.agent_endpoint = "unix:///var/lib/hpod/agent.sock";
-    return o;
-  }
-  std::unique_ptr<LocalProvider> Make(LocalProviderOptions o) {
-    auto p = LocalProvider::Create(std::move(o), std::make_unique<SharedHost>(&host_));
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    return p.ok() ? std::move(*p) : nullptr;
-  }
-  std::unique_ptr<LocalProvider> Make() { return Make(Options()); }
-
-  static LaunchSpec Spec(const std::string& id, const std::string& cluster = "c1",
-                         const std::string& ip = "") {
-    LaunchSpec s;
-    s.instance_id = id;
-    s.cluster_id = cluster;
-    s.cluster_name = "cluster-" + cluster;
-    s.group_name = "workers";
-    s.instance_name = "workers-1";
-    s.instance_type = "ml.c5.xlarge";
-    s.bootstrap_token = "tok-" + id;
-    s.private_ip = ip;
-    return s;
-  }
-  NodeObservation Observe(LocalProvider& p, const std::string& id) {
-    auto o = p.Describe(id);
-    EXPECT_TRUE(o.ok()) << o.status().ToString();
-    return o.ok() ? *o : NodeObservation{};
-  }
-
-  fs::path dir_;
-  FakeNodeHost host_;
-};
+using test_support::LocalProviderTest;
+using test_support::ReadFile;
+using test_support::SharedHost;
 
 TEST_F(LocalProviderTest, GuardRouteComesBeforeAnyBridgeOrNamespace) {
   auto p = Make();
@@ -275,6 +197,26 @@ TEST_F(LocalProviderTest, HostsFileListsTheClusterAndIsRewrittenInPlace) {
   EXPECT_EQ(ReadFile(hosts), "127.0.0.1 localhost\n10.77.0.11 ip-10-77-0-11\n");
 }
 
+TEST_F(LocalProviderTest, RestartRepairsTheHostsFileButNeverRewritesAnUnchangedOne) {
+  auto p = Make();
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
+  ASSERT_TRUE(p->Launch(Spec("i-2")).ok());
+  std::string hosts = (dir_ / "local/clusters/c1/hosts").string();
+  const std::string want = ReadFile(hosts);
+  // An old mtime: any write, even of the same bytes, would change it.
+  auto old = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  fs::last_write_time(hosts, old);
+  p = Make();
+  EXPECT_EQ(fs::last_write_time(hosts), old);
+  std::ofstream(hosts, std::ios::trunc) << "127.0.0.1 local";  // a crash mid-write
+  struct stat before, after;
+  ASSERT_EQ(::stat(hosts.c_str(), &before), 0);
+  p = Make();
+  EXPECT_EQ(ReadFile(hosts), want);
+  ASSERT_EQ(::stat(hosts.c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);
+}
+
 TEST_F(LocalProviderTest, ReplacementKeepsThePrivateIp) {
   auto p = Make();
   ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
@@ -340,7 +282,7 @@ TEST_F(LocalProviderTest, RebootKeepsAddressAndDiskWithANewProcess) {
   std::ofstream(p->NodeDir("i-1") + "/disk/marker") << "kept";
   host_.SimulateDeath(before.pid);
   EXPECT_EQ(Observe(*p, "i-1").state, NodeState::kFailed);
-  ASSERT_TRUE(p->Reboot("i-1").ok());
+  ASSERT_TRUE(p->Reboot("i-1", "r-1").ok());
   auto after = *p->NodeProcess("i-1");
   EXPECT_NE(after.pid, before.pid);
   auto o = Observe(*p, "i-1");
@@ -348,7 +290,116 @@ TEST_F(LocalProviderTest, RebootKeepsAddressAndDiskWithANewProcess) {
   EXPECT_EQ(o.private_ip, "10.77.0.10");
   EXPECT_TRUE(fs::exists(p->NodeDir("i-1") + "/disk/marker"));
   EXPECT_EQ(host_.netns(), std::set<std::string>{"hpn0"});
-  EXPECT_EQ(p->Reboot("i-x").code(), StatusCode::kNotFound);
+  EXPECT_EQ(p->Reboot("i-x", "r-1").code(), StatusCode::kNotFound);
+}
+
+TEST_F(LocalProviderTest, RebootIsIdempotentPerRequestIdAcrossRestarts) {
+  auto p = Make();
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
+  ASSERT_TRUE(p->Reboot("i-1", "r-1").ok());
+  auto first = *p->NodeProcess("i-1");
+  host_.ClearCalls();
+  ASSERT_TRUE(p->Reboot("i-1", "r-1").ok());  // repeated after a crash: nothing happens
+  EXPECT_EQ(*p->NodeProcess("i-1"), first);
+  EXPECT_TRUE(host_.calls().empty());
+  auto node = nlohmann::json::parse(ReadFile(p->NodeDir("i-1") + "/node.json"));
+  EXPECT_EQ(node["last_reboot_request"], "r-1");
+
+  p = Make();  // hpodd restarts: the request id was persisted
+  ASSERT_TRUE(p->Reboot("i-1", "r-1").ok());
+  EXPECT_EQ(*p->NodeProcess("i-1"), first);
+  ASSERT_TRUE(p->Reboot("i-1", "r-2").ok());
+  EXPECT_NE(p->NodeProcess("i-1")->pid, first.pid);
+  // An empty id always reboots.
+  auto second = *p->NodeProcess("i-1");
+  ASSERT_TRUE(p->Reboot("i-1", "").ok());
+  EXPECT_NE(p->NodeProcess("i-1")->pid, second.pid);
+}
+
+TEST_F(LocalProviderTest, FailedRebootCanBeRetriedWithTheSameRequestId) {
+  auto p = Make();
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
+  host_.FailNextSpawn();
+  EXPECT_FALSE(p->Reboot("i-1", "r-1").ok());
+  ASSERT_TRUE(p->Reboot("i-1", "r-1").ok());
+  EXPECT_TRUE(host_.IsAlive(*p->NodeProcess("i-1")));
+}
+
+TEST_F(LocalProviderTest, SizedDiskIsMountedBeforeTheNodeStartsAndUnmountedWhenRemoved) {
+  auto o = Options();
+  o.node_disk_mb = 64;
+  auto p = Make(o);
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
+  const std::string disk = p->NodeDir("i-1") + "/disk";
+  auto calls = host_.calls();
+  auto mount = std::find(calls.begin(), calls.end(), "MountDisk " + disk + " 64");
+  auto spawn = std::find_if(calls.begin(), calls.end(),
+                            [](const std::string& c) { return c.rfind("SpawnNode", 0) == 0; });
+  ASSERT_NE(mount, calls.end());
+  EXPECT_LT(mount, spawn);
+  EXPECT_EQ(host_.mounted_disks(), (std::map<std::string, int>{{disk, 64}}));
+
+  // A restart adopts the node with its disk as it is.
+  host_.ClearCalls();
+  p = Make(o);
+  for (const auto& c : host_.calls()) EXPECT_EQ(c.find("Disk"), std::string::npos) << c;
+  ASSERT_TRUE(p->InjectFault("i-1", {FaultSpec::Kind::kDiskFull, 0, 0}).ok());
+  EXPECT_EQ(host_.calls().back(), "FillDisk " + disk);
+  ASSERT_TRUE(p->Reboot("i-1", "r-1").ok());  // a reboot keeps the disk
+  EXPECT_EQ(host_.mounted_disks().size(), 1u);
+
+  ASSERT_TRUE(p->Terminate("i-1").ok());
+  EXPECT_TRUE(host_.mounted_disks().empty());
+  EXPECT_FALSE(fs::exists(p->NodeDir("i-1")));
+}
+
+TEST_F(LocalProviderTest, DiskFullNeedsASizedDisk) {
+  auto p = Make();
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
+  Status s = p->InjectFault("i-1", {FaultSpec::Kind::kDiskFull, 0, 0});
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("start hpodd with a sized node disk (--node-disk-mb N)"));
+  for (const auto& c : host_.calls()) EXPECT_EQ(c.find("Disk"), std::string::npos) << c;
+}
+
+TEST_F(LocalProviderTest, AgentGetsItsKernelLogAndGpuNodesTheFakeNvml) {
+  auto o = Options();
+  o.fake_nvml_library = (dir_ / "libfake-nvml.so").string();
+  std::ofstream(o.fake_nvml_library) << "";
+  auto p = Make(o);
+  LaunchSpec gpu = Spec("i-g");
+  gpu.instance_type = "ml.g5.12xlarge";  // 4 GPUs
+  ASSERT_TRUE(p->Launch(gpu).ok());
+  ASSERT_TRUE(p->Launch(Spec("i-c")).ok());
+  auto env = [&](const std::string& id) {
+    return nlohmann::json::parse(ReadFile(p->NodeDir(id) + "/node-init.json"))["env"];
+  };
+  EXPECT_EQ(env("i-g"),
+            nlohmann::json({{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"},
+                            {"HPOD_NVML_LIBRARY", o.fake_nvml_library},
+                            {"HPOD_FAKE_NVML_SCRIPT", "/var/lib/hpod-agent/fake-nvml.json"}}));
+  EXPECT_EQ(env("i-c"), nlohmann::json({{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"}}));
+  EXPECT_EQ(p->KernelLogPath("i-g"), p->NodeDir("i-g") + "/disk/state/kmsg");
+  EXPECT_EQ(ReadFile(p->KernelLogPath("i-g")), "");
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(p->FakeNvmlScriptPath("i-g"))),
+            nlohmann::json({{"devices", 4}}));
+  EXPECT_FALSE(fs::exists(p->FakeNvmlScriptPath("i-c")));
+
+  // gpu-xid: the driver's line in the kernel log, the xid in the fake's script.
+  ASSERT_TRUE(p->InjectFault("i-g", {FaultSpec::Kind::kGpuXid, 0, 79}).ok());
+  ASSERT_TRUE(p->InjectFault("i-g", {FaultSpec::Kind::kGpuXid, 0, 48}).ok());
+  ASSERT_TRUE(p->InjectFault("i-c", {FaultSpec::Kind::kGpuXid, 0, 79}).ok());
+  EXPECT_EQ(ReadFile(p->KernelLogPath("i-g")),
+            "NVRM: Xid (PCI:0000:00:1e): 79, pid=0, name=hpod-inject-fault, Ch 00000000\n"
+            "NVRM: Xid (PCI:0000:00:1e): 48, pid=0, name=hpod-inject-fault, Ch 00000000\n");
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(p->FakeNvmlScriptPath("i-g"))),
+            nlohmann::json({{"devices", 4}, {"xids", {79, 48}}}));
+  EXPECT_THAT(ReadFile(p->KernelLogPath("i-c")), HasSubstr("Xid (PCI:0000:00:1e): 79,"));
+  // A reboot starts the kernel log and the GPUs afresh.
+  ASSERT_TRUE(p->Reboot("i-g", "r-1").ok());
+  EXPECT_EQ(ReadFile(p->KernelLogPath("i-g")), "");
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(p->FakeNvmlScriptPath("i-g"))),
+            nlohmann::json({{"devices", 4}}));
 }
 
 TEST_F(LocalProviderTest, FailedSpawnIsRolledBack) {

@@ -348,7 +348,11 @@ Status FakeNodeHost::Kill(const ProcessId& id, std::chrono::milliseconds) {
   MutexLock lock(mu_);
   calls_.push_back("Kill " + std::to_string(id.pid));
   auto it = processes_.find(id.pid);
-  if (it != processes_.end() && it->second.first == id) processes_.erase(it);
+  if (it != processes_.end() && it->second.first == id) {
+    processes_.erase(it);
+    // As the kernel does when a pid namespace's PID 1 dies.
+    std::erase_if(node_processes_, [&](const auto& kv) { return kv.second.first == id.pid; });
+  }
   return OkStatus();
 }
 
@@ -374,6 +378,8 @@ void FakeNodeHost::ClearCalls() {
 void FakeNodeHost::SimulateDeath(pid_t pid) {
   MutexLock lock(mu_);
   processes_.erase(pid);
+  node_processes_.erase(pid);
+  std::erase_if(node_processes_, [&](const auto& kv) { return kv.second.first == pid; });
 }
 void FakeNodeHost::RemoveNetns(const std::string& netns) {
   MutexLock lock(mu_);

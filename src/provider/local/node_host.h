@@ -46,6 +46,13 @@ struct NodeNetwork {
   std::string address;    // "10.77.0.12/24" for the node's eth0
 };
 
+// One process of a node, as the host sees it.
+struct NodeProcessInfo {
+  ProcessId id;
+  std::string name;  // /proc/<pid>/comm ("slurmd"; at most 15 characters)
+  std::string exe;   // file name of /proc/<pid>/exe ("hpod-agent"); empty if unreadable
+};
+
 struct NodeSpawn {
   std::string netns;        // joined with nsenter --net=/run/netns/<netns>
   std::string init_binary;  // hpod-node-init
@@ -86,6 +93,28 @@ class NodeHost {
   virtual Status Kill(const ProcessId& id, std::chrono::milliseconds timeout) = 0;
   // The hostname in the process's UTS namespace; empty when it cannot be read.
   virtual std::string HostnameOf(const ProcessId& id) = 0;
+
+  // Fault injection and sized node disks (hpod inject-fault; see local_faults.cc).
+  //
+  // Every live process in the pid namespace whose PID 1 is `pid1` (same
+  // /proc/<pid>/ns/pid inode), PID 1 first. Empty when `pid1` is gone.
+  virtual StatusOr<std::vector<NodeProcessInfo>> NodeProcesses(const ProcessId& pid1) = 0;
+  // Sends `signal` to `id` if it is still that process (pid and start time); OK
+  // when it is gone.
+  virtual Status Signal(const ProcessId& id, int signal) = 0;
+  // `ip link set <link> up|down`.
+  virtual Status SetLinkUp(const std::string& link, bool up) = 0;
+  // Mounts a tmpfs of `size_mb` MiB on the existing directory `dir`; OK when one is
+  // mounted there already (an adopted node keeps its disk and its data).
+  virtual Status MountDisk(const std::string& dir, int size_mb) = 0;
+  // Unmounts `dir`, lazily when it is busy; OK when nothing is mounted there.
+  virtual Status UnmountDisk(const std::string& dir) = 0;
+  // Writes <dir>/hpod-disk-full until the filesystem has no block left (ENOSPC).
+  // Only ever called on a sized (tmpfs) disk, never on the host's own disk.
+  virtual Status FillDisk(const std::string& dir) = 0;
+  // Runs argv (found in the node's filesystem) in `pid1`'s mount namespace, and
+  // only that one, so it sees the node's private /run; kInternal if it fails.
+  virtual Status RunInNodeMounts(const ProcessId& pid1, const std::vector<std::string>& argv) = 0;
 };
 
 // Thread contract: safe for concurrent calls (the provider serializes anyway).
@@ -106,6 +135,13 @@ class RealNodeHost final : public NodeHost {
   bool IsAlive(const ProcessId& id) override;
   Status Kill(const ProcessId& id, std::chrono::milliseconds timeout) override;
   std::string HostnameOf(const ProcessId& id) override;
+  StatusOr<std::vector<NodeProcessInfo>> NodeProcesses(const ProcessId& pid1) override;
+  Status Signal(const ProcessId& id, int signal) override;
+  Status SetLinkUp(const std::string& link, bool up) override;
+  Status MountDisk(const std::string& dir, int size_mb) override;
+  Status UnmountDisk(const std::string& dir) override;
+  Status FillDisk(const std::string& dir) override;
+  Status RunInNodeMounts(const ProcessId& pid1, const std::vector<std::string>& argv) override;
 
   // /proc/<pid>/stat start time; nullopt when the pid does not exist or is a zombie.
   static std::optional<uint64_t> StartTimeOf(pid_t pid);
@@ -121,8 +157,10 @@ class RealNodeHost final : public NodeHost {
   std::vector<std::unique_ptr<Subprocess>> holders_ GUARDED_BY(mu_);
 };
 
-// Records every call; networks and processes exist only in memory. Processes stay
-// alive until Kill() or SimulateDeath().
+// Records every call; networks, processes and mounts exist only in memory.
+// Processes stay alive until Kill(), SimulateDeath() or Signal(SIGKILL); killing a
+// PID 1 takes its node's other processes with it. FillDisk and RunInNodeMounts
+// only record the call.
 //
 // Thread contract: safe for concurrent use.
 class FakeNodeHost final : public NodeHost {
@@ -139,6 +177,13 @@ class FakeNodeHost final : public NodeHost {
   bool IsAlive(const ProcessId& id) override;
   Status Kill(const ProcessId& id, std::chrono::milliseconds timeout) override;
   std::string HostnameOf(const ProcessId& id) override;
+  StatusOr<std::vector<NodeProcessInfo>> NodeProcesses(const ProcessId& pid1) override;
+  Status Signal(const ProcessId& id, int signal) override;
+  Status SetLinkUp(const std::string& link, bool up) override;
+  Status MountDisk(const std::string& dir, int size_mb) override;
+  Status UnmountDisk(const std::string& dir) override;
+  Status FillDisk(const std::string& dir) override;
+  Status RunInNodeMounts(const ProcessId& pid1, const std::vector<std::string>& argv) override;
 
   // Test controls and observations.
   void SetRoutes(std::vector<std::string> routes);
@@ -153,6 +198,12 @@ class FakeNodeHost final : public NodeHost {
   std::set<std::string> netns() const;
   std::vector<NodeSpawn> spawns() const;
   size_t live_processes() const;
+  // Adds a process to a node (as if PID 1 `pid1` had started it).
+  ProcessId AddNodeProcess(pid_t pid1, const std::string& name);
+  // Signals sent with Signal(), by pid: the last one wins (SIGKILL removes it).
+  std::map<pid_t, int> signals() const;
+  std::set<std::string> links_down() const;
+  std::map<std::string, int> mounted_disks() const;  // dir -> size_mb
 
  private:
   mutable Mutex mu_;
@@ -164,6 +215,11 @@ class FakeNodeHost final : public NodeHost {
   std::map<std::string, std::string> bridge_gateways_ GUARDED_BY(mu_);
   // pid -> (id, hostname)
   std::map<pid_t, std::pair<ProcessId, std::string>> processes_ GUARDED_BY(mu_);
+  // Processes of nodes other than their PID 1: pid -> (PID 1's pid, info).
+  std::map<pid_t, std::pair<pid_t, NodeProcessInfo>> node_processes_ GUARDED_BY(mu_);
+  std::map<pid_t, int> signals_ GUARDED_BY(mu_);
+  std::set<std::string> links_down_ GUARDED_BY(mu_);
+  std::map<std::string, int> mounted_disks_ GUARDED_BY(mu_);
   std::vector<NodeSpawn> spawns_ GUARDED_BY(mu_);
   pid_t next_pid_ GUARDED_BY(mu_) = 1000;
   bool fail_next_spawn_ GUARDED_BY(mu_) = false;

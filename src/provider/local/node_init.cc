@@ -52,6 +52,15 @@ StatusOr<NodeInitConfig> NodeInitConfigFromJson(const nlohmann::json& j) {
     if (!a.is_string()) return InvalidArgumentError("node-init config: program has a non-string");
     c.program.push_back(a.get<std::string>());
   }
+  if (auto env = j.find("env"); env != j.end() && !env->is_null()) {
+    if (!env->is_object()) return InvalidArgumentError("node-init config: env must be an object");
+    for (const auto& [k, v] : env->items()) {
+      if (!v.is_string() || k.empty() || k.find('=') != std::string::npos) {
+        return InvalidArgumentError("node-init config: env." + k + " must be a string");
+      }
+      c.env[k] = v.get<std::string>();
+    }
+  }
   for (const std::string* p : {&c.hosts_file, &c.fsx_dir, &c.node_disk}) {
     if (p->empty() || (*p)[0] != '/') {
       return InvalidArgumentError("node-init config: paths must be absolute: " + *p);
@@ -68,7 +77,8 @@ nlohmann::json NodeInitConfigToJson(const NodeInitConfig& c) {
           {"agent_socket_dir", c.agent_socket_dir},
           {"node_disk", c.node_disk},
           {"agent_config", c.agent_config},
-          {"program", c.program}};
+          {"program", c.program},
+          {"env", c.env}};
 }
 
 StatusOr<NodeInitConfig> LoadNodeInitConfig(const std::string& path) {
@@ -277,6 +287,7 @@ int RunNodeInit(const NodeInitConfig& c) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (::chdir("/") != 0) _exit(127);
+    for (const auto& [k, v] : c.env) ::setenv(k.c_str(), v.c_str(), 1);
     ::execvp(argv[0], argv.data());
     // Not visible inside the node (a host path under /tmp): run the file opened
     // before the mounts. (fexecve cannot run scripts from a close-on-exec fd.)

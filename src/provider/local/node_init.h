@@ -13,6 +13,7 @@
 // Thread contract: RunNodeInit runs on the only thread of the node's PID 1; the
 // config helpers are pure functions.
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct NodeInitConfig {
   std::string agent_config;
   // What PID 1 runs (hpod-agent --config /var/lib/hpod-agent/agent.json).
   std::vector<std::string> program;
+  // Set in the program's environment on top of node-init's own (the node's clean
+  // boot environment): HPOD_KERNEL_LOG, HPOD_NVML_LIBRARY, HPOD_FAKE_NVML_SCRIPT.
+  std::map<std::string, std::string> env;
 };
 
 StatusOr<NodeInitConfig> NodeInitConfigFromJson(const nlohmann::json& j);
@@ -61,6 +65,11 @@ std::vector<MountStep> PlanMounts(const NodeInitConfig& c);
 inline constexpr char kAgentStateDir[] = "/var/lib/hpod-agent";
 inline constexpr char kAgentConfigInNode[] = "/var/lib/hpod-agent/agent.json";
 inline constexpr char kAgentSocketDirInNode[] = "/run/hpod";
+// The node's own kernel log (nodes share the host's kernel, so /dev/kmsg is not
+// theirs) and the fake NVML library's script, both on the node disk in the agent's
+// state dir: <node_disk>/state/kmsg on the host.
+inline constexpr char kKernelLogInNode[] = "/var/lib/hpod-agent/kmsg";
+inline constexpr char kFakeNvmlScriptInNode[] = "/var/lib/hpod-agent/fake-nvml.json";
 
 // Runs as the node's PID 1: sets up the node, runs the program, reaps orphans,
 // forwards SIGTERM/SIGINT to the program, and returns its exit status (128 + n for

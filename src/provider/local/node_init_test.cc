@@ -18,6 +18,7 @@ NodeInitConfig Config() {
   c.node_disk = "/tmp/x/nodes/i-1/disk";
   c.agent_config = "/tmp/x/nodes/i-1/agent.json";
   c.program = {"sleep", "1000"};
+  c.env = {{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"}};
   return c;
 }
 
@@ -27,6 +28,14 @@ TEST(NodeInitConfigTest, RoundTripsThroughJson) {
   EXPECT_EQ(c->hostname, "ip-10-77-0-10");
   EXPECT_EQ(c->agent_socket_dir, "/run/hpodd");
   EXPECT_EQ(c->program, (std::vector<std::string>{"sleep", "1000"}));
+  EXPECT_EQ(c->env,
+            (std::map<std::string, std::string>{{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"}}));
+  // Written by an older hpodd: no env at all.
+  auto j = NodeInitConfigToJson(Config());
+  j.erase("env");
+  EXPECT_TRUE(NodeInitConfigFromJson(j).value().env.empty());
+  j["env"] = {{"A", 1}};
+  EXPECT_EQ(NodeInitConfigFromJson(j).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(NodeInitConfigTest, RejectsMissingOrRelativeFields) {
