@@ -8,7 +8,9 @@
 // Thread contract: implementations must be safe for concurrent calls.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hpod/base/status.h"
@@ -50,6 +52,27 @@ struct NodeObservation {
   std::string hostname;
 };
 
+// A fault to inject into a node (hpod inject-fault, admin only): how the recovery
+// path is tested on real parts.
+struct FaultSpec {
+  enum class Kind {
+    kKillNode,   // every process of the node at once (local: SIGKILL of PID 1)
+    kKillAgent,  // the node agent only
+    kKillSlurmd, // the node's slurmd only
+    kPartition,  // the node's link down for `seconds`, then up again
+    kHang,       // every process of the node stopped (SIGSTOP); never resumed
+    kDiskFull,   // the node's own disk filled to the last block
+    kGpuXid,     // an NVRM Xid `xid` in the node's kernel log and the fake NVML
+    kFlagFile,   // "1" appended to the node's /var/run/sagemaker_healthcheck_status
+  };
+  Kind kind = Kind::kKillNode;
+  int seconds = 0;  // kPartition: how long the link stays down (> 0)
+  int xid = 0;      // kGpuXid
+};
+// "kill-node", "kill-agent", ... (the CLI's --kind values).
+std::string_view FaultKindName(FaultSpec::Kind k);
+std::optional<FaultSpec::Kind> ParseFaultKind(std::string_view name);
+
 class Provider {
  public:
   virtual ~Provider() = default;
@@ -68,9 +91,16 @@ class Provider {
   // reported successful lifecycle scripts, not merely when the machine is up.
   virtual bool RunsAgents() const { return false; }
   // Restarts the node's processes, keeping its identity, address and local disk
-  // (EC2 RebootInstances). The node is kPending until it is up again.
-  virtual Status Reboot(const std::string& instance_id) {
+  // (EC2 RebootInstances). The node is kPending until it is up again. Idempotent
+  // per `request_id`: a second call with the id of the last reboot does nothing
+  // (the control plane repeats calls after a crash; it must not reboot twice).
+  virtual Status Reboot(const std::string& instance_id, const std::string& request_id) {
     return UnimplementedError("this provider cannot reboot nodes");
+  }
+  // Injects a fault (FaultSpec). kUnimplemented for kinds the provider cannot
+  // inject; kNotFound for an unknown node.
+  virtual Status InjectFault(const std::string& instance_id, const FaultSpec& fault) {
+    return UnimplementedError("this provider cannot inject faults");
   }
 };
 
