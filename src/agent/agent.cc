@@ -115,6 +115,7 @@ Agent::Agent(AgentOptions options, const Clock& clock)
     health::NodeProbes probes;
     probes.state_dir = options_.state_dir;
     probes.slurm_state = [this] { return slurm_->State(); };
+    probes.slurm_controller = [this] { return slurm_->ControllerTarget(); };
     probes.instance_type = [this] {
       MutexLock lock(instance_type_mu_);
       return instance_type_;

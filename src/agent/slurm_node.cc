@@ -14,6 +14,7 @@
 #include "hpod/agent/fs_util.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/crypto.h"
+#include "hpod/slurm/config.h"
 
 namespace hpod::agent {
 namespace {
@@ -129,6 +130,12 @@ void SlurmNode::Apply(SlurmSpec spec) {
   MutexLock lock(mu_);
   desired_ = std::move(spec);
   cv_.notify_all();
+}
+
+std::string SlurmNode::ControllerTarget() const {
+  MutexLock lock(mu_);
+  if (!desired_ || desired_->role == "controller" || desired_->controller_addr.empty()) return "";
+  return desired_->controller_addr + ":" + std::to_string(slurm::kSlurmctldPort);
 }
 
 api::agentproto::SlurmStatus SlurmNode::State() const {

@@ -103,6 +103,9 @@ class SlurmNode {
   void Apply(SlurmSpec spec);
   // daemon "none|starting|running|restarting|failed"; role "" before the first Apply.
   api::agentproto::SlurmStatus State() const;
+  // "a.b.c.d:6817" of the controller this node's slurmd or clients talk to; "" on
+  // the controller itself and before the first Apply (the network health check).
+  std::string ControllerTarget() const;
   // Stops the daemons (SIGTERM, then SIGKILL) and the worker.
   void Stop();
   // The controller reports its node table again at the next poll even if

@@ -86,10 +86,10 @@ struct SlurmNodeEntry {
 // check on an interval with a timeout (src/agent/health/); hpodd turns the worst
 // verdict of a report into the node's verdict (docs/node-health.md).
 struct HealthCheck {
-  std::string name;              // "disk:/fsx", "slurmd", "gpu:xid", "flag_file", ...
-  std::string result = "ok";     // "ok" | "fail" | "timeout" | "skipped"
+  std::string name;                 // "disk:/fsx", "slurm", "network", "gpu", "kernel_log", ...
+  std::string result = "ok";        // "ok" | "fail" | "timeout" | "skipped"
   std::string verdict = "Healthy";  // "Healthy" | "Reboot" | "Replace" (only for "fail"/"timeout")
-  std::string reason;            // one line, for events and the recovery record
+  std::string reason;               // one line, for events and the recovery record
   int64_t duration_ms = 0;
   double time = 0;  // epoch seconds when the check finished
 
@@ -209,7 +209,8 @@ struct SlurmNodes {
 };
 
 // The agent's health checks, sent when any check's result or verdict changes and
-// after every (re)connect; `seq` grows by one per report of a connection.
+// after every (re)connect; `seq` grows by one per new report of the agent process
+// (a re-send after a reconnect repeats the last one's).
 struct HealthReport {
   static constexpr std::string_view kType = "health";
   int64_t seq = 0;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "hpod/agent/health/gpu_check.h"
+#include "hpod/agent/health/network_check.h"
 #include "hpod/agent/health/node_checks.h"
 
 namespace hpod::agent::health {
@@ -55,6 +56,9 @@ std::vector<std::unique_ptr<Check>> MakeHealthChecks(const HealthOptions& option
   if (probes.slurm_state) {
     checks.push_back(
         std::make_unique<SlurmCheck>(probes.slurm_state, clock, options.slurm_restarting_limit));
+  }
+  if (probes.slurm_controller) {
+    checks.push_back(std::make_unique<NetworkCheck>(probes.slurm_controller));
   }
   checks.push_back(std::make_unique<FlagFileCheck>(options.flag_file));
   checks.push_back(std::make_unique<KernelLogCheck>(KernelLogPath(options)));

@@ -46,9 +46,12 @@ struct NodeProbes {
   std::string state_dir;  // the node's own disk
   std::function<api::agentproto::SlurmStatus()> slurm_state;
   std::function<std::string()> instance_type;  // "" until known
+  // "a.b.c.d:port" of the slurmctld this node must reach; "" for none (the
+  // controller itself, or no Slurm role yet).
+  std::function<std::string()> slurm_controller;
 };
 
-// In report order: disk:<path>…, memory, slurm, flag_file, kernel_log, gpu.
+// In report order: disk:<path>…, memory, slurm, network, flag_file, kernel_log, gpu.
 std::vector<std::unique_ptr<Check>> MakeHealthChecks(const HealthOptions& options,
                                                      const NodeProbes& probes, const Clock& clock);
 
