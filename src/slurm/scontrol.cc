@@ -1,6 +1,9 @@
 #include "hpod/slurm/scontrol.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <ctime>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -142,6 +145,14 @@ bool SlurmNodeState::Drained() const {
     }
   }
   return false;
+}
+
+double SlurmNodeState::SlurmdStartEpoch() const {
+  std::tm tm{};
+  if (::strptime(slurmd_start_time.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return 0;
+  tm.tm_isdst = -1;
+  std::time_t t = std::mktime(&tm);
+  return t < 0 ? 0 : static_cast<double>(t);
 }
 
 json SlurmNodeState::ToJson() const {

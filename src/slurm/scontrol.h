@@ -22,7 +22,10 @@ struct SlurmNodeState {
   // Registered with slurmctld and usable or in use: not DOWN, not UNKNOWN/FUTURE,
   // not NOT_RESPONDING, not NO_RESPOND (`*`).
   bool Registered() const;
-  bool Drained() const;           // DRAIN, DRAINING, DRAINED or FAIL flag set
+  bool Drained() const;  // DRAIN, DRAINING, DRAINED or FAIL flag set
+  // SlurmdStartTime as epoch seconds (slurmctld prints local time, to the
+  // second); 0 when "None" or unreadable.
+  double SlurmdStartEpoch() const;
   nlohmann::json ToJson() const;  // {"name","state","reason","slurmd_start_time"}
   static SlurmNodeState FromJson(const nlohmann::json& j);
   bool operator==(const SlurmNodeState&) const = default;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 namespace hpod::slurm {
 namespace {
 
@@ -44,6 +46,19 @@ SlurmNodeState State(std::string state) {
   s.name = "n";
   s.state = std::move(state);
   return s;
+}
+
+TEST(SlurmNodeStateTest, SlurmdStartEpochReadsLocalTime) {
+  SlurmNodeState s;
+  s.slurmd_start_time = "None";
+  EXPECT_EQ(s.SlurmdStartEpoch(), 0);
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &local);
+  s.slurmd_start_time = buf;
+  EXPECT_EQ(s.SlurmdStartEpoch(), static_cast<double>(now));
 }
 
 TEST(ParseShowNodesTest, AllocatedNode) {
