@@ -47,6 +47,7 @@ Status FakeProvider::Launch(const LaunchSpec& spec) {
   uint32_t k = ++next_ip_ + static_cast<uint32_t>(nodes_.size());
   n.ip = "198." + std::to_string(18 + ((k >> 16) & 1)) + "." + std::to_string((k >> 8) & 255) +
          "." + std::to_string(k & 255);
+  if (!spec.private_ip.empty()) n.ip = spec.private_ip;  // a replacement keeps its address
   n.broken = options_.fail_groups.count(spec.group_name) ||
              options_.fail_instance_types.count(spec.instance_type);
   if (n.broken) n.message = options_.failure_message;
@@ -110,6 +111,21 @@ StatusOr<std::vector<std::string>> FakeProvider::List(const std::string& cluster
   return out;
 }
 
+Status FakeProvider::Reboot(const std::string& instance_id, const std::string& request_id) {
+  MutexLock lock(mu_);
+  HPOD_RETURN_IF_ERROR(TransientFailure());
+  auto it = nodes_.find(instance_id);
+  if (it == nodes_.end()) return NotFoundError("fake provider: no node " + instance_id);
+  if (!request_id.empty() && it->second.last_reboot == request_id) return OkStatus();
+  actions_.push_back({"Reboot", instance_id});
+  it->second.last_reboot = request_id;
+  it->second.broken = false;
+  it->second.message.clear();
+  it->second.launched_at = clock_.NowEpochSeconds();
+  Save(it->second);
+  return OkStatus();
+}
+
 std::vector<FakeProvider::Action> FakeProvider::actions() const {
   MutexLock lock(mu_);
   return actions_;
@@ -144,6 +160,7 @@ void FakeProvider::Save(const Node& n) {
                       {"launched_at", n.launched_at},
                       {"terminated_at", n.terminated_at},
                       {"broken", n.broken},
+                      {"last_reboot", n.last_reboot},
                       {"message", n.message}};
   const fs::path path = fs::path(options_.state_dir) / (n.instance_id + ".json");
   // Best effort, like the in-memory state it mirrors: a failed save only costs
@@ -173,6 +190,7 @@ void FakeProvider::Load() {
     n.launched_at = j.value("launched_at", 0.0);
     n.terminated_at = j.value("terminated_at", -1.0);
     n.broken = j.value("broken", false);
+    n.last_reboot = j.value("last_reboot", "");
     n.message = j.value("message", "");
     nodes_[n.instance_id] = n;
   }

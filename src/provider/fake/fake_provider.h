@@ -45,10 +45,13 @@ class FakeProvider final : public Provider {
   Status Terminate(const std::string& instance_id) override;
   StatusOr<NodeObservation> Describe(const std::string& instance_id) override;
   StatusOr<std::vector<std::string>> List(const std::string& cluster_id) override;
+  // Heals a broken node in place (same id and address); a repeated request id is
+  // a no-op, as the interface asks.
+  Status Reboot(const std::string& instance_id, const std::string& request_id) override;
 
   // Test hooks.
   struct Action {
-    std::string verb;  // Launch | Terminate
+    std::string verb;  // Launch | Terminate | Reboot
     std::string instance_id;
   };
   std::vector<Action> actions() const;
@@ -65,6 +68,7 @@ class FakeProvider final : public Provider {
     double terminated_at = -1;  // -1: not terminating
     bool broken = false;
     std::string message;
+    std::string last_reboot;  // request id
   };
   Status TransientFailure() REQUIRES(mu_);
   // The state files mirror nodes_ and change under mu_ with it.
