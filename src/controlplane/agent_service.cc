@@ -140,6 +140,8 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
     if (shut_down_) return RefuseUpgrade(503, "hpodd is shutting down");
     static uint64_t serial = 0;
     ch->serial = ++serial;
+    ch->connected_at = clock_.SteadyNow();
+    disconnected_at_.erase(ch->instance_id);
     auto old = channels_.find(ch->instance_id);
     if (old != channels_.end()) old->second->socket->Close("replaced by a new connection");
     channels_[ch->instance_id] = ch;
@@ -161,6 +163,9 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
     if (it != channels_.end() && it->second->serial == ch->serial) {
       current = true;
       channels_.erase(it);
+      disconnected_at_[ch->instance_id] = clock_.SteadyNow();
+      // A report is only as live as the connection that carried it.
+      health_.erase(ch->instance_id);
       // The table is only as live as its reporter's connection.
       auto nodes = slurm_nodes_.find(ch->cluster_id);
       if (nodes != slurm_nodes_.end() && nodes->second.reporter == ch->instance_id) {
@@ -264,6 +269,8 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     if (log->data.size() > kMaxLogChunk) log->data.resize(kMaxLogChunk);
     Status s = logs_.Append(ch->cluster_id, ch->instance_id, log->stream, log->data);
     if (!s.ok()) spdlog::warn("log from {}: {}", ch->instance_id, s.ToString());
+  } else if (type == proto::HealthReport::kType) {
+    if (auto report = Parse<proto::HealthReport>(ch, msg)) HandleHealth(ch, *report);
   } else if (type == proto::CommandResult::kType) {
     HandleCommandResult(ch, msg);
   } else {
@@ -567,9 +574,15 @@ StatusOr<CommandResult> AgentService::RunCommand(const std::string& instance_id,
 AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
   MutexLock lock(mu_);
   AgentLiveness l;
+  l.service_started = started_;
   auto it = channels_.find(instance_id);
-  if (it == channels_.end()) return l;
+  if (it == channels_.end()) {
+    auto d = disconnected_at_.find(instance_id);
+    if (d != disconnected_at_.end()) l.disconnected_at = d->second;
+    return l;
+  }
   l.connected = true;
+  l.connected_at = it->second->connected_at;
   l.last_heartbeat = it->second->last_heartbeat;
   return l;
 }

@@ -55,7 +55,7 @@ struct S3Settings {
 };
 
 struct AgentServiceOptions {
-  std::chrono::milliseconds heartbeat_interval{5000};
+  std::chrono::milliseconds heartbeat_interval{2000};
   // Longest an OnCreate script may run before the node fails.
   std::chrono::seconds lifecycle_timeout{1800};
   S3Settings s3;
@@ -77,12 +77,29 @@ struct SessionGrant {
   std::string token;  // one-time; the client presents it as `HpodSession <token>`
 };
 
+// What hpodd knows, in memory, of whether a node's agent is alive.
 struct AgentLiveness {
   bool connected = false;
+  std::chrono::steady_clock::time_point connected_at;  // when connected
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
+  // When the agent's last connection closed (none: not since hpodd started).
+  std::optional<std::chrono::steady_clock::time_point> disconnected_at;
+  std::chrono::steady_clock::time_point service_started;
 };
 
-class AgentService final : public SlurmAgents {
+// hpodd's view of the nodes for the health reconciler (AgentService; fakes in
+// tests).
+class NodeSignals {
+ public:
+  virtual ~NodeSignals() = default;
+  virtual AgentLiveness Liveness(const std::string& instance_id) const = 0;
+  // The agent's latest health report (none when not connected or not reported).
+  virtual std::optional<api::agentproto::HealthReport> Health(
+      const std::string& instance_id) const = 0;
+  virtual std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const = 0;
+};
+
+class AgentService final : public SlurmAgents, public NodeSignals {
  public:
   // `bootstrap_key` is the daemon's secret (BootstrapKey below). `on_change` is
   // called with a cluster id whenever agent-reported state changed, including an
@@ -118,7 +135,10 @@ class AgentService final : public SlurmAgents {
   StatusOr<SessionGrant> StartSession(const std::string& instance_id, const std::string& command,
                                       int rows, int cols);
 
-  AgentLiveness Liveness(const std::string& instance_id) const;
+  // NodeSignals.
+  AgentLiveness Liveness(const std::string& instance_id) const override;
+  std::optional<api::agentproto::HealthReport> Health(
+      const std::string& instance_id) const override;
 
   // SlurmAgents. Slurm state and the controller's node table are kept in memory:
   // agents report them again whenever they reconnect.
@@ -164,6 +184,9 @@ class AgentService final : public SlurmAgents {
   void HandleProvisioningParameters(const std::shared_ptr<Channel>& ch,
                                     const api::agentproto::ProvisioningParameters& m);
   void HandleCommandResult(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
+  // Keeps the report, records an event per check that starts or stops failing and
+  // wakes the cluster when the node's worst verdict changed (agent_health.cc).
+  void HandleHealth(const std::shared_ptr<Channel>& ch, const api::agentproto::HealthReport& m);
   nlohmann::json BuildConfig(const std::string& instance_id);
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,
@@ -187,6 +210,10 @@ class AgentService final : public SlurmAgents {
   std::map<std::string, std::shared_ptr<Session>> sessions_ GUARDED_BY(mu_);  // by session id
   std::map<std::string, std::shared_ptr<PendingCommand>> commands_ GUARDED_BY(mu_);
   std::map<std::string, SlurmNodesReport> slurm_nodes_ GUARDED_BY(mu_);  // by cluster id
+  // By instance id: when the last connection closed; the latest health report.
+  std::map<std::string, std::chrono::steady_clock::time_point> disconnected_at_ GUARDED_BY(mu_);
+  std::map<std::string, api::agentproto::HealthReport> health_ GUARDED_BY(mu_);
+  const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
 };
 

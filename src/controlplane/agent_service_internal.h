@@ -33,6 +33,7 @@ struct AgentService::Channel {
   uint64_t serial = 0;  // distinguishes a reconnect from the connection it replaced
   bool confirm_bootstrap = false;
   std::string lifecycle_state;  // last state written to the store
+  std::chrono::steady_clock::time_point connected_at;
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
 
   // These two are guarded by the service's mu_. A GUARDED_BY here cannot name it

@@ -5,6 +5,7 @@
 #include "hpod/api/codec.h"
 #include "hpod/api/errors.h"
 #include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/recovery_api.h"
 
 namespace hpod::controlplane {
 namespace {
@@ -137,6 +138,8 @@ http::Response ApiServer::Handle(const http::Request& request) {
       result =
           node_api_.Call(*decoded->operation, decoded->input,
                          Caller{role->access_key_id, std::string(request.HeaderValue("Host"))});
+    } else if (RecoveryApiHandles(op)) {
+      result = CallRecoveryApi(store_, op, decoded->input);
     } else {
       result = api_.Call(*decoded->operation, decoded->input);
     }

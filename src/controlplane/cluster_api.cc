@@ -98,9 +98,9 @@ ClusterApi::ClusterApi(store::Store& store, const Clock& clock, const ControlPla
 
 bool ClusterApi::IsReadOnly(const std::string& op) {
   static const std::set<std::string> kReadOnly = {
-      "DescribeCluster",     "ListClusters",      "ListClusterNodes",
-      "DescribeClusterNode", "ListClusterEvents", "DescribeClusterEvent",
-      "HpodStartSession",    "HpodGetNodeLogs",   "HpodListSlurmNodes"};
+      "DescribeCluster",    "ListClusters",         "ListClusterNodes",  "DescribeClusterNode",
+      "ListClusterEvents",  "DescribeClusterEvent", "HpodStartSession",  "HpodGetNodeLogs",
+      "HpodListSlurmNodes", "HpodDescribeRecovery", "HpodListRecoveries"};
   return kReadOnly.count(op) > 0;
 }
 
@@ -114,6 +114,8 @@ StatusOr<ordered_json> ClusterApi::Call(const api::Operation& op, const json& re
   if (n == "ListClusterNodes") return ListClusterNodes(req);
   if (n == "DescribeClusterNode") return DescribeClusterNode(req);
   if (n == "BatchDeleteClusterNodes") return BatchDeleteClusterNodes(req);
+  if (n == "BatchRebootClusterNodes") return BatchRebootClusterNodes(req);
+  if (n == "BatchReplaceClusterNodes") return BatchReplaceClusterNodes(req);
   if (n == "ListClusterEvents") return ListClusterEvents(req);
   if (n == "DescribeClusterEvent") return DescribeClusterEvent(req);
   return UnimplementedError("operation " + n + " is not implemented")

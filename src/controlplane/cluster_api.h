@@ -49,6 +49,10 @@ class ClusterApi {
   Result ListClusterNodes(const nlohmann::json& req);
   Result DescribeClusterNode(const nlohmann::json& req);
   Result BatchDeleteClusterNodes(const nlohmann::json& req);
+  // Both in cluster_api_recovery.cc: one RecoveryRecord per accepted node.
+  Result BatchRebootClusterNodes(const nlohmann::json& req);
+  Result BatchReplaceClusterNodes(const nlohmann::json& req);
+  Result BatchRecoverClusterNodes(const nlohmann::json& req, const std::string& operation);
   Result ListClusterEvents(const nlohmann::json& req);
   Result DescribeClusterEvent(const nlohmann::json& req);
 

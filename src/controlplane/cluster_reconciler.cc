@@ -39,6 +39,7 @@ ClusterReconciler::ClusterReconciler(store::Store& store, provider::Provider* pr
       options_(options),
       slurm_(store, clock, options_, slurm_agents),
       nodes_(provider, clock, options_, std::move(bootstrap_token), slurm_),
+      recovery_(store, provider, clock, slurm_agents),
       rollup_(store, clock) {}
 
 WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
@@ -143,22 +144,30 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
   std::vector<GroupRecord> groups;
   std::vector<NodeRecord> nodes;
   std::map<std::string, store::AgentRecord> agents;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(cluster_id));
-    for (auto& a : list) agents[a.instance_id] = std::move(a);
-    return OkStatus();
-  }));
+  auto read = [&]() {
+    return store_.Read([&](store::ReadTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
+      HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
+      HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
+      HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(cluster_id));
+      agents.clear();
+      for (auto& a : list) agents[a.instance_id] = std::move(a);
+      return OkStatus();
+    });
+  };
+  HPOD_RETURN_IF_ERROR(read());
   const bool winding_down =
       Is(c.status, ClusterStatus::kDeleting) || Is(c.status, ClusterStatus::kFailed);
   HPOD_ASSIGN_OR_RETURN(auto slurm,
                         slurm_.Begin(cluster_id, nodes, nodes_.AgentsDecide() && !winding_down));
+  // Recoveries first: they may swap a node's row for its replacement's, which the
+  // node concern then launches in this same pass.
+  HPOD_ASSIGN_OR_RETURN(auto recovery, recovery_.Step(c, nodes, agents, slurm));
+  if (recovery.rows_changed) HPOD_RETURN_IF_ERROR(read());
   std::vector<NodeChange> changes;
-  Status transient = nodes_.Act(c, groups, nodes, agents, slurm, &changes);
+  Status transient = nodes_.Act(c, groups, nodes, agents, slurm, recovery.held, &changes);
   slurm_.Finish(slurm);
-  *slurm_busy = slurm.busy;
+  *slurm_busy = slurm.busy || recovery.busy;
   // Record what was learnt even when some calls failed; the failure requeues.
   if (!transient.ok()) {
     auto recorded = rollup_.RecordAndRollUp(cluster_id, changes);

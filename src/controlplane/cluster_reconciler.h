@@ -10,7 +10,8 @@
 //
 // A pass is made of one piece per concern, each in its own file: the node
 // concern (node_reconciler.h: Provider calls), the Slurm concern
-// (slurm_reconciler.h: plan, config, drain) and the roll-up (rollup.h: status,
+// (slurm_reconciler.h: plan, config, drain), node recovery (recovery_reconciler.h:
+// one step of each recovery in progress) and the roll-up (rollup.h: status,
 // FailureMessage, Degraded, events). Node and Slurm run in the same pass because
 // a node is Running only once its Slurm part is up. Health has its own key on the
 // shared queue (health_reconciler.h).
@@ -26,6 +27,7 @@
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/node_reconciler.h"
 #include "hpod/controlplane/options.h"
+#include "hpod/controlplane/recovery_reconciler.h"
 #include "hpod/controlplane/rollup.h"
 #include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/slurm_reconciler.h"
@@ -65,6 +67,7 @@ class ClusterReconciler {
   const ControlPlaneOptions options_;
   SlurmReconciler slurm_;
   NodeReconciler nodes_;
+  RecoveryReconciler recovery_;
   ClusterRollUp rollup_;
 };
 

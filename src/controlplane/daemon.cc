@@ -131,15 +131,22 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
                             S3Relay::Start(relay.string(), options.agents.s3.endpoint));
       agent_options.s3.relay_socket = "/run/hpod/s3.sock";
     }
-    d->agents_ = std::make_unique<AgentService>(
-        *d->store_, *d->logs_, clock, agent_options, key,
-        [self](const std::string& cluster_id) { self->queue_->Add(cluster_id); });
+    d->agents_ = std::make_unique<AgentService>(*d->store_, *d->logs_, clock, agent_options, key,
+                                                [self](const std::string& cluster_id) {
+                                                  // Agent news is both concerns' business: the
+                                                  // cluster pass (lifecycle, Slurm) and health (a
+                                                  // closed channel, a failing check) right away.
+                                                  self->queue_->Add(cluster_id);
+                                                  self->queue_->Add(HealthKey(cluster_id));
+                                                });
     bootstrap_token = [self](const std::string& id) { return self->agents_->BootstrapToken(id); };
   }
   d->reconciler_ =
       std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
                                           options.control_plane, bootstrap_token, d->agents_.get());
-  d->health_ = std::make_unique<HealthReconciler>(*d->store_);
+  d->health_ = std::make_unique<HealthReconciler>(
+      *d->store_, clock, options.control_plane.health, d->agents_.get(), d->provider_.get(),
+      [self](const std::string& id) { self->queue_->Add(id); });
   // One queue, one reconciler per concern by key prefix (work_queue.h, KeyRouter).
   auto router = std::make_shared<KeyRouter>(
       [self](const std::string& key) { return self->reconciler_->Reconcile(key); });
@@ -152,8 +159,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->api_ =
       std::make_unique<ClusterApi>(*d->store_, clock, options.control_plane, PageTokenCodec(secret),
                                    [self](const std::string& id) { self->queue_->Add(id); });
-  d->node_api_ = std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_,
-                                           d->provider_.get());
+  d->node_api_ =
+      std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_, d->provider_.get());
   ApiServerOptions ao;
   ao.insecure_no_auth = options.insecure_no_auth;
   d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, *d->node_api_, clock, ao);

@@ -1,10 +1,18 @@
 #include "hpod/controlplane/health_reconciler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <map>
+#include <set>
 
 #include "hpod/api/states.h"
+#include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
+
+using api::ClusterInstanceStatus;
+using Steady = std::chrono::steady_clock;
 
 std::string HealthKey(const std::string& cluster_id) {
   return std::string(kHealthKeyPrefix) + cluster_id;
@@ -24,25 +32,163 @@ std::string_view HealthVerdictName(HealthVerdict v) {
   return "Unknown";
 }
 
+namespace {
+
+long Seconds(Steady::duration d) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+}
+
+void Ask(NodeHealth& h, RecoveryAction action, std::string source, std::string check,
+         std::string reason, bool dead) {
+  h.verdict = action == RecoveryAction::kReboot ? HealthVerdict::kReboot : HealthVerdict::kReplace;
+  h.reason = reason;
+  h.request = RecoveryRequest{action, std::move(source), std::move(check), std::move(reason), dead};
+}
+
+// A user's (or hpod's own) HyperPod-style mark in Slurm: FAIL or DOWN with reason
+// Action:Replace / Action:Reboot.
+std::optional<RecoveryAction> SlurmMark(const slurm::SlurmNodeState& s, bool* down) {
+  std::optional<RecoveryAction> action;
+  if (s.reason.rfind("Action:Replace", 0) == 0) action = RecoveryAction::kReplace;
+  if (s.reason.rfind("Action:Reboot", 0) == 0) action = RecoveryAction::kReboot;
+  if (!action) return std::nullopt;
+  bool fail = s.state.find("FAIL") != std::string::npos;
+  *down = s.state.find("DOWN") != std::string::npos;
+  if (!fail && !*down) return std::nullopt;
+  return action;
+}
+
+}  // namespace
+
+HealthReconciler::HealthReconciler(store::Store& store, const Clock& clock,
+                                   const HealthOptions& options, NodeSignals* signals,
+                                   provider::Provider* provider,
+                                   std::function<void(const std::string&)> wake)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      signals_(signals),
+      provider_(provider),
+      wake_(std::move(wake)) {}
+
 StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& cluster_id) {
-  std::vector<NodeHealth> out;
+  std::vector<store::NodeRecord> nodes;
+  std::map<std::string, store::AgentRecord> agents;
+  std::set<std::string> busy;  // instance ids and hostnames with a recovery in progress
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(auto agents, tx.ListAgents(cluster_id));
-    std::map<std::string, const store::AgentRecord*> by_id;
-    for (const auto& a : agents) by_id[a.instance_id] = &a;
-    for (const auto& n : nodes) {
-      NodeHealth h;
-      h.instance_id = n.instance_id;
-      // No health checks yet: a running node with an agent is healthy, anything
-      // else has nothing to judge by.
-      if (api::Is(n.status, api::ClusterInstanceStatus::kRunning) && by_id.count(n.instance_id)) {
-        h.verdict = HealthVerdict::kHealthy;
-      }
-      out.push_back(std::move(h));
+    HPOD_ASSIGN_OR_RETURN(auto cluster, tx.GetCluster(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(cluster_id));
+    for (auto& a : list) agents[a.instance_id] = std::move(a);
+    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster_id));
+    for (const auto& r : recoveries) {
+      if (!RecoveryActive(r) && r.status != kRecoveryReported) continue;
+      busy.insert(r.instance_id);
+      if (!RecoveryActive(r)) continue;  // Reported: that node only, it stays as it is
+      if (!r.replacement_id.empty()) busy.insert(r.replacement_id);
+      if (!r.hostname.empty()) busy.insert(r.hostname);
     }
     return OkStatus();
   }));
+  std::optional<SlurmNodesReport> slurm;
+  if (signals_ != nullptr) slurm = signals_->SlurmNodes(cluster_id);
+  const auto now = clock_.SteadyNow();
+  // When many nodes cannot reach the controller at once, the controller (or its
+  // link) is the fault, not each of them: their network checks are set aside (the
+  // controller's own signals judge it).
+  int reporting = 0, unreachable = 0;
+  if (signals_ != nullptr) {
+    for (const auto& n : nodes) {
+      auto report = signals_->Health(n.instance_id);
+      if (!report) continue;
+      for (const auto& c : report->checks) {
+        if (c.name != "network" || c.result == "skipped") continue;
+        ++reporting;
+        unreachable += c.result != "ok";
+      }
+    }
+  }
+  const bool controller_side = unreachable >= 2 && unreachable * 2 >= reporting;
+  std::vector<NodeHealth> out;
+  for (const auto& n : nodes) {
+    NodeHealth h;
+    h.instance_id = n.instance_id;
+    auto a = agents.find(n.instance_id);
+    const bool was_up =
+        a != agents.end() && api::Parse<api::LifecycleState>(a->second.lifecycle_state) ==
+                                 api::LifecycleState::kSucceeded;
+    const bool running = api::Is(n.status, ClusterInstanceStatus::kRunning);
+    const bool failed_after_up = api::Is(n.status, ClusterInstanceStatus::kFailure) && was_up;
+    if (signals_ == nullptr || n.remove || !n.launched || (!running && !failed_after_up) ||
+        busy.count(n.instance_id) || (!n.hostname.empty() && busy.count(n.hostname))) {
+      out.push_back(std::move(h));
+      continue;
+    }
+    h.verdict = HealthVerdict::kHealthy;
+    AgentLiveness live = signals_->Liveness(n.instance_id);
+    // An agent not heard of since hpodd started is given the startup grace to
+    // reconnect (agents retry with backoff); one seen since is judged by what was seen.
+    const Steady::time_point floor =
+        live.service_started + options_.startup_grace - options_.heartbeat_timeout;
+    if (!live.connected) {
+      std::optional<provider::NodeObservation> seen;
+      if (provider_ != nullptr) {
+        auto d = provider_->Describe(n.instance_id);
+        if (!d.ok() && d.status().code() == StatusCode::kNotFound) {
+          Ask(h, RecoveryAction::kReplace, "Instance", "instance",
+              "the instance no longer exists at the provider", true);
+        } else if (d.ok() && (d->state == provider::NodeState::kFailed ||
+                              d->state == provider::NodeState::kTerminated)) {
+          Ask(h, RecoveryAction::kReplace, "Instance", "instance", d->message, true);
+        }
+      }
+      if (h.verdict == HealthVerdict::kHealthy) {
+        Steady::time_point since = live.disconnected_at.value_or(floor);
+        if (now - since > options_.heartbeat_timeout) {
+          Ask(h, RecoveryAction::kReplace, "Heartbeat", "agent",
+              "the hpod agent has been disconnected for " + std::to_string(Seconds(now - since)) +
+                  " s (timeout " + std::to_string(options_.heartbeat_timeout.count()) + " ms)",
+              true);
+        }
+      }
+    } else {
+      Steady::time_point last = live.last_heartbeat.value_or(live.connected_at);
+      if (now - last > options_.heartbeat_timeout) {
+        Ask(h, RecoveryAction::kReplace, "Heartbeat", "heartbeat",
+            "no heartbeat from the hpod agent for " + std::to_string(Seconds(now - last)) +
+                " s while its connection stays open (the node hangs)",
+            true);
+      }
+    }
+    if (h.verdict == HealthVerdict::kHealthy && slurm && !n.hostname.empty()) {
+      if (const auto* s = slurm->Find(n.hostname)) {
+        bool down = false;
+        if (auto action = SlurmMark(*s, &down)) {
+          Ask(h, *action, "Slurm", "scontrol",
+              "Slurm node " + n.hostname + " is " + s->state + " with reason \"" + s->reason + "\"",
+              down);
+        }
+      }
+    }
+    if (h.verdict == HealthVerdict::kHealthy) {
+      if (auto report = signals_->Health(n.instance_id)) {
+        const api::agentproto::HealthCheck* worst = nullptr;
+        for (const auto& c : report->checks) {
+          if (c.result == "ok" || c.result == "skipped" || c.verdict == "Healthy") continue;
+          if (controller_side && c.name == "network") continue;
+          if (worst == nullptr || (c.verdict == "Replace" && worst->verdict != "Replace")) {
+            worst = &c;
+          }
+        }
+        if (worst != nullptr) {
+          Ask(h, worst->verdict == "Reboot" ? RecoveryAction::kReboot : RecoveryAction::kReplace,
+              "HealthCheck", worst->name, "health check " + worst->name + ": " + worst->reason,
+              false);
+        }
+      }
+    }
+    out.push_back(std::move(h));
+  }
   return out;
 }
 
@@ -50,8 +196,33 @@ WorkQueue::Result HealthReconciler::Reconcile(const std::string& cluster_id) {
   auto verdicts = Judge(cluster_id);
   if (!verdicts.ok() && verdicts.status().code() == StatusCode::kNotFound) return {OkStatus(), {}};
   if (!verdicts.ok()) return {verdicts.status(), {}};
-  // No verdict asks for an action yet (see the header); recovery acts here.
-  return {OkStatus(), {}};
+  bool watching = false, started = false;
+  for (const auto& h : *verdicts) {
+    if (h.verdict == HealthVerdict::kUnknown) continue;
+    watching = true;
+    if (h.verdict == HealthVerdict::kHealthy) continue;
+    // The recovery is written from a fresh read, so a node that changed since the
+    // judgement (removed, already in a recovery) is not recovered twice.
+    Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(auto cluster, tx.GetCluster(cluster_id));
+      auto node = tx.GetNodeById(h.instance_id);
+      if (!node.ok()) return OkStatus();
+      HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(cluster_id));
+      HPOD_ASSIGN_OR_RETURN(std::string controller, ControllerGroup(tx, cluster_id, groups));
+      auto id = RequestRecovery(tx, clock_, cluster, *node,
+                                !controller.empty() && node->group_name == controller, h.request);
+      if (!id.ok() && id.status().code() == StatusCode::kFailedPrecondition) return OkStatus();
+      if (!id.ok()) return id.status();
+      spdlog::info("node {} of cluster {}: {} ({}), recovery {}", h.instance_id, cluster_id,
+                   HealthVerdictName(h.verdict), h.reason, *id);
+      return OkStatus();
+    });
+    if (!s.ok()) return {s, {}};
+    started = true;
+  }
+  if (started && wake_) wake_(cluster_id);
+  // Silence is noticed only by looking: a cluster with nodes to watch is polled.
+  return {OkStatus(), watching ? options_.poll_interval : std::chrono::milliseconds(0)};
 }
 
 }  // namespace hpod::controlplane

@@ -1,29 +1,51 @@
 #pragma once
 
 // The health concern, on its own keys of the shared work queue
-// ("health/<cluster id>", HealthKey): it will turn heartbeats and the agents'
-// health reports into a verdict per node and the verdict into an action (reboot
-// or replace, HyperPod's Action:Reboot / Action:Replace). This is its interface
-// with no checks behind it yet: every node's verdict is kHealthy or kUnknown and
-// a pass changes nothing. Node recovery fills in Verdict and the actions.
+// ("health/<cluster id>", HealthKey): turns what hpodd knows of each node into a
+// verdict (healthy, reboot, replace; docs/node-health.md has the table) and a
+// verdict that asks for an action into a recovery (recovery.h), which the
+// cluster's reconcile pass then carries out. Signals, strongest first:
+//   - the provider says the node's machine is gone (its processes died): Replace;
+//   - the agent has been disconnected, or connected but silent (a hung node keeps
+//     its socket open), for longer than heartbeat_timeout: Replace. An agent not
+//     seen since hpodd started is given startup_grace to reconnect (after a
+//     restart of hpodd every agent reconnects with backoff), so a restart judges
+//     nobody; an agent that reconnects in time is healthy (no action);
+//   - Slurm shows the node FAIL or DOWN with reason "Action:Replace" or
+//     "Action:Reboot" (a user's `scontrol update`, HyperPod's contract): that
+//     action; DOWN means its jobs are already gone;
+//   - the agent's health checks: the worst failing check's verdict. Network
+//     checks failing on half or more of the nodes (at least two) at once blame
+//     the controller, not them, and are set aside.
+// Only nodes that were up (Running, or Failure after their lifecycle scripts had
+// succeeded) are judged; provisioning failures belong to the create flow.
+// A node with a recovery in progress is not judged again (a node that flaps is
+// recovered once).
 //
-// Thread contract: stateless; Reconcile may run concurrently for different
-// clusters (the WorkQueue runs one pass per key at a time).
+// Thread contract: holds no state of its own; Reconcile may run concurrently for
+// different clusters (the WorkQueue runs one pass per key at a time).
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/options.h"
+#include "hpod/controlplane/recovery.h"
 #include "hpod/controlplane/work_queue.h"
+#include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
 
 namespace hpod::controlplane {
+
+class NodeSignals;
 
 inline constexpr std::string_view kHealthKeyPrefix = "health/";
 std::string HealthKey(const std::string& cluster_id);
 
 enum class HealthVerdict {
-  kUnknown,  // nothing to judge by yet (no agent, not launched)
+  kUnknown,  // nothing to judge by yet (no agent, not launched, in recovery)
   kHealthy,
   kReboot,   // the node is repairable in place
   kReplace,  // the node must be replaced, keeping its hostname
@@ -34,20 +56,31 @@ struct NodeHealth {
   std::string instance_id;
   HealthVerdict verdict = HealthVerdict::kUnknown;
   std::string reason;  // empty unless the verdict asks for an action
+  // For a verdict that asks for an action: what starts its recovery.
+  RecoveryRequest request;
 };
 
 class HealthReconciler {
  public:
-  explicit HealthReconciler(store::Store& store) : store_(store) {}
+  // `signals` and `provider` may be null (no agents): then every node is kUnknown.
+  // `wake` queues a cluster's reconcile pass (it carries out new recoveries).
+  HealthReconciler(store::Store& store, const Clock& clock, const HealthOptions& options,
+                   NodeSignals* signals, provider::Provider* provider,
+                   std::function<void(const std::string& cluster_id)> wake);
 
-  // One pass over a cluster's nodes: judge each, act on the verdicts. A cluster
-  // that no longer exists is done.
+  // One pass over a cluster's nodes: judge each, write a recovery for each verdict
+  // that asks for one. A cluster that no longer exists is done.
   WorkQueue::Result Reconcile(const std::string& cluster_id);
   // The verdicts of one pass, in node order (what Reconcile acts on).
   StatusOr<std::vector<NodeHealth>> Judge(const std::string& cluster_id);
 
  private:
   store::Store& store_;
+  const Clock& clock_;
+  const HealthOptions options_;
+  NodeSignals* const signals_;
+  provider::Provider* const provider_;
+  const std::function<void(const std::string&)> wake_;
 };
 
 }  // namespace hpod::controlplane

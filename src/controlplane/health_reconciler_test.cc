@@ -1,10 +1,11 @@
-// The health concern's interface (empty until node recovery) and the queue's
-// routing of keys to one reconciler per concern.
+// The health concern (verdicts from heartbeats with a fake clock, restart grace,
+// flapping, Slurm marks, health checks) and the queue's routing of keys.
 
 #include "hpod/controlplane/health_reconciler.h"
 
 #include <gtest/gtest.h>
 
+#include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/test_harness.h"
 
 namespace hpod::controlplane {
@@ -12,30 +13,249 @@ namespace {
 
 using testing::Harness;
 
-TEST(HealthReconcilerTest, JudgesEveryNodeAndChangesNothing) {
-  Harness h;
-  ASSERT_TRUE(h.Call("CreateCluster",
-                     {{"ClusterName", "demo"}, {"InstanceGroups", {Harness::Group("w", 2)}}})
-                  .ok());
-  h.Converge();
-  std::string arn = h.Describe("demo")["ClusterArn"];
-  std::string id = arn.substr(arn.size() - 12);
-  auto before = h.Call("ListClusterEvents", {{"ClusterName", "demo"}});
-  HealthReconciler health(*h.store_);
-  auto verdicts = health.Judge(id);
-  ASSERT_TRUE(verdicts.ok()) << verdicts.status().ToString();
+// What hpodd knows of the agents, scripted by the test.
+class FakeSignals final : public NodeSignals {
+ public:
+  AgentLiveness Liveness(const std::string& id) const override {
+    auto it = live.find(id);
+    AgentLiveness l = it == live.end() ? AgentLiveness{} : it->second;
+    l.service_started = started;
+    return l;
+  }
+  std::optional<api::agentproto::HealthReport> Health(const std::string& id) const override {
+    auto it = health.find(id);
+    if (it == health.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<SlurmNodesReport> SlurmNodes(const std::string&) const override { return slurm; }
+
+  std::chrono::steady_clock::time_point started;
+  std::map<std::string, AgentLiveness> live;
+  std::map<std::string, api::agentproto::HealthReport> health;
+  std::optional<SlurmNodesReport> slurm;
+};
+
+class HealthTest : public ::testing::Test {
+ protected:
+  HealthTest() {
+    EXPECT_TRUE(h_.Call("CreateCluster",
+                        {{"ClusterName", "demo"}, {"InstanceGroups", {Harness::Group("w", 2)}}})
+                    .ok());
+    h_.Converge();
+    std::string arn = h_.Describe("demo")["ClusterArn"];
+    id_ = arn.substr(arn.size() - 12);
+    // Long after hpodd started: no grace left.
+    h_.clock_.AdvanceTime(std::chrono::hours(1));
+    EXPECT_TRUE(h_.store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(nodes_, tx.ListNodes(id_));
+                      for (const auto& n : nodes_) {
+                        store::AgentRecord a;
+                        a.instance_id = n.instance_id;
+                        a.cluster_id = id_;
+                        a.lifecycle_state = "Succeeded";
+                        HPOD_RETURN_IF_ERROR(tx.PutAgent(a));
+                      }
+                      return OkStatus();
+                    })
+                    .ok());
+    for (const auto& n : nodes_) Beat(n.instance_id);
+  }
+
+  // The node's agent is connected and just sent a heartbeat.
+  void Beat(const std::string& id) {
+    AgentLiveness& l = signals_.live[id];
+    l.connected = true;
+    l.connected_at = h_.clock_.SteadyNow();
+    l.last_heartbeat = h_.clock_.SteadyNow();
+  }
+  NodeHealth Of(const std::string& id) {
+    auto v = health_.Judge(id_);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    for (const auto& n : *v) {
+      if (n.instance_id == id) return n;
+    }
+    ADD_FAILURE() << "no verdict for " << id;
+    return {};
+  }
+  std::vector<store::RecoveryRecord> Recoveries() {
+    std::vector<store::RecoveryRecord> out;
+    EXPECT_TRUE(h_.store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(out, tx.ListRecoveries(id_));
+                      return OkStatus();
+                    })
+                    .ok());
+    return out;
+  }
+  static api::agentproto::HealthCheck Check(std::string name, std::string result,
+                                            std::string verdict) {
+    api::agentproto::HealthCheck c;
+    c.name = std::move(name);
+    c.result = std::move(result);
+    c.verdict = std::move(verdict);
+    c.reason = "scripted";
+    return c;
+  }
+
+  Harness h_;
+  std::string id_;
+  std::vector<store::NodeRecord> nodes_;
+  FakeSignals signals_;
+  std::vector<std::string> woken_;
+  HealthReconciler health_{
+      *h_.store_, h_.clock_,          HealthOptions{},
+      &signals_,  h_.provider_.get(), [this](const std::string& id) { woken_.push_back(id); }};
+};
+
+TEST_F(HealthTest, WithoutSignalsEveryNodeIsUnknownAndNothingChanges) {
+  HealthReconciler blind(*h_.store_, h_.clock_, HealthOptions{}, nullptr, nullptr, nullptr);
+  auto before = h_.Call("ListClusterEvents", {{"ClusterName", "demo"}});
+  auto verdicts = blind.Judge(id_);
+  ASSERT_TRUE(verdicts.ok());
   ASSERT_EQ(verdicts->size(), 2u);
-  // The fake provider runs no agents: nothing to judge by yet.
   for (const auto& v : *verdicts) EXPECT_EQ(v.verdict, HealthVerdict::kUnknown);
-  auto r = health.Reconcile(id);
+  auto r = blind.Reconcile(id_);
   EXPECT_TRUE(r.status.ok());
   EXPECT_EQ(r.requeue_after.count(), 0);
-  EXPECT_EQ(h.Describe("demo")["InstanceGroups"][0]["Status"], "InService");
-  EXPECT_EQ(h.Call("ListClusterEvents", {{"ClusterName", "demo"}})->dump(), before->dump());
-  // A cluster that is gone is done, not an error to retry.
-  EXPECT_TRUE(health.Reconcile("nosuchcluster").status.ok());
+  EXPECT_EQ(h_.Call("ListClusterEvents", {{"ClusterName", "demo"}})->dump(), before->dump());
+  EXPECT_TRUE(blind.Reconcile("nosuchcluster").status.ok());
   EXPECT_EQ(HealthVerdictName(HealthVerdict::kReplace), "Replace");
-  EXPECT_EQ(HealthKey(id), "health/" + id);
+  EXPECT_EQ(HealthKey(id_), "health/" + id_);
+}
+
+TEST_F(HealthTest, MissedHeartbeatsBeyondTheTimeoutMeanReplace) {
+  const std::string a = nodes_[0].instance_id;
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(5900));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy);
+  // Watching clusters are polled: silence is noticed only by the clock.
+  EXPECT_EQ(health_.Reconcile(id_).requeue_after, HealthOptions{}.poll_interval);
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(200));
+  NodeHealth v = Of(a);
+  EXPECT_EQ(v.verdict, HealthVerdict::kReplace);
+  EXPECT_EQ(v.request.source, "Heartbeat");
+  EXPECT_TRUE(v.request.node_dead);
+  EXPECT_NE(v.reason.find("hangs"), std::string::npos) << v.reason;
+}
+
+TEST_F(HealthTest, AnAgentThatReconnectsInTimeIsHealthy) {
+  const std::string a = nodes_[0].instance_id;
+  signals_.live[a] = AgentLiveness{};
+  signals_.live[a].disconnected_at = h_.clock_.SteadyNow();
+  h_.clock_.AdvanceTime(std::chrono::seconds(5));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy);
+  for (const auto& n : nodes_) Beat(n.instance_id);  // a is back
+  h_.clock_.AdvanceTime(std::chrono::seconds(3));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy);
+  ASSERT_TRUE(health_.Reconcile(id_).status.ok());
+  EXPECT_TRUE(Recoveries().empty());
+  // Gone for longer than the timeout: replaced.
+  signals_.live[a] = AgentLiveness{};
+  signals_.live[a].disconnected_at = h_.clock_.SteadyNow();
+  h_.clock_.AdvanceTime(std::chrono::seconds(7));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kReplace);
+  EXPECT_EQ(Of(a).request.check, "agent");
+}
+
+TEST_F(HealthTest, ARestartOfHpoddJudgesNobodyDuringTheGrace) {
+  const std::string a = nodes_[0].instance_id;
+  signals_.started = h_.clock_.SteadyNow();  // hpodd just started: nobody connected yet
+  for (const auto& n : nodes_) signals_.live[n.instance_id] = AgentLiveness{};
+  h_.clock_.AdvanceTime(HealthOptions{}.startup_grace - std::chrono::milliseconds(100));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy);
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(200));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kReplace);
+}
+
+TEST_F(HealthTest, ADeadMachineIsReplacedAtOnce) {
+  const std::string a = nodes_[0].instance_id;
+  signals_.live[a] = AgentLiveness{};
+  signals_.live[a].disconnected_at = h_.clock_.SteadyNow();
+  h_.provider_->BreakNode(a, "node stopped: its first process exited");
+  NodeHealth v = Of(a);
+  EXPECT_EQ(v.verdict, HealthVerdict::kReplace);
+  EXPECT_EQ(v.request.source, "Instance");
+  EXPECT_EQ(v.reason, "node stopped: its first process exited");
+}
+
+TEST_F(HealthTest, ANodeIsRecoveredOnceHoweverOftenItIsJudged) {
+  const std::string a = nodes_[0].instance_id;
+  h_.clock_.AdvanceTime(std::chrono::seconds(7));
+  Beat(nodes_[1].instance_id);
+  ASSERT_TRUE(health_.Reconcile(id_).status.ok());
+  ASSERT_TRUE(health_.Reconcile(id_).status.ok());
+  auto all = Recoveries();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].instance_id, a);
+  EXPECT_EQ(all[0].action, "Replace");
+  EXPECT_EQ(all[0].status, "InProgress");
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kUnknown);   // in recovery: not judged again
+  EXPECT_EQ(woken_, (std::vector<std::string>{id_}));  // the cluster pass carries it out
+}
+
+TEST_F(HealthTest, SlurmMarksAskForTheirAction) {
+  const store::NodeRecord& n = nodes_[0];
+  SlurmNodesReport r;
+  r.nodes.push_back({n.hostname, "IDLE+DRAIN", "Action:Replace", "None"});
+  signals_.slurm = r;
+  EXPECT_EQ(Of(n.instance_id).verdict, HealthVerdict::kHealthy);  // drain is not the contract
+  signals_.slurm->nodes[0] = {n.hostname, "MIXED+FAIL", "Action:Reboot", "None"};
+  NodeHealth v = Of(n.instance_id);
+  EXPECT_EQ(v.verdict, HealthVerdict::kReboot);
+  EXPECT_EQ(v.request.source, "Slurm");
+  EXPECT_FALSE(v.request.node_dead);  // its jobs run: wait for them
+  signals_.slurm->nodes[0] = {n.hostname, "DOWN", "Action:Replace", "None"};
+  v = Of(n.instance_id);
+  EXPECT_EQ(v.verdict, HealthVerdict::kReplace);
+  EXPECT_TRUE(v.request.node_dead);  // state=down: the last resort, jobs already killed
+}
+
+TEST_F(HealthTest, TheWorstFailingCheckDecides) {
+  const std::string a = nodes_[0].instance_id;
+  api::agentproto::HealthReport r;
+  r.checks = {Check("disk:/fsx", "fail", "Healthy"), Check("memory", "ok", "Healthy")};
+  signals_.health[a] = r;
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy);  // reported, no action
+  r.checks.push_back(Check("memory", "fail", "Reboot"));
+  r.checks.push_back(Check("flag_file", "fail", "Replace"));
+  r.checks.push_back(Check("gpu", "timeout", "Reboot"));
+  signals_.health[a] = r;
+  NodeHealth v = Of(a);
+  EXPECT_EQ(v.verdict, HealthVerdict::kReplace);
+  EXPECT_EQ(v.request.check, "flag_file");
+  EXPECT_EQ(v.request.source, "HealthCheck");
+  EXPECT_FALSE(v.request.node_dead);
+}
+
+TEST_F(HealthTest, ManyNodesLosingTheControllerBlameTheController) {
+  api::agentproto::HealthReport fail, ok;
+  fail.checks = {Check("network", "fail", "Replace")};
+  ok.checks = {Check("network", "ok", "Healthy")};
+  // One node cut off while the other reaches the controller: that node's link.
+  signals_.health[nodes_[0].instance_id] = fail;
+  signals_.health[nodes_[1].instance_id] = ok;
+  EXPECT_EQ(Of(nodes_[0].instance_id).verdict, HealthVerdict::kReplace);
+  // Both cut off at once: the controller's side, so neither is replaced.
+  signals_.health[nodes_[1].instance_id] = fail;
+  EXPECT_EQ(Of(nodes_[0].instance_id).verdict, HealthVerdict::kHealthy);
+  EXPECT_EQ(Of(nodes_[1].instance_id).verdict, HealthVerdict::kHealthy);
+}
+
+TEST_F(HealthTest, TheControllerIsRebootedInsteadOfReplaced) {
+  store::RecoveryRecord r;
+  ASSERT_TRUE(h_.store_
+                  ->Write([&](store::WriteTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(id_));
+                    HPOD_ASSIGN_OR_RETURN(
+                        auto id, RequestRecovery(tx, h_.clock_, c, nodes_[0], true,
+                                                 {RecoveryAction::kReplace, "HealthCheck", "x",
+                                                  "scripted", false}));
+                    HPOD_ASSIGN_OR_RETURN(r, tx.GetRecovery(id));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(r.action, "Reboot");
+  EXPECT_NE(r.reason.find("never replaced"), std::string::npos);
 }
 
 TEST(KeyRouterTest, PrefixedKeysGoToTheirConcernAndTheRestToTheClusterPass) {

@@ -9,6 +9,10 @@ std::string NewClusterId() { return RandomString(12, "abcdefghijklmnopqrstuvwxyz
 
 std::string NewInstanceId() { return "i-" + RandomString(17, "0123456789abcdef"); }
 
+std::string NewRecoveryId() {
+  return "rcv-" + RandomString(12, "abcdefghijklmnopqrstuvwxyz0123456789");
+}
+
 std::string NewEventId() {
   std::string b = RandomBytes(16);
   b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);  // version 4

@@ -16,6 +16,8 @@ std::string NewClusterId();
 std::string NewInstanceId();
 // RFC 4122 version-4 UUID, lowercase.
 std::string NewEventId();
+// rcv- + 12 [a-z0-9]: a node recovery (recovery.h).
+std::string NewRecoveryId();
 // "<instance-name>-<8 hex>": stable across replacement (NodeLogicalId).
 std::string NewNodeLogicalId(std::string_view instance_name);
 

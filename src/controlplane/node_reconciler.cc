@@ -43,11 +43,13 @@ NodeReconciler::NodeReconciler(provider::Provider* provider, const Clock& clock,
 Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<GroupRecord>& groups,
                            const std::vector<NodeRecord>& nodes,
                            const std::map<std::string, store::AgentRecord>& agents,
-                           SlurmReconciler::Pass& slurm, std::vector<NodeChange>* changes) {
+                           SlurmReconciler::Pass& slurm, const std::set<std::string>& held,
+                           std::vector<NodeChange>* changes) {
   std::map<std::string, const GroupRecord*> gmap;
   for (const auto& g : groups) gmap[g.name] = &g;
   Status transient = OkStatus();
   for (const NodeRecord& n : nodes) {
+    if (held.count(n.instance_id)) continue;
     NodeChange change;
     change.instance_id = n.instance_id;
     Status s = OkStatus();
@@ -56,7 +58,7 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
         s = Remove(n, slurm, &change);
         break;
       case api::NodePhase::kFailed:
-        continue;  // stays until removed (or, later, recovered)
+        continue;  // stays until removed or recovered (health_reconciler.h)
       case api::NodePhase::kToLaunch:
         s = Launch(cluster, gmap, n, &change);
         break;
@@ -123,6 +125,9 @@ Status NodeReconciler::Launch(const ClusterRecord& cluster,
     spec.instance_type = git->second->spec.value("InstanceType", "");
   }
   if (bootstrap_token_) spec.bootstrap_token = bootstrap_token_(n.instance_id);
+  // Set before launch only for a replacement, which keeps the failed node's
+  // address and so its hostname and Slurm NodeName.
+  spec.private_ip = n.private_ip;
   Status s = provider_->Launch(spec);
   if (s.code() == StatusCode::kResourceExhausted) {
     change->status = ClusterInstanceStatus::kFailure;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,12 +53,13 @@ class NodeReconciler {
   // Whether nodes are Running only once their agent says their scripts succeeded.
   bool AgentsDecide() const { return provider_ != nullptr && provider_->RunsAgents(); }
 
-  // Acts on every node of `cluster`. Appends what it learnt to `changes` even when
-  // a provider call failed transiently; that failure is the returned status.
+  // Acts on every node of `cluster` but those in `held` (a recovery has them).
+  // Appends what it learnt to `changes` even when a provider call failed
+  // transiently; that failure is the returned status.
   Status Act(const store::ClusterRecord& cluster, const std::vector<store::GroupRecord>& groups,
              const std::vector<store::NodeRecord>& nodes,
              const std::map<std::string, store::AgentRecord>& agents, SlurmReconciler::Pass& slurm,
-             std::vector<NodeChange>* changes);
+             const std::set<std::string>& held, std::vector<NodeChange>* changes);
 
  private:
   // Removing: drain (Slurm), terminate, forget once the provider says it is gone.

@@ -24,6 +24,21 @@ struct SlurmOptions {
   std::chrono::seconds ready_timeout{300};
 };
 
+// Node health (health_reconciler.h). Defaults are chosen so that detection plus a
+// replacement (a few seconds locally) finish well inside slurmd_timeout_s, before
+// Slurm itself marks the node DOWN and kills its jobs.
+struct HealthOptions {
+  // A node whose agent sent no heartbeat (or stayed disconnected) this long is
+  // dead: Replace. Agents beat every AgentServiceOptions::heartbeat_interval (2 s).
+  std::chrono::milliseconds heartbeat_timeout{6000};
+  // After hpodd starts, agents reconnect with backoff (at most 10 s between
+  // tries): no heartbeat verdict before this much time has passed since the start.
+  std::chrono::milliseconds startup_grace{15000};
+  // How often a cluster with running nodes is judged even without news (a hung
+  // node sends nothing; only the clock tells).
+  std::chrono::milliseconds poll_interval{1000};
+};
+
 struct ControlPlaneOptions {
   // Used in ARNs and DNS names; scripts split the ARN to find the region.
   std::string region = "us-west-2";
@@ -40,6 +55,7 @@ struct ControlPlaneOptions {
   // time fails to provision (the agent could not start or reach hpodd).
   std::chrono::seconds agent_register_timeout{120};
   SlurmOptions slurm;
+  HealthOptions health;
 };
 
 }  // namespace hpod::controlplane

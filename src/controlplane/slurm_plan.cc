@@ -51,6 +51,10 @@ std::string Motd(const std::string& role, const std::string& controller_name) {
       "             srun --nodes N /fsx/bin/hpod-train --checkpoint-dir /fsx/ckpt ...\n"
       "             trains one model across the nodes (one rank each); the same\n"
       "             command again resumes from the newest checkpoint.\n"
+      "  Faulty node: hpod replaces it (same hostname) or reboots it:\n"
+      "             scontrol update node=<name> state=fail reason=\"Action:Replace\"\n"
+      "             scontrol update node=<name> state=fail reason=\"Action:Reboot\"\n"
+      "             (it waits for the node's jobs to end; state=down kills them now).\n"
       "  Your own Slurm settings: /opt/slurm/etc/slurm.user.conf on the controller\n"
       "  (hpod rewrites slurm.conf, never that file).\n"
       "\n";
@@ -198,8 +202,9 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   std::map<std::string, std::string> type_of;
   for (const auto& g : groups) type_of[g.name] = g.spec.value("InstanceType", "");
   for (const auto& n : nodes) {
-    if ((n.remove && !draining.count(n.instance_id)) ||
-        api::Is(n.status, api::ClusterInstanceStatus::kFailure) || n.private_ip.empty() ||
+    // A node in Failure keeps its place in slurm.conf: it is recovered under the
+    // same NodeName, and a changed node set would restart slurmctld (slurm_node.h).
+    if ((n.remove && !draining.count(n.instance_id)) || n.private_ip.empty() ||
         n.hostname.empty()) {
       continue;
     }

@@ -35,6 +35,9 @@ class AgentRunningProvider final : public provider::Provider {
     return fake_.List(cluster_id);
   }
   bool RunsAgents() const override { return true; }
+  Status Reboot(const std::string& id, const std::string& request_id) override {
+    return fake_.Reboot(id, request_id);
+  }
 
  private:
   provider::FakeProvider& fake_;
@@ -62,7 +65,9 @@ class FakeSlurmAgents final : public SlurmAgents {
                               std::chrono::milliseconds) override {
     std::lock_guard<std::mutex> lock(mu_);
     runs_.emplace_back(instance_id, argv);
-    return CommandResult{};
+    CommandResult r;
+    r.stdout_data = run_output_;
+    return r;
   }
 
   // The agent applied the last message it got and its daemon is `daemon`.
@@ -84,6 +89,24 @@ class FakeSlurmAgents final : public SlurmAgents {
       r.nodes.push_back({name, state, "", "2024-01-01T00:00:00"});
     }
     report_ = r;
+  }
+  // Sets (or adds) one node of the report.
+  void SetNode(const std::string& name, const std::string& state, const std::string& reason = "",
+               const std::string& slurmd_start = "2024-01-01T00:00:00") {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!report_) return;
+    for (auto& n : report_->nodes) {
+      if (n.name == name) {
+        n = {name, state, reason, slurmd_start};
+        return;
+      }
+    }
+    report_->nodes.push_back({name, state, reason, slurmd_start});
+  }
+  // What the next commands print on stdout.
+  void SetRunOutput(const std::string& out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_output_ = out;
   }
   void ClearReport() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -111,6 +134,7 @@ class FakeSlurmAgents final : public SlurmAgents {
   std::optional<SlurmNodesReport> report_;
   std::map<std::string, std::vector<json>> sent_;
   std::vector<std::pair<std::string, std::vector<std::string>>> runs_;
+  std::string run_output_;
 };
 
 inline std::string ValueOr(const StatusOr<std::string>& s, const std::string& otherwise) {

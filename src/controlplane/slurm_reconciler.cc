@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "hpod/controlplane/agent_service.h"
 
@@ -75,7 +76,9 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
   if (role->second != slurm::NodeRole::kCompute) return true;
   const slurm::SlurmNodeState* s = pass.report ? pass.report->Find(n.hostname) : nullptr;
   if (pass.report && pass.report->reporter != plan.controller_instance) s = nullptr;
-  return s != nullptr && s->Registered();
+  // The slurmd of this launch, not a row Slurm still has from a node that held
+  // the name before (a replacement keeps its predecessor's NodeName).
+  return s != nullptr && s->Registered() && s->SlurmdStartEpoch() >= std::floor(n.launch_time);
 }
 
 bool SlurmReconciler::RemovalTimedOut(const std::string& cluster_id,

@@ -1,0 +1,89 @@
+// AgentService: the agents' health reports (the `health` message).
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/agent_service_internal.h"
+#include "hpod/controlplane/events.h"
+
+namespace hpod::controlplane {
+
+namespace proto = api::agentproto;
+
+namespace {
+
+// A failing check, as an event describes it.
+std::string Failing(const proto::HealthCheck& c) {
+  return c.result == "ok" || c.result == "skipped" ? "" : c.verdict + "|" + c.reason;
+}
+
+std::string WorstVerdict(const proto::HealthReport& r) {
+  std::string worst = "Healthy";
+  for (const auto& c : r.checks) {
+    if (Failing(c).empty()) continue;
+    if (c.verdict == "Replace") return "Replace";
+    if (c.verdict == "Reboot") worst = "Reboot";
+  }
+  return worst;
+}
+
+}  // namespace
+
+void AgentService::HandleHealth(const std::shared_ptr<Channel>& ch,
+                                const proto::HealthReport& report) {
+  std::optional<proto::HealthReport> before;
+  {
+    MutexLock lock(mu_);
+    auto current = channels_.find(ch->instance_id);
+    if (current == channels_.end() || current->second->serial != ch->serial) return;
+    auto it = health_.find(ch->instance_id);
+    if (it != health_.end()) before = it->second;
+    health_[ch->instance_id] = report;
+  }
+  std::map<std::string, std::string> was;
+  if (before) {
+    for (const auto& c : before->checks) was[c.name] = Failing(c);
+  }
+  std::vector<std::pair<EventLevel, std::string>> events;
+  for (const auto& c : report.checks) {
+    std::string now = Failing(c);
+    std::string prev = was.count(c.name) ? was[c.name] : "";
+    if (now == prev) continue;
+    if (!now.empty()) {
+      events.push_back(
+          {c.verdict == "Healthy" ? EventLevel::kWarn : EventLevel::kError,
+           "Health check " + c.name + " " + (c.result == "timeout" ? "timed out" : "failed") +
+               (c.verdict == "Healthy" ? " (no action)" : " (verdict " + c.verdict + ")") + ": " +
+               c.reason});
+    } else if (before) {
+      events.push_back({EventLevel::kInfo, "Health check " + c.name + " passes again"});
+    }
+  }
+  if (!events.empty()) {
+    Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
+      for (const auto& [level, text] : events) {
+        HPOD_RETURN_IF_ERROR(
+            RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id), level, text));
+      }
+      return OkStatus();
+    });
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      spdlog::warn("health events for {}: {}", ch->instance_id, s.ToString());
+    }
+  }
+  // The health reconciler judges at once instead of at its next poll.
+  if ((!before || WorstVerdict(*before) != WorstVerdict(report)) && on_change_) {
+    on_change_(ch->cluster_id);
+  }
+}
+
+std::optional<proto::HealthReport> AgentService::Health(const std::string& instance_id) const {
+  MutexLock lock(mu_);
+  auto it = health_.find(instance_id);
+  if (it == health_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,374 @@
+#include "hpod/controlplane/recovery_reconciler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "hpod/api/states.h"
+#include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/events.h"
+#include "hpod/controlplane/ids.h"
+
+namespace hpod::controlplane {
+
+using api::ClusterInstanceStatus;
+using store::NodeRecord;
+using store::RecoveryRecord;
+
+namespace {
+
+bool HasStep(const RecoveryRecord& r, std::string_view step) {
+  for (const auto& s : r.timeline) {
+    if (s.value("step", "") == step) return true;
+  }
+  return false;
+}
+
+bool Has(const std::string& state, std::string_view flag) {
+  return state.find(flag) != std::string::npos;
+}
+
+// Slurm still runs (or cleans up) a job on the node.
+bool Busy(const std::string& state) {
+  return Has(state, "ALLOCATED") || Has(state, "MIXED") || Has(state, "COMPLETING");
+}
+
+bool Marked(const slurm::SlurmNodeState& s) {
+  return s.reason.rfind("Action:", 0) == 0 && (Has(s.state, "FAIL") || Has(s.state, "DOWN"));
+}
+
+std::string NodeName(const RecoveryRecord& r) {
+  return r.hostname.empty() ? r.instance_id : r.hostname;
+}
+
+}  // namespace
+
+RecoveryReconciler::RecoveryReconciler(store::Store& store, provider::Provider* provider,
+                                       const Clock& clock, SlurmAgents* agents)
+    : store_(store), provider_(provider), clock_(clock), agents_(agents) {}
+
+StatusOr<RecoveryReconciler::Outcome> RecoveryReconciler::Step(
+    const store::ClusterRecord& cluster, const std::vector<NodeRecord>& nodes,
+    const std::map<std::string, store::AgentRecord>& agents, const SlurmReconciler::Pass& slurm) {
+  Outcome out;
+  std::vector<RecoveryRecord> active;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto all, tx.ListRecoveries(cluster.id));
+    for (auto& r : all) {
+      if (RecoveryActive(r)) active.push_back(std::move(r));
+    }
+    return OkStatus();
+  }));
+  std::map<std::string, const NodeRecord*> rows;
+  for (const auto& n : nodes) rows[n.instance_id] = &n;
+  for (auto& r : active) {
+    Status s = Advance(cluster, r, rows, agents, slurm, &out);
+    if (!s.ok()) {
+      // Retried on the next pass: every step is repeatable.
+      spdlog::warn("recovery {} of {}: {}", r.recovery_id, NodeName(r), s.ToString());
+    }
+    if (RecoveryActive(r)) {
+      out.busy = true;
+      auto phase = ParseRecoveryPhase(r.phase).value_or(RecoveryPhase::kDetected);
+      if (phase < RecoveryPhase::kLaunched) out.held.insert(r.instance_id);
+    }
+  }
+  return out;
+}
+
+Status RecoveryReconciler::Advance(const store::ClusterRecord& cluster, RecoveryRecord& r,
+                                   const std::map<std::string, const NodeRecord*>& rows,
+                                   const std::map<std::string, store::AgentRecord>& agents,
+                                   const SlurmReconciler::Pass& slurm, Outcome* out) {
+  auto phase = ParseRecoveryPhase(r.phase).value_or(RecoveryPhase::kDetected);
+  if (phase == RecoveryPhase::kLaunched) return Follow(cluster, r, rows, agents, slurm, out);
+  auto it = rows.find(r.instance_id);
+  if (it == rows.end() || it->second->remove) {
+    return Finish(cluster, r, kRecoveryCancelled,
+                  "the node was removed from the cluster before its recovery finished");
+  }
+  const NodeRecord& node = *it->second;
+  switch (phase) {
+    case RecoveryPhase::kDetected:
+      HPOD_RETURN_IF_ERROR(Mark(cluster, r, node, slurm, out));
+      if (ParseRecoveryPhase(r.phase) != RecoveryPhase::kMarked || !RecoveryActive(r)) {
+        return OkStatus();
+      }
+      [[fallthrough]];
+    case RecoveryPhase::kMarked:
+      HPOD_RETURN_IF_ERROR(Drain(cluster, r, node, slurm, out));
+      if (ParseRecoveryPhase(r.phase) != RecoveryPhase::kDrained) return OkStatus();
+      [[fallthrough]];
+    case RecoveryPhase::kDrained:
+      return Act(cluster, r, node, out);
+    default:
+      return OkStatus();
+  }
+}
+
+namespace {
+
+// The Slurm node of a recovery, when Slurm is in play for it and the controller
+// (not this node) can be asked; `why` says otherwise.
+const slurm::SlurmNodeState* SlurmNodeOf(const SlurmReconciler::Pass& slurm,
+                                         const RecoveryRecord& r, std::string* why, bool* wait) {
+  *wait = false;
+  if (!slurm.plan || !slurm.plan->Ready()) {
+    *why = "the cluster has no Slurm";
+    return nullptr;
+  }
+  if (slurm.plan->controller_instance == r.instance_id) {
+    *why = "the node is the Slurm controller";
+    return nullptr;
+  }
+  if (!slurm.report || slurm.report->reporter != slurm.plan->controller_instance) {
+    *why = "waiting for the controller's view of Slurm";
+    *wait = true;
+    return nullptr;
+  }
+  const slurm::SlurmNodeState* s = slurm.report->Find(r.hostname);
+  if (s == nullptr) *why = "not a Slurm node";
+  return s;
+}
+
+}  // namespace
+
+Status RecoveryReconciler::Mark(const store::ClusterRecord& cluster, RecoveryRecord& r,
+                                const NodeRecord& node, const SlurmReconciler::Pass& slurm,
+                                Outcome* out) {
+  std::string detail;
+  bool wait = false;
+  const slurm::SlurmNodeState* s = SlurmNodeOf(slurm, r, &detail, &wait);
+  if (wait) return OkStatus();
+  if (s != nullptr && Marked(*s)) {
+    detail = "already marked in Slurm: " + s->state + " \"" + s->reason + "\"";
+  } else if (s != nullptr) {
+    std::string reason = "Action:" + r.action;
+    HPOD_RETURN_IF_ERROR(Scontrol(
+        slurm, {"scontrol", "update", "nodename=" + r.hostname, "state=fail", "reason=" + reason}));
+    detail = "scontrol update nodename=" + r.hostname + " state=fail reason=\"" + reason + "\"";
+  } else {
+    detail = "not marked: " + detail;
+  }
+  r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kMarked));
+  AddTimelineStep(r, clock_, "Marked", detail);
+  NodeRecord row = node;
+  row.message = (r.automatic ? r.action + " in progress" : std::string("Unhealthy")) +
+                " (recovery " + r.recovery_id + "): " + r.reason;
+  if (!r.automatic) {
+    r.status = kRecoveryReported;
+    r.finished = clock_.NowEpochSeconds();
+    return Save(cluster, r, &row,
+                "NodeRecovery is None: node " + NodeName(r) + " is only marked (" + detail +
+                    "); recover it with BatchReplaceClusterNodes or BatchRebootClusterNodes");
+  }
+  return Save(cluster, r, &row,
+              "Recovery " + r.recovery_id + " marked node " + NodeName(r) + ": " + detail);
+}
+
+Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRecord& r,
+                                 const NodeRecord& node, const SlurmReconciler::Pass& slurm,
+                                 Outcome* out) {
+  std::string detail;
+  bool wait = false;
+  const slurm::SlurmNodeState* s = SlurmNodeOf(slurm, r, &detail, &wait);
+  if (wait) return OkStatus();
+  std::string step = "Drained";
+  if (s == nullptr) {
+    detail = "nothing to drain: " + detail;
+  } else if (r.node_dead) {
+    // A dead node's steps would hang until Slurm's own timeout: cancel them now
+    // (an --auto-resume job re-runs its step on the replacement).
+    std::string ids;
+    HPOD_RETURN_IF_ERROR(Scontrol(slurm,
+                                  {"bash", "-c",
+                                   "ids=$(squeue -h -s -w \"$1\" -o %i); for i in $ids; do "
+                                   "scancel \"$i\"; done; echo $ids",
+                                   "cancel", r.hostname},
+                                  &ids));
+    while (!ids.empty() && (ids.back() == '\n' || ids.back() == ' ')) ids.pop_back();
+    step = "StepsCancelled";
+    detail = ids.empty() ? "no job steps on the node" : "cancelled job steps " + ids;
+  } else {
+    // Wait for the FAIL mark to show and the node's jobs to end (FAILING → FAIL).
+    if (!Marked(*s) || Busy(s->state)) return OkStatus();
+    detail = "no jobs left on the node (Slurm state " + s->state + ")";
+  }
+  r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kDrained));
+  AddTimelineStep(r, clock_, step, detail);
+  return Save(cluster, r, nullptr, "Recovery " + r.recovery_id + ": " + detail);
+}
+
+Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryRecord& r,
+                               const NodeRecord& node, Outcome* out) {
+  if (provider_ == nullptr) {
+    return Finish(cluster, r, kRecoveryFailed, "hpodd has no node provider to recover nodes with");
+  }
+  if (r.action == "Reboot") {
+    Status s = provider_->Reboot(r.instance_id, r.recovery_id);
+    if (s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kNotFound) {
+      return Finish(cluster, r, kRecoveryFailed, "reboot failed: " + std::string(s.message()));
+    }
+    HPOD_RETURN_IF_ERROR(s);
+    NodeRecord row = node;
+    row.status = api::NameString(ClusterInstanceStatus::kPending);
+    row.message = "Rebooting (recovery " + r.recovery_id + "): " + r.reason;
+    row.launch_time = clock_.NowEpochSeconds();  // a slurmd newer than this is the rebooted one
+    r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kLaunched));
+    AddTimelineStep(r, clock_, "Rebooted", "same instance id, node disk kept");
+    out->rows_changed = true;
+    return Save(cluster, r, &row, "Recovery " + r.recovery_id + " rebooted node " + NodeName(r));
+  }
+  HPOD_RETURN_IF_ERROR(provider_->Terminate(r.instance_id));
+  auto d = provider_->Describe(r.instance_id);
+  const bool gone = (!d.ok() && d.status().code() == StatusCode::kNotFound) ||
+                    (d.ok() && d->state == provider::NodeState::kTerminated);
+  if (!d.ok() && !gone) return d.status();
+  if (!gone) return OkStatus();  // terminating; next pass
+  // The old row goes and the replacement's comes in one transaction: the group's
+  // count never changes, and a crash leaves one or the other, never both or none.
+  NodeRecord b;
+  b.instance_id = NewInstanceId();
+  b.cluster_id = node.cluster_id;
+  b.group_name = node.group_name;
+  b.ordinal = node.ordinal;
+  b.status = api::NameString(ClusterInstanceStatus::kPending);
+  b.message = "Replacement of " + node.instance_id + " (recovery " + r.recovery_id + ")";
+  b.launch_time = clock_.NowEpochSeconds();
+  b.private_ip = r.private_ip;
+  b.hostname = r.hostname;
+  b.logical_id = NewNodeLogicalId(node.group_name + "-" + std::to_string(node.ordinal));
+  b.created_generation = node.created_generation;
+  r.replacement_id = b.instance_id;
+  r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kLaunched));
+  AddTimelineStep(r, clock_, "Terminated", "instance " + node.instance_id + " terminated");
+  out->rows_changed = true;
+  return store_.Write([&](store::WriteTx& tx) -> Status {
+    auto current = tx.GetNodeById(node.instance_id);
+    if (current.ok()) HPOD_RETURN_IF_ERROR(tx.DeleteNode(node.instance_id));
+    HPOD_RETURN_IF_ERROR(tx.PutNode(b));
+    HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
+    HPOD_RETURN_IF_ERROR(RecordEvent(
+        tx, clock_, cluster, NodeSubject(node.group_name, node.instance_id), EventLevel::kInfo,
+        "Instance terminated for replacement (recovery " + r.recovery_id + ")"));
+    return RecordEvent(
+        tx, clock_, cluster, NodeSubject(b.group_name, b.instance_id), EventLevel::kInfo,
+        "Instance " + b.instance_id + " is Pending: replaces " + node.instance_id + " as " +
+            NodeName(r) + " (" + r.private_ip + ", recovery " + r.recovery_id + ")");
+  });
+}
+
+Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryRecord& r,
+                                  const std::map<std::string, const NodeRecord*>& rows,
+                                  const std::map<std::string, store::AgentRecord>& agents,
+                                  const SlurmReconciler::Pass& slurm, Outcome* out) {
+  const bool replace = r.action == "Replace";
+  const std::string target = replace ? r.replacement_id : r.instance_id;
+  auto it = rows.find(target);
+  if (it == rows.end() || it->second->remove) {
+    return Finish(cluster, r, kRecoveryCancelled,
+                  "the node was removed from the cluster before its recovery finished");
+  }
+  const NodeRecord& t = *it->second;
+  bool changed = false;
+  auto step = [&](std::string_view name, const std::string& detail) {
+    if (HasStep(r, name)) return;
+    AddTimelineStep(r, clock_, name, detail);
+    changed = true;
+  };
+  if (replace && t.launched) {
+    step("Launched",
+         "instance " + t.instance_id + " launched as " + NodeName(r) + " (" + r.private_ip + ")");
+  }
+  auto a = agents.find(t.instance_id);
+  const bool scripts_done = a != agents.end() && a->second.lifecycle_state == "Succeeded";
+  if (scripts_done && (replace || api::Is(t.status, ClusterInstanceStatus::kRunning))) {
+    step("LifecycleDone",
+         replace ? "lifecycle scripts re-ran and succeeded" : "the node's agent is back");
+  }
+  std::string why;
+  bool wait = false;
+  const slurm::SlurmNodeState* s = SlurmNodeOf(slurm, r, &why, &wait);
+  if (s != nullptr && s->Registered() && s->SlurmdStartEpoch() >= std::floor(t.launch_time)) {
+    step("SlurmdRegistered",
+         "slurmd started " + s->slurmd_start_time + ", Slurm state " + s->state);
+  }
+  if (api::Is(t.status, ClusterInstanceStatus::kFailure)) {
+    return Finish(
+        cluster, r, kRecoveryFailed,
+        (replace ? "the replacement failed: " : "the rebooted node failed: ") + t.message);
+  }
+  if (!api::Is(t.status, ClusterInstanceStatus::kRunning) || wait) {
+    if (changed) return Save(cluster, r, nullptr, "");
+    return OkStatus();
+  }
+  if (s != nullptr) {
+    // Resume, then finish only once the controller's table shows the node clean:
+    // a table from before the resume would still carry the Action mark, which
+    // the health concern would take for a new request.
+    const bool clean = !Has(s->state, "FAIL") && !Has(s->state, "DRAIN") &&
+                       !Has(s->state, "DOWN") && s->reason.rfind("Action:", 0) != 0 &&
+                       s->Registered();
+    if (!clean || !HasStep(r, "Resumed")) {
+      Status resumed =
+          Scontrol(slurm, {"scontrol", "update", "nodename=" + r.hostname, "state=resume"});
+      // Slurm refuses to resume a node that has nothing to resume from.
+      if (!resumed.ok() && resumed.message().find("Invalid node state") == std::string_view::npos) {
+        return resumed;
+      }
+      step("Resumed", "scontrol update nodename=" + r.hostname + " state=resume");
+      out->busy = true;
+      return Save(cluster, r, nullptr, "");
+    }
+  } else {
+    step("Resumed", "not resumed in Slurm: " + why);
+  }
+  r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kResumed));
+  double took = clock_.NowEpochSeconds() - r.created;
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.1f", took);
+  return Finish(cluster, r, kRecoverySucceeded,
+                "node " + NodeName(r) + " recovered by " + r.action + " in " + secs + " s" +
+                    (replace ? " (" + r.instance_id + " → " + r.replacement_id + ")" : ""));
+}
+
+Status RecoveryReconciler::Finish(const store::ClusterRecord& cluster, RecoveryRecord& r,
+                                  const std::string& status, const std::string& message) {
+  r.status = status;
+  r.message = message;
+  r.finished = clock_.NowEpochSeconds();
+  return Save(cluster, r, nullptr, "Recovery " + r.recovery_id + " " + status + ": " + message);
+}
+
+Status RecoveryReconciler::Save(const store::ClusterRecord& cluster, const RecoveryRecord& r,
+                                const NodeRecord* node, const std::string& event) {
+  const std::string& subject = r.replacement_id.empty() ? r.instance_id : r.replacement_id;
+  return store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
+    if (node != nullptr) {
+      auto current = tx.GetNodeById(node->instance_id);
+      if (current.ok()) HPOD_RETURN_IF_ERROR(tx.PutNode(*node));
+    }
+    if (event.empty()) return OkStatus();
+    EventLevel level = r.status == kRecoveryFailed ? EventLevel::kError : EventLevel::kInfo;
+    return RecordEvent(tx, clock_, cluster, NodeSubject(r.group_name, subject), level, event);
+  });
+}
+
+Status RecoveryReconciler::Scontrol(const SlurmReconciler::Pass& slurm,
+                                    const std::vector<std::string>& argv, std::string* out) {
+  if (agents_ == nullptr || !slurm.plan) return FailedPreconditionError("no Slurm controller");
+  std::vector<std::string> cmd = {"env",
+                                  std::string("SLURM_CONF=") + slurm::kConfDir + "/slurm.conf"};
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  HPOD_ASSIGN_OR_RETURN(CommandResult res, agents_->Run(slurm.plan->controller_instance, cmd,
+                                                        std::chrono::seconds(5)));
+  if (res.exit_code != 0) {
+    return UnavailableError(argv[0] + " on the controller failed (exit " +
+                            std::to_string(res.exit_code) + "): " + res.stderr_data);
+  }
+  if (out != nullptr) *out = res.stdout_data;
+  return OkStatus();
+}
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,77 @@
+#pragma once
+
+// The recovery concern of a cluster's reconcile pass: moves each recovery in
+// progress (recovery.h) one step along Detected → Marked → Drained → Launched →
+// Resumed. Every step is recorded in the store (phase, timeline, events) before
+// the next is taken, and every outside call it makes is idempotent (Slurm state
+// updates, Terminate, Reboot keyed by the recovery id), so a crash anywhere
+// repeats at most the last call and the recovery finishes once.
+//
+// The nodes a recovery holds (marked or draining, not yet rebooted or replaced)
+// are left alone by the node concern in the same pass (Outcome::held).
+//
+// Thread contract: stateless; Step may run concurrently for different clusters.
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/recovery.h"
+#include "hpod/controlplane/slurm_plan.h"
+#include "hpod/controlplane/slurm_reconciler.h"
+#include "hpod/provider/provider.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+class RecoveryReconciler {
+ public:
+  // `provider` and `agents` may be null (no provider, no Slurm).
+  RecoveryReconciler(store::Store& store, provider::Provider* provider, const Clock& clock,
+                     SlurmAgents* agents);
+
+  struct Outcome {
+    std::set<std::string> held;  // instance ids the node concern must not act on
+    bool rows_changed = false;   // node rows were swapped or rewritten: read them again
+    bool busy = false;           // a recovery is in progress: poll the cluster
+  };
+  StatusOr<Outcome> Step(const store::ClusterRecord& cluster,
+                         const std::vector<store::NodeRecord>& nodes,
+                         const std::map<std::string, store::AgentRecord>& agents,
+                         const SlurmReconciler::Pass& slurm);
+
+ private:
+  // One step of one recovery; writes what it did.
+  Status Advance(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
+                 const std::map<std::string, const store::NodeRecord*>& rows,
+                 const std::map<std::string, store::AgentRecord>& agents,
+                 const SlurmReconciler::Pass& slurm, Outcome* out);
+  Status Mark(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
+              const store::NodeRecord& node, const SlurmReconciler::Pass& slurm, Outcome* out);
+  Status Drain(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
+               const store::NodeRecord& node, const SlurmReconciler::Pass& slurm, Outcome* out);
+  Status Act(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
+             const store::NodeRecord& node, Outcome* out);
+  Status Follow(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
+                const std::map<std::string, const store::NodeRecord*>& rows,
+                const std::map<std::string, store::AgentRecord>& agents,
+                const SlurmReconciler::Pass& slurm, Outcome* out);
+  // Ends a recovery (status, message, event) in one transaction.
+  Status Finish(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
+                const std::string& status, const std::string& message);
+  // Saves the record (and `node`, when given) with one event.
+  Status Save(const store::ClusterRecord& cluster, const store::RecoveryRecord& r,
+              const store::NodeRecord* node, const std::string& event);
+  // Runs a Slurm command on the controller (env SLURM_CONF=… argv…).
+  Status Scontrol(const SlurmReconciler::Pass& slurm, const std::vector<std::string>& argv,
+                  std::string* out = nullptr);
+
+  store::Store& store_;
+  provider::Provider* const provider_;
+  const Clock& clock_;
+  SlurmAgents* const agents_;
+};
+
+}  // namespace hpod::controlplane

@@ -1,0 +1,299 @@
+// Node recovery's state machine in the cluster pass (recovery_reconciler.h),
+// against the fake provider and fake agents: the Slurm commands it sends, the
+// row swap of a replacement, the resume once a newer slurmd registered, reboot,
+// NodeRecovery=None, and a restart of hpodd at every step.
+
+#include "hpod/controlplane/recovery.h"
+
+#include <gtest/gtest.h>
+
+#include <ctime>
+
+#include "hpod/controlplane/slurm_reconcile_fixture.h"
+
+namespace hpod::controlplane::slurm_testing {
+namespace {
+
+// slurmctld's local-time form of an epoch time.
+std::string SlurmTime(double epoch) {
+  std::time_t t = static_cast<std::time_t>(epoch);
+  std::tm local{};
+  localtime_r(&t, &local);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &local);
+  return buf;
+}
+
+class RecoveryTest : public SlurmReconcileTest {
+ protected:
+  store::ClusterRecord Cluster() {
+    store::ClusterRecord c;
+    EXPECT_TRUE(h_.store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(id_));
+                      return OkStatus();
+                    })
+                    .ok());
+    return c;
+  }
+  std::string Request(const NodeRecord& n, RecoveryAction action, bool dead,
+                      bool is_controller = false) {
+    std::string id;
+    Status s = h_.store_->Write([&](store::WriteTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(id_));
+      HPOD_ASSIGN_OR_RETURN(id, RequestRecovery(tx, h_.clock_, c, n, is_controller,
+                                                RecoveryRequest{action, "HealthCheck", "test",
+                                                                "a test fault", dead}));
+      return OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return id;
+  }
+  store::RecoveryRecord Recovery(const std::string& id) {
+    store::RecoveryRecord r;
+    EXPECT_TRUE(h_.store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(r, tx.GetRecovery(id));
+                      return OkStatus();
+                    })
+                    .ok());
+    return r;
+  }
+  std::vector<std::string> Steps(const std::string& id) {
+    std::vector<std::string> out;
+    for (const auto& s : Recovery(id).timeline) out.push_back(s["step"]);
+    return out;
+  }
+  // The commands run on the controller, each joined by spaces (after env SLURM_CONF=…).
+  std::vector<std::string> Commands() {
+    std::vector<std::string> out;
+    for (const auto& [who, argv] : agents_.Runs()) {
+      std::string line;
+      for (size_t i = 2; i < argv.size(); ++i) line += (line.empty() ? "" : " ") + argv[i];
+      out.push_back(line);
+    }
+    return out;
+  }
+  bool RanCommand(const std::string& prefix) {
+    for (const auto& c : Commands()) {
+      if (c.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  }
+  void SetNodeRecovery(const std::string& value) {
+    ASSERT_TRUE(h_.store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(id_));
+                      c.spec["NodeRecovery"] = value;
+                      return tx.PutCluster(c);
+                    })
+                    .ok());
+  }
+  // The replacement's agent finished its scripts, its slurmd registered and the
+  // resume took effect.
+  void ReplacementUp(const NodeRecord& b) {
+    ASSERT_TRUE(h_.store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      store::AgentRecord a;
+                      a.instance_id = b.instance_id;
+                      a.cluster_id = id_;
+                      a.lifecycle_state = "Succeeded";
+                      return tx.PutAgent(a);
+                    })
+                    .ok());
+    Pass(1);
+    agents_.Ack(b.instance_id);
+    agents_.SetNode(b.hostname, "IDLE+FAIL", "Action:Replace", SlurmTime(b.launch_time + 1));
+    Pass(1);
+    agents_.SetNode(b.hostname, "IDLE", "", SlurmTime(b.launch_time + 1));  // resumed
+  }
+};
+
+TEST_F(RecoveryTest, ReplaceKeepsTheNameAndAddressAndResumesOnlyANewerSlurmd) {
+  NodeRecord ctl = SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(a.launch_time + 1));  // its own slurmd
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/true);
+  ASSERT_EQ(rid.rfind("rcv-", 0), 0u);
+  // A second request for the same node is the same recovery.
+  EXPECT_EQ(Request(a, RecoveryAction::kReplace, true), rid);
+
+  agents_.SetRunOutput("7.0 7.1\n");
+  Pass(1);
+  // Marked in Slurm as HyperPod does, its steps cancelled (the node is dead), terminated.
+  EXPECT_TRUE(
+      RanCommand("scontrol update nodename=" + a.hostname + " state=fail reason=Action:Replace"))
+      << ::testing::PrintToString(Commands());
+  EXPECT_TRUE(RanCommand("bash -c"));
+  agents_.SetRunOutput("");
+  EXPECT_TRUE(Terminated(a.instance_id));
+  store::RecoveryRecord r = Recovery(rid);
+  ASSERT_FALSE(r.replacement_id.empty());
+  EXPECT_EQ(r.phase, "Launched");
+  std::optional<NodeRecord> b = Node(r.replacement_id);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(Node(a.instance_id).has_value());
+  EXPECT_EQ(b->hostname, a.hostname);
+  EXPECT_EQ(b->private_ip, a.private_ip);
+  EXPECT_EQ(b->ordinal, a.ordinal);
+  EXPECT_EQ(NodesOf("w").size(), 2u);  // the group's count never changed
+  Pass(1);
+  b = Node(r.replacement_id);
+  EXPECT_TRUE(b->launched);
+  EXPECT_EQ(b->private_ip, a.private_ip);  // the provider kept the address
+
+  // The old slurmd's row (registered before the launch) does not count.
+  store::AgentRecord agent;
+  ASSERT_TRUE(h_.store_
+                  ->Write([&](store::WriteTx& tx) -> Status {
+                    agent.instance_id = b->instance_id;
+                    agent.cluster_id = id_;
+                    agent.lifecycle_state = "Succeeded";
+                    return tx.PutAgent(agent);
+                  })
+                  .ok());
+  Pass(1);
+  agents_.Ack(b->instance_id);
+  agents_.SetNode(b->hostname, "IDLE+FAIL", "Action:Replace", SlurmTime(b->launch_time - 60));
+  Pass();
+  EXPECT_EQ(Node(b->instance_id)->status, "Pending");
+  EXPECT_FALSE(RanCommand("scontrol update nodename=" + a.hostname + " state=resume"));
+
+  agents_.SetNode(b->hostname, "IDLE+FAIL", "Action:Replace", SlurmTime(b->launch_time + 1));
+  Pass();
+  EXPECT_EQ(Node(b->instance_id)->status, "Running");
+  EXPECT_TRUE(RanCommand("scontrol update nodename=" + a.hostname + " state=resume"));
+  // Done only once the controller's table shows the mark gone (a table from
+  // before the resume would read as a new Action:Replace request).
+  EXPECT_EQ(Recovery(rid).status, "InProgress");
+  agents_.SetNode(b->hostname, "IDLE", "", SlurmTime(b->launch_time + 1));
+  Pass();
+  r = Recovery(rid);
+  EXPECT_EQ(r.status, "Succeeded") << r.message;
+  EXPECT_EQ(Steps(rid),
+            (std::vector<std::string>{"Detected", "Marked", "StepsCancelled", "Terminated",
+                                      "Launched", "LifecycleDone", "SlurmdRegistered", "Resumed"}));
+  // The controller never got a new configuration: slurmctld was not restarted.
+  for (const auto& m : agents_.Sent(ctl.instance_id)) {
+    EXPECT_EQ(m["conf_hash"], agents_.Sent(ctl.instance_id).front()["conf_hash"]);
+  }
+  EXPECT_EQ(ClusterStatus(), "InService");
+}
+
+TEST_F(RecoveryTest, ALiveNodeIsReplacedOnlyAfterItsJobsLeft) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/false);
+  Pass(1);
+  EXPECT_EQ(Recovery(rid).phase, "Marked");
+  // FAILING while a job runs: nothing is terminated.
+  agents_.SetNode(a.hostname, "ALLOCATED+FAIL", "Action:Replace");
+  Pass();
+  EXPECT_FALSE(Terminated(a.instance_id));
+  EXPECT_EQ(Recovery(rid).phase, "Marked");
+  EXPECT_FALSE(RanCommand("bash -c"));  // no steps cancelled on a live node
+  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Replace");
+  Pass(1);
+  EXPECT_TRUE(Terminated(a.instance_id));
+  EXPECT_EQ(Steps(rid)[2], "Drained");
+}
+
+TEST_F(RecoveryTest, RebootKeepsTheInstanceAndWaitsForANewSlurmd) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(1);
+  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(a.launch_time + 1));
+  std::string rid = Request(a, RecoveryAction::kReboot, /*dead=*/true);
+  Pass(1);
+  EXPECT_TRUE(
+      RanCommand("scontrol update nodename=" + a.hostname + " state=fail reason=Action:Reboot"));
+  int reboots = 0;
+  for (const auto& act : h_.provider_->actions()) reboots += act.verb == "Reboot";
+  EXPECT_EQ(reboots, 1);
+  EXPECT_FALSE(Terminated(a.instance_id));
+  std::optional<NodeRecord> row = Node(a.instance_id);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->status, "Pending");
+  Pass();
+  EXPECT_EQ(Node(a.instance_id)->status, "Pending");  // the old slurmd's row
+  EXPECT_EQ(Recovery(rid).status, "InProgress");
+  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Reboot", SlurmTime(row->launch_time + 1));
+  Pass();
+  EXPECT_EQ(Node(a.instance_id)->status, "Running");
+  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(row->launch_time + 1));
+  Pass();
+  EXPECT_EQ(Recovery(rid).status, "Succeeded");
+  reboots = 0;
+  for (const auto& act : h_.provider_->actions()) reboots += act.verb == "Reboot";
+  EXPECT_EQ(reboots, 1);  // once, however many passes
+}
+
+TEST_F(RecoveryTest, NodeRecoveryNoneOnlyMarks) {
+  SlurmClusterInService();
+  SetNodeRecovery("None");
+  NodeRecord a = NodesOf("w").at(0);
+  std::string rid = Request(a, RecoveryAction::kReplace, true);
+  Pass();
+  store::RecoveryRecord r = Recovery(rid);
+  EXPECT_EQ(r.status, "Reported");
+  EXPECT_FALSE(r.automatic);
+  EXPECT_TRUE(RanCommand("scontrol update nodename=" + a.hostname + " state=fail"));
+  EXPECT_FALSE(Terminated(a.instance_id));
+  EXPECT_TRUE(Node(a.instance_id).has_value());
+}
+
+TEST_F(RecoveryTest, TheControllerIsRebootedNeverReplaced) {
+  NodeRecord ctl = SlurmClusterInService();
+  std::string rid = Request(ctl, RecoveryAction::kReplace, true, /*is_controller=*/true);
+  store::RecoveryRecord r = Recovery(rid);
+  EXPECT_EQ(r.action, "Reboot");
+  Pass(1);
+  EXPECT_FALSE(Terminated(ctl.instance_id));
+  EXPECT_FALSE(RanCommand("scontrol update nodename=" + ctl.hostname));  // it cannot mark itself
+  EXPECT_EQ(Recovery(rid).phase, "Launched");
+}
+
+TEST_F(RecoveryTest, ARestartAtEveryStepFinishesTheRecoveryOnce) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  std::string rid = Request(a, RecoveryAction::kReplace, true);
+  // A new reconciler (hpodd restarted) before every pass.
+  for (int i = 0; i < 6; ++i) {
+    h_.reconciler_ = std::make_unique<ClusterReconciler>(*h_.store_, &provider_, h_.clock_,
+                                                         h_.options_, nullptr, &agents_);
+    Pass(1);
+  }
+  store::RecoveryRecord r = Recovery(rid);
+  ASSERT_FALSE(r.replacement_id.empty());
+  NodeRecord b = *Node(r.replacement_id);
+  ReplacementUp(b);
+  for (int i = 0; i < 4; ++i) {
+    h_.reconciler_ = std::make_unique<ClusterReconciler>(*h_.store_, &provider_, h_.clock_,
+                                                         h_.options_, nullptr, &agents_);
+    Pass(1);
+  }
+  EXPECT_EQ(Recovery(rid).status, "Succeeded");
+  int launches = 0, terminates = 0;
+  for (const auto& act : h_.provider_->actions()) {
+    launches += act.verb == "Launch" && act.instance_id != a.instance_id &&
+                act.instance_id == b.instance_id;
+    terminates += act.verb == "Terminate";
+  }
+  EXPECT_GE(launches, 1);
+  EXPECT_EQ(NodesOf("w").size(), 2u);  // no duplicated, no orphaned node
+  std::set<std::string> ids;
+  for (const auto& n : Nodes()) ids.insert(n.instance_id);
+  EXPECT_FALSE(ids.count(a.instance_id));
+  EXPECT_TRUE(ids.count(b.instance_id));
+  int recoveries = 0;
+  ASSERT_TRUE(h_.store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto all, tx.ListRecoveries(id_));
+                    recoveries = static_cast<int>(all.size());
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(recoveries, 1);
+}
+
+}  // namespace
+}  // namespace hpod::controlplane::slurm_testing
