@@ -119,6 +119,7 @@ std::string VerbChoices() {
   verbs.push_back("start-session");
   verbs.push_back("logs");
   verbs.push_back("inject-fault");
+  verbs.push_back("describe-recovery");
   std::sort(verbs.begin(), verbs.end());
   std::string out;
   for (const auto& v : verbs) out += "\n  " + v;
@@ -245,6 +246,10 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
   }
   if (verb == "inject-fault") {
     HPOD_RETURN_IF_ERROR(internal::ParseInjectFaultArgs(rest, help, inv));
+    return inv;
+  }
+  if (verb == "describe-recovery") {
+    HPOD_RETURN_IF_ERROR(internal::ParseDescribeRecoveryArgs(rest, help, inv));
     return inv;
   }
   inv.operation = FindOperationByVerb(verb);

@@ -9,6 +9,7 @@
 //   hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]
 //   hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N] [--xid-code N]
 //        (HpodInjectFault's request, run as that operation: Kind kOperation)
+//   hpod describe-recovery --cluster-name NAME (--recovery-id ID | --node-id ID)
 //   hpod help | hpod <verb> help | hpod wait [<waiter>] help | hpod --version
 //
 // verb = XformName(operation) ("DescribeClusterNode" -> describe-cluster-node) and
@@ -69,13 +70,13 @@ enum class Waiter { kClusterInService, kClusterDeleted };
 std::string_view WaiterName(Waiter waiter);  // "cluster-in-service"
 
 struct Invocation {
-  enum class Kind { kHelp, kVersion, kOperation, kWait, kStartSession, kLogs };
+  enum class Kind { kHelp, kVersion, kOperation, kWait, kStartSession, kLogs, kDescribeRecovery };
   Kind kind = Kind::kHelp;
   GlobalOptions globals;
   std::optional<Expression> query;
 
-  // kHelp: "", a verb, "wait", "wait <waiter>", "start-session", "logs" or
-  // "inject-fault".
+  // kHelp: "", a verb, "wait", "wait <waiter>", "start-session", "logs",
+  // "inject-fault" or "describe-recovery".
   std::string help_topic;
 
   // kOperation.
@@ -100,6 +101,9 @@ struct Invocation {
   std::string node_id;
   std::optional<std::string> log_stream;
   bool follow = false;
+
+  // kDescribeRecovery (cluster_name, and node_id above when given instead).
+  std::string recovery_id;
 };
 
 // Parses argv (without the program name). `env` expands ~ and $VARS in file://

@@ -359,6 +359,31 @@ Status ParseInjectFaultArgs(const std::vector<std::string>& words, bool help, In
   return OkStatus();
 }
 
+Status ParseDescribeRecoveryArgs(const std::vector<std::string>& words, bool help,
+                                 Invocation& inv) {
+  std::map<std::string, std::string> values;
+  HPOD_ASSIGN_OR_RETURN(
+      bool help_word,
+      ParseSimpleArgs(
+          words, {{"--cluster-name", true}, {"--recovery-id", true}, {"--node-id", true}}, values));
+  if (help || help_word) {
+    inv.kind = Invocation::Kind::kHelp;
+    inv.help_topic = "describe-recovery";
+    return OkStatus();
+  }
+  HPOD_RETURN_IF_ERROR(RequireOptions(values, {"--cluster-name"}));
+  if ((values.count("--recovery-id") != 0) == (values.count("--node-id") != 0)) {
+    return UsageError(
+        "describe-recovery needs one of --recovery-id rcv-... or --node-id i-... (that node's "
+        "latest recovery)");
+  }
+  inv.kind = Invocation::Kind::kDescribeRecovery;
+  inv.cluster_name = values["--cluster-name"];
+  inv.recovery_id = values["--recovery-id"];
+  inv.node_id = values["--node-id"];
+  return OkStatus();
+}
+
 Status ParseLogsArgs(const std::vector<std::string>& words, bool help, Invocation& inv) {
   std::map<std::string, std::string> values;
   HPOD_ASSIGN_OR_RETURN(

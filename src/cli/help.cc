@@ -139,6 +139,7 @@ std::string TopLevelHelp() {
       "  hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]\n"
       "  hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N]\n"
       "                    [--xid-code N]\n"
+      "  hpod describe-recovery --cluster-name NAME (--recovery-id ID | --node-id ID)\n"
       "  hpod help | hpod <command> help | hpod wait help\n\n"
       "Commands:\n";
   std::vector<std::pair<std::string, std::string>> verbs;
@@ -152,7 +153,8 @@ std::string TopLevelHelp() {
   out += "  wait                          cluster-in-service | cluster-deleted\n";
   out += "  start-session                 a shell or a command on a node (aws ssm start-session)\n";
   out += "  logs                          a node's lifecycle-script or agent log\n";
-  out += "  inject-fault                  break a node on purpose to test recovery (admin)\n\n";
+  out += "  inject-fault                  break a node on purpose to test recovery (admin)\n";
+  out += "  describe-recovery             one node recovery's timeline, step by step\n\n";
   out +=
       "Global options (anywhere on the line):\n"
       "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"
@@ -368,6 +370,28 @@ std::string InjectFaultHelp() {
          "  --xid-code (integer)\n"
          "      1-1000; required with --kind gpu-xid (e.g. 79: GPU has fallen off the bus).\n\n"
          "Prints {NodeId, Kind, InjectedTime}. The same as `hpod hpod-inject-fault`.\n";
+}
+
+std::string DescribeRecoveryHelp() {
+  return "NAME\n"
+         "  describe-recovery - one node recovery's timeline: what found the fault, each\n"
+         "  step hpod took (marked in Slurm, drained, terminated or rebooted, launched,\n"
+         "  lifecycle done, slurmd registered, resumed), when, and how long it took\n"
+         "  (hpod HpodDescribeRecovery / HpodListRecoveries)\n\n"
+         "SYNOPSIS\n"
+         "  hpod describe-recovery\n"
+         "    --cluster-name <value>\n"
+         "    --recovery-id <value> | --node-id <value>\n\n"
+         "OPTIONS\n"
+         "  --cluster-name (string) [required]\n"
+         "      The cluster's name or ARN.\n"
+         "  --recovery-id (string)\n"
+         "      rcv-... as events and `hpod hpod-list-recoveries` name it.\n"
+         "  --node-id (string)\n"
+         "      The latest recovery of this node (the failed node or its replacement).\n\n"
+         "--output table (or text) prints a summary and one row per step with its time,\n"
+         "the seconds since the fault was detected and the seconds the step took; json\n"
+         "prints the Recovery object.\n";
 }
 
 }  // namespace hpod::cli

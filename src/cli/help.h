@@ -24,6 +24,7 @@ std::string StartSessionHelp();
 std::string LogsHelp();
 // `hpod inject-fault help`.
 std::string InjectFaultHelp();
+std::string DescribeRecoveryHelp();
 
 // awscli's shorthand example for a flag of shape `shape`, e.g.
 // "SourceS3Uri=string,OnCreate=string,OnInitComplete=string"; empty when the shape

@@ -8,6 +8,7 @@
 #include "hpod/cli/logs.h"
 #include "hpod/cli/output.h"
 #include "hpod/cli/params.h"
+#include "hpod/cli/recovery.h"
 #include "hpod/cli/session.h"
 #include "hpod/cli/slurm_nodes.h"
 #include "hpod/cli/wait.h"
@@ -107,6 +108,8 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
         out << LogsHelp();
       } else if (inv.help_topic == "inject-fault") {
         out << InjectFaultHelp();
+      } else if (inv.help_topic == "describe-recovery") {
+        out << DescribeRecoveryHelp();
       } else if (inv.help_topic.rfind("wait", 0) == 0) {
         out << WaitHelp(inv.help_topic.size() > 5 ? inv.help_topic.substr(5) : "");
       } else if (const api::Operation* op = FindOperationByVerb(inv.help_topic)) {
@@ -238,6 +241,14 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
     logs.follow = inv.follow;
     logs.max_calls = rt.logs_max_calls;
     Status done = FollowNodeLogs(*session.client, logs, sleeper, out);
+    if (!done.ok()) {
+      return Fail(err, done.aws_type().empty() ? kExitOther : kExitService, done.message());
+    }
+    return kExitOk;
+  }
+  if (inv.kind == Invocation::Kind::kDescribeRecovery) {
+    DescribeRecoveryOptions o{inv.cluster_name, inv.recovery_id, inv.node_id, *format};
+    Status done = DescribeRecovery(*session.client, o, out);
     if (!done.ok()) {
       return Fail(err, done.aws_type().empty() ? kExitOther : kExitService, done.message());
     }
