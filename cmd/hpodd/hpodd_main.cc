@@ -102,7 +102,8 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   std::string link_prefix = "hp";
   int node_disk_mb = 0;
   std::string fake_nvml_library;
-  int heartbeat_ms = 5000, lifecycle_timeout_s = 1800, register_timeout_s = 120;
+  int heartbeat_ms = 2000, heartbeat_timeout_ms = 6000, lifecycle_timeout_s = 1800,
+      register_timeout_s = 120;
   int slurmd_timeout_s = 30;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--listen", listen, "ADDRESS:PORT to serve on (default loopback)")
@@ -141,6 +142,11 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
         ->capture_default_str();
     a->add_option("--heartbeat-interval-ms", heartbeat_ms, "How often node agents heartbeat")
         ->check(CLI::Range(100, 600000))
+        ->capture_default_str();
+    a->add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms,
+                  "A node whose agent is silent this long is replaced (keep detection plus "
+                  "replacement inside --slurmd-timeout)")
+        ->check(CLI::Range(500, 3600000))
         ->capture_default_str();
     a->add_option("--lifecycle-timeout", lifecycle_timeout_s,
                   "Seconds an OnCreate script may run before its node fails")
@@ -256,6 +262,7 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   options.control_plane.slurm.gpu_device_dir = "/run/hpod-gpus";
   options.control_plane.slurm.stand_in_gpus = true;
   options.agents.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  options.control_plane.health.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
   options.agents.lifecycle_timeout = std::chrono::seconds(lifecycle_timeout_s);
   options.agents.s3.endpoint = s3_endpoint;
   options.agents.s3.region = s3_region;
