@@ -177,6 +177,43 @@ class CrashSafetyTest(unittest.TestCase):
                 self.assertFalse(set(victims) & {n["InstanceId"] for n in nodes})
         self.assert_no_orphans()
 
+    # node recovery -------------------------------------------------------------------
+    def test_kill_during_node_recovery(self):
+        """BatchReplace/BatchReboot (the same recovery a health verdict starts), hpodd
+        killed at every point of it: each recovery finishes once; a replaced node's
+        slot, hostname and address survive under a new instance id, a rebooted one
+        keeps its id; no machine is duplicated or orphaned."""
+        self.sm.create_cluster(ClusterName="heal", InstanceGroups=groups_for(BASE))
+        nodes = self.assert_converged("heal", BASE, "initial create")
+        names = sorted(n["PrivateDnsHostname"] for n in nodes)
+        workers = [n["InstanceId"] for n in nodes if n["InstanceGroupName"] == "work"]
+        for k, delay in enumerate((0, 40, 120, 250)):
+            with self.subTest(kill_after_ms=delay):
+                victims = workers[k:k + 1]
+                if k % 2 == 0:
+                    out = self.sm.batch_replace_cluster_nodes(ClusterName="heal", NodeIds=victims)
+                else:
+                    out = self.sm.batch_reboot_cluster_nodes(ClusterName="heal", NodeIds=victims)
+                self.assertEqual(out.get("Failed", []), [], out)
+                self.crash_and_restart(delay)
+                deadline = time.time() + 30
+                if k % 2 == 0:  # replaced: the old machine goes
+                    while time.time() < deadline and set(victims) & set(self.d.fake_nodes()):
+                        time.sleep(0.1)
+                nodes = self.assert_converged("heal", BASE, "recovery, killed after %d ms"
+                                              % delay)
+                ids = {n["InstanceId"] for n in nodes}
+                if k % 2 == 0:
+                    self.assertFalse(set(victims) & ids, "replaced nodes are gone")
+                else:
+                    self.assertTrue(set(victims) <= ids, "a rebooted node keeps its id")
+                self.assertEqual(sorted(n["PrivateDnsHostname"] for n in nodes), names,
+                                 "every hostname kept")
+                if k % 2 == 1:
+                    machine = self.d.fake_nodes()[victims[0]]
+                    self.assertEqual(machine.get("reboots"), 1, "rebooted exactly once")
+        self.assert_no_orphans()
+
     # failure and delete ----------------------------------------------------------
     def test_kill_while_failing(self):
         for i, delay in enumerate((100, 300)):

@@ -119,6 +119,7 @@ Status FakeProvider::Reboot(const std::string& instance_id, const std::string& r
   if (!request_id.empty() && it->second.last_reboot == request_id) return OkStatus();
   actions_.push_back({"Reboot", instance_id});
   it->second.last_reboot = request_id;
+  ++it->second.reboots;
   it->second.broken = false;
   it->second.message.clear();
   it->second.launched_at = clock_.NowEpochSeconds();
@@ -161,6 +162,7 @@ void FakeProvider::Save(const Node& n) {
                       {"terminated_at", n.terminated_at},
                       {"broken", n.broken},
                       {"last_reboot", n.last_reboot},
+                      {"reboots", n.reboots},
                       {"message", n.message}};
   const fs::path path = fs::path(options_.state_dir) / (n.instance_id + ".json");
   // Best effort, like the in-memory state it mirrors: a failed save only costs
@@ -191,6 +193,7 @@ void FakeProvider::Load() {
     n.terminated_at = j.value("terminated_at", -1.0);
     n.broken = j.value("broken", false);
     n.last_reboot = j.value("last_reboot", "");
+    n.reboots = j.value("reboots", 0);
     n.message = j.value("message", "");
     nodes_[n.instance_id] = n;
   }

@@ -69,6 +69,7 @@ class FakeProvider final : public Provider {
     bool broken = false;
     std::string message;
     std::string last_reboot;  // request id
+    int reboots = 0;          // persisted: tests check a recovery rebooted once
   };
   Status TransientFailure() REQUIRES(mu_);
   // The state files mirror nodes_ and change under mu_ with it.
