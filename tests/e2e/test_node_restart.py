@@ -1,8 +1,10 @@
 """hpodd restarts under running nodes: after kill -9 of hpodd the nodes keep
 running, the new hpodd re-adopts them (they stay Running, their agents reconnect
-with their node credentials, sessions work), and a node whose namespaces died
-meanwhile is detected and reported: Failure, its group Degraded, and an update
-still completes beside it. Needs root."""
+with their node credentials, sessions work, and the restart judges no live node
+unhealthy), and a node whose namespaces died meanwhile is detected and reported.
+With NodeRecovery=None (here) it stays Failure, its group Degraded, and an update
+still completes beside it; with Automatic it is replaced (test_recovery.py).
+Needs root."""
 import json
 import os
 import signal
@@ -29,7 +31,8 @@ class NodeRestartTest(unittest.TestCase):
         spec = os.path.join(d.root, "c.json")
         with open(spec, "w") as f:
             json.dump([nodestest.lcs_group("workers", 2, "file://%s/" % lcs)], f)
-        d.hpod("create-cluster", "--cluster-name", "r", "--instance-groups", "file://" + spec)
+        d.hpod("create-cluster", "--cluster-name", "r", "--instance-groups", "file://" + spec,
+               "--node-recovery", "None")
         out = d.wait_status("r", "InService")
         cid = out["ClusterArn"].split("/")[-1]
         nodes = d.nodes("r")
@@ -69,6 +72,12 @@ class NodeRestartTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         # The script ran once, not again (a login shell may print its own lines too).
         self.assertEqual(p.stdout.split().count("run"), 1, p.stdout)
+        # Past the startup grace, the restart judged only the dead node: it is
+        # reported (marked only), the survivor has no recovery at all.
+        time.sleep(16)
+        recoveries = d.hpod_json("hpod-list-recoveries", "--cluster-name", "r")["Recoveries"]
+        self.assertEqual([(r["NodeId"], r["Status"]) for r in recoveries],
+                         [(victim, "Reported")], recoveries)
 
         # The failed node degrades its group, not the cluster (ClusterStatus has no
         # Degraded), and says so in the cluster's events.

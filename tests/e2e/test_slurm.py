@@ -164,12 +164,13 @@ class SlurmTest(unittest.TestCase):
         cred = self.d.in_node(worker, "munge -n").stdout
         self.assertIn("STATUS:          Success",
                       self.on_controller("echo '%s' | unmunge" % cred.strip()))
-        # The motd says what works: jobs, /fsx, training across nodes. Node
-        # replacement and --auto-resume are not there until they work.
+        # The motd says what works: jobs, /fsx, training across nodes, HyperPod's
+        # Action:Replace / Action:Reboot (test_recovery.py). --auto-resume is not
+        # there until it works.
         motd = self.d.in_node(worker, "cat /opt/hpod/motd").stdout
         self.assertIn("/fsx is on every node", motd)
         self.assertIn("hpod-train", motd)
-        self.assertNotIn("Action:Replace", motd)
+        self.assertIn('state=fail reason="Action:Replace"', motd)
         self.assertNotIn("--auto-resume", motd)
         # Users' own settings live in a file hpod created and never rewrites.
         self.assertIn("Include slurm.user.conf",
