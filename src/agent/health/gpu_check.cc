@@ -55,6 +55,12 @@ std::string GpuCheck::Error(nvmlReturn_t r) const {
 std::string GpuCheck::Load() {
   if (tried_) return load_error_;
   tried_ = true;
+  // The local provider's nodes have stand-in GPUs: the host's real NVML (if any)
+  // would report the host's GPUs, not the node's.
+  if (options_.library == "none") {
+    load_error_ = "GPU checks are turned off on this node (HPOD_NVML_LIBRARY=none)";
+    return load_error_;
+  }
   void* handle = ::dlopen(options_.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* e = ::dlerror();

@@ -52,6 +52,10 @@ TEST_F(GpuCheckTest, SkippedWithoutGpusOrWithoutNvml) {
   // A library without NVML's symbols.
   o = Check("ml.p5.48xlarge", "libc.so.6")->Run();
   EXPECT_EQ(o.result, Result::kSkipped);
+  // Turned off (the local provider's stand-in GPUs), even on a host with real ones.
+  o = Check("ml.p5.48xlarge", "none")->Run();
+  EXPECT_EQ(o.result, Result::kSkipped);
+  EXPECT_NE(o.reason.find("turned off"), std::string::npos) << o.reason;
 }
 
 TEST_F(GpuCheckTest, HealthyGpusAreOk) {

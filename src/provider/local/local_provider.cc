@@ -359,6 +359,10 @@ std::map<std::string, std::string> LocalProvider::AgentEnv(const Node& n) const 
   if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
     env["HPOD_NVML_LIBRARY"] = options_.fake_nvml_library;
     env["HPOD_FAKE_NVML_SCRIPT"] = kFakeNvmlScriptInNode;
+  } else if (n.gpus > 0) {
+    // A node's GPUs are stand-ins; on a host with GPUs the real NVML would count
+    // the host's and reboot the node forever over a mismatch.
+    env["HPOD_NVML_LIBRARY"] = "none";
   }
   return env;
 }

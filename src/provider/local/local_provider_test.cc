@@ -362,6 +362,17 @@ TEST_F(LocalProviderTest, DiskFullNeedsASizedDisk) {
   for (const auto& c : host_.calls()) EXPECT_EQ(c.find("Disk"), std::string::npos) << c;
 }
 
+TEST_F(LocalProviderTest, WithoutTheFakeGpuNodesTurnNvmlOff) {
+  auto p = Make(Options());
+  LaunchSpec gpu = Spec("i-g");
+  gpu.instance_type = "ml.g5.12xlarge";
+  ASSERT_TRUE(p->Launch(gpu).ok());
+  // Their GPUs are stand-ins: the host's own NVML must not judge them.
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(p->NodeDir("i-g") + "/node-init.json"))["env"],
+            nlohmann::json({{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"},
+                            {"HPOD_NVML_LIBRARY", "none"}}));
+}
+
 TEST_F(LocalProviderTest, AgentGetsItsKernelLogAndGpuNodesTheFakeNvml) {
   auto o = Options();
   o.fake_nvml_library = (dir_ / "libfake-nvml.so").string();
