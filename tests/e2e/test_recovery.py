@@ -333,6 +333,72 @@ class RecoveryTest(unittest.TestCase):
         type(self).slurmctld_pid = self.ctld_pid()
 
 
+class RecoveryGpuTest(unittest.TestCase):
+    """A GPU node's faults through hpod's fake NVML (chosen by hpodd
+    --fake-nvml-library): an uncorrected ECC error seen by the agent's NVML check
+    replaces the node; an Xid injected through both paths does too."""
+
+    def test_fake_nvml_faults_replace_the_gpu_node(self):
+        nodestest.require_nodes()
+        if not test_slurm.have_slurm():
+            raise unittest.SkipTest("Debian's slurm packages are not installed")
+        lib = os.path.join(nodestest.hpodtest.BIN_DIR, "src", "agent", "libhpod_fake_nvml.so")
+        if not os.path.exists(lib):
+            raise unittest.SkipTest("%s not built" % lib)
+        d = nodestest.NodesDaemon("t5g", extra_args=["--fake-nvml-library", lib])
+        self.addCleanup(d.cleanup)
+        lcs = os.path.join(d.root, "lcs")
+        nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
+        d.start()
+        src = "file://" + lcs + "/"
+        spec = os.path.join(d.root, "c.json")
+        with open(spec, "w") as f:
+            json.dump([nodestest.lcs_group("ctl", 1, src, SlurmConfig={"NodeType": "Controller"}),
+                       nodestest.lcs_group("gpu", 1, src, instance_type="ml.g5.xlarge",
+                                           SlurmConfig={"NodeType": "Compute"})], f)
+        d.hpod("create-cluster", "--cluster-name", "g", "--instance-groups", "file://" + spec)
+        d.wait_status("g", "InService", timeout=240)
+
+        def gpu_node():
+            return [n for n in d.nodes("g") if n["InstanceGroupName"] == "gpu"][0]
+
+        def wait(node_id):
+            deadline = time.time() + 90
+            while time.time() < deadline:
+                found = [r for r in d.hpod_json("hpod-list-recoveries", "--cluster-name", "g")
+                         ["Recoveries"] if r["NodeId"] == node_id]
+                if found and found[-1]["Status"] != "InProgress":
+                    return found[-1]
+                time.sleep(0.5)
+            self.fail("no recovery of %s\n%s" % (node_id, d.log_tail()))
+
+        # An uncorrected ECC error on GPU 0, written into the fake's script (which it
+        # re-reads on every call): only the NVML path sees it.
+        victim = gpu_node()["InstanceId"]
+        script = os.path.join(d.data_dir, "local", "nodes", victim, "disk", "state",
+                              "fake-nvml.json")
+        with open(script + ".new", "w") as f:
+            json.dump({"devices": 1, "ecc_uncorrected": {"0": 2}}, f)
+        os.rename(script + ".new", script)
+        rec = wait(victim)
+        self.assertEqual((rec["Status"], rec["Action"], rec["Check"]),
+                         ("Succeeded", "Replace", "gpu"), json.dumps(rec, indent=1))
+        # The replacement starts with healthy GPUs; an Xid 79 (fallen off the bus),
+        # injected in its kernel log and its NVML, replaces it again.
+        deadline = time.time() + 60
+        while gpu_node()["InstanceId"] == victim or \
+                gpu_node()["InstanceStatus"]["Status"] != "Running":
+            self.assertLess(time.time(), deadline, d.nodes("g"))
+            time.sleep(0.5)
+        second = gpu_node()["InstanceId"]
+        d.hpod("inject-fault", "--cluster-name", "g", "--node-id", second, "--kind", "gpu-xid",
+               "--xid-code", "79")
+        rec = wait(second)
+        self.assertEqual((rec["Status"], rec["Action"]), ("Succeeded", "Replace"), rec)
+        self.assertIn(rec["Check"], ("gpu", "kernel_log"), rec)
+        self.assertIn("79", rec["Reason"])
+
+
 class RecoveryNoneTest(unittest.TestCase):
     def test_node_recovery_none_only_marks_and_delete_leaves_nothing(self):
         nodestest.require_nodes()
