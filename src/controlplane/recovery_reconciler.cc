@@ -150,6 +150,7 @@ Status RecoveryReconciler::Mark(const store::ClusterRecord& cluster, RecoveryRec
   } else {
     detail = "not marked: " + detail;
   }
+  if (s != nullptr) r.stale_slurmd_start = s->slurmd_start_time;
   r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kMarked));
   AddTimelineStep(r, clock_, "Marked", detail);
   NodeRecord row = node;
@@ -289,7 +290,14 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
   std::string why;
   bool wait = false;
   const slurm::SlurmNodeState* s = SlurmNodeOf(slurm, r, &why, &wait);
-  if (s != nullptr && s->Registered() && s->SlurmdStartEpoch() >= std::floor(t.launch_time)) {
+  // The old slurmd's row is told apart by its start time; when the old one
+  // started in the very second of the launch the two cannot be told apart, and the
+  // launch-time rule alone decides (the node's own agent runs its slurmd by then).
+  slurm::SlurmNodeState stale;
+  stale.slurmd_start_time = r.stale_slurmd_start;
+  const bool ambiguous = stale.SlurmdStartEpoch() >= std::floor(t.launch_time);
+  if (s != nullptr && s->Registered() && s->SlurmdStartEpoch() >= std::floor(t.launch_time) &&
+      (s->slurmd_start_time != r.stale_slurmd_start || ambiguous)) {
     step("SlurmdRegistered",
          "slurmd started " + s->slurmd_start_time + ", Slurm state " + s->state);
   }
@@ -298,7 +306,9 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
         cluster, r, kRecoveryFailed,
         (replace ? "the replacement failed: " : "the rebooted node failed: ") + t.message);
   }
-  if (!api::Is(t.status, ClusterInstanceStatus::kRunning) || wait) {
+  // Resumed only for the new slurmd, never for Slurm's row of the old one.
+  if (!api::Is(t.status, ClusterInstanceStatus::kRunning) || wait ||
+      (s != nullptr && !HasStep(r, "SlurmdRegistered"))) {
     if (changed) return Save(cluster, r, nullptr, "");
     return OkStatus();
   }

@@ -158,6 +158,10 @@ TEST_F(RecoveryTest, ReplaceKeepsTheNameAndAddressAndResumesOnlyANewerSlurmd) {
   Pass();
   EXPECT_EQ(Node(b->instance_id)->status, "Pending");
   EXPECT_FALSE(RanCommand("scontrol update nodename=" + a.hostname + " state=resume"));
+  // Nor does the old slurmd's start time when it falls in the launch's second.
+  agents_.SetNode(b->hostname, "IDLE", "", SlurmTime(a.launch_time + 1));
+  Pass();
+  EXPECT_FALSE(RanCommand("scontrol update nodename=" + a.hostname + " state=resume"));
 
   agents_.SetNode(b->hostname, "IDLE+FAIL", "Action:Replace", SlurmTime(b->launch_time + 1));
   Pass();

@@ -110,6 +110,10 @@ struct RecoveryRecord {
   std::string phase;        // RecoveryPhase name (recovery.h)
   std::string status;       // "InProgress" | "Succeeded" | "Failed" | "Reported" | "Cancelled"
   std::string message;      // why it failed or was cancelled
+  // The node's SlurmdStartTime when it was marked: a slurmd row still showing it
+  // after the reboot or replacement is Slurm's memory of the old one (slurmctld
+  // prints the time to the second, so "newer than the launch" alone can miss it).
+  std::string stale_slurmd_start;
   double created = 0;
   double finished = 0;
   // [{"step": "Detected", "time": epoch s, "detail": "..."}], in order.

@@ -14,7 +14,8 @@ Json Body(const RecoveryRecord& r) {
               {"check", r.check},             {"reason", r.reason},
               {"node_dead", r.node_dead},     {"automatic", r.automatic},
               {"phase", r.phase},             {"message", r.message},
-              {"finished", r.finished},       {"timeline", r.timeline}};
+              {"finished", r.finished},       {"timeline", r.timeline},
+              {"stale_slurmd_start", r.stale_slurmd_start}};
 }
 
 StatusOr<RecoveryRecord> ReadRecovery(const Statement& s) {
@@ -39,6 +40,7 @@ StatusOr<RecoveryRecord> ReadRecovery(const Statement& s) {
   r.phase = b.value("phase", "");
   r.message = b.value("message", "");
   r.finished = b.value("finished", 0.0);
+  r.stale_slurmd_start = b.value("stale_slurmd_start", "");
   if (auto it = b.find("timeline"); it != b.end() && it->is_array()) r.timeline = *it;
   return r;
 }

@@ -330,6 +330,7 @@ TEST(SqliteStoreTest, RecoveriesRoundTripInOrderAndGoWithTheirCluster) {
   r.phase = "Launched";
   r.status = "InProgress";
   r.created = 20;
+  r.stale_slurmd_start = "2026-12-01T17:34:40";
   r.timeline = nlohmann::json::array({{{"step", "Detected"}, {"time", 20.5}, {"detail", "x"}}});
   RecoveryRecord older = r;
   older.recovery_id = "rcv-000000000001";
@@ -359,6 +360,7 @@ TEST(SqliteStoreTest, RecoveriesRoundTripInOrderAndGoWithTheirCluster) {
                     EXPECT_EQ(got.phase, "Launched");
                     EXPECT_EQ(got.status, "InProgress");
                     EXPECT_EQ(got.created, 20);
+                    EXPECT_EQ(got.stale_slurmd_start, r.stale_slurmd_start);
                     EXPECT_EQ(got.timeline, r.timeline);
                     HPOD_ASSIGN_OR_RETURN(auto list, tx.ListRecoveries("a"));
                     EXPECT_EQ(list.size(), 2u);
