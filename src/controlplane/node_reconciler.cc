@@ -1,5 +1,8 @@
 #include "hpod/controlplane/node_reconciler.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace hpod::controlplane {
 
 using api::ClusterInstanceStatus;
@@ -48,8 +51,44 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
   std::map<std::string, const GroupRecord*> gmap;
   for (const auto& g : groups) gmap[g.name] = &g;
   Status transient = OkStatus();
+  // Launches first, several at once: a provider call may take a while per node
+  // (a cloud API, a machine to boot), and a replacement must not wait behind the
+  // others. The provider is thread-safe; each launch writes only its own change.
+  std::vector<const NodeRecord*> to_launch;
   for (const NodeRecord& n : nodes) {
-    if (held.count(n.instance_id)) continue;
+    if (!held.count(n.instance_id) && PhaseOf(n) == api::NodePhase::kToLaunch) {
+      to_launch.push_back(&n);
+    }
+  }
+  constexpr size_t kParallelLaunches = 8;
+  for (size_t first = 0; first < to_launch.size(); first += kParallelLaunches) {
+    const size_t count = std::min(kParallelLaunches, to_launch.size() - first);
+    std::vector<NodeChange> launched(count);
+    std::vector<Status> results(count);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < count; ++i) {
+      launched[i].instance_id = to_launch[first + i]->instance_id;
+      auto launch = [&, i] {
+        results[i] = Launch(cluster, gmap, *to_launch[first + i], &launched[i]);
+      };
+      if (count == 1) {
+        launch();
+      } else {
+        threads.emplace_back(launch);
+      }
+    }
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < count; ++i) {
+      // A transient failure leaves the node as it was; the pass is retried.
+      if (!results[i].ok()) {
+        transient = results[i];
+        continue;
+      }
+      changes->push_back(std::move(launched[i]));
+    }
+  }
+  for (const NodeRecord& n : nodes) {
+    if (held.count(n.instance_id) || PhaseOf(n) == api::NodePhase::kToLaunch) continue;
     NodeChange change;
     change.instance_id = n.instance_id;
     Status s = OkStatus();
@@ -60,8 +99,7 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
       case api::NodePhase::kFailed:
         continue;  // stays until removed or recovered (health_reconciler.h)
       case api::NodePhase::kToLaunch:
-        s = Launch(cluster, gmap, n, &change);
-        break;
+        continue;  // launched above
       case api::NodePhase::kProvisioning:
       case api::NodePhase::kRunning:
         s = Observe(n, agents, slurm, &change);

@@ -9,7 +9,8 @@
 // the call, harmlessly.
 //
 // Thread contract: one NodeReconciler serves every cluster; Act may run
-// concurrently for different clusters. It holds no lock and keeps no state.
+// concurrently for different clusters. It holds no lock and keeps no state; Act
+// launches up to 8 nodes at once on threads of its own, joined before it returns.
 
 #include <functional>
 #include <map>
