@@ -81,6 +81,9 @@ void AgentService::HandleHealth(const std::shared_ptr<Channel>& ch,
 
 std::optional<proto::HealthReport> AgentService::Health(const std::string& instance_id) const {
   MutexLock lock(mu_);
+  // A report is only as live as the connection that carried it; the last one is
+  // kept past a disconnect only to tell what changed in the next (events).
+  if (channels_.count(instance_id) == 0) return std::nullopt;
   auto it = health_.find(instance_id);
   if (it == health_.end()) return std::nullopt;
   return it->second;

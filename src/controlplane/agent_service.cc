@@ -164,8 +164,6 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
       current = true;
       channels_.erase(it);
       disconnected_at_[ch->instance_id] = clock_.SteadyNow();
-      // A report is only as live as the connection that carried it.
-      health_.erase(ch->instance_id);
       // The table is only as live as its reporter's connection.
       auto nodes = slurm_nodes_.find(ch->cluster_id);
       if (nodes != slurm_nodes_.end() && nodes->second.reporter == ch->instance_id) {

@@ -89,6 +89,9 @@ struct AgentLiveness {
 
 // hpodd's view of the nodes for the health reconciler (AgentService; fakes in
 // tests).
+//
+// Thread contract: implementations are thread-safe (every reconcile worker calls
+// them) and return snapshots.
 class NodeSignals {
  public:
   virtual ~NodeSignals() = default;
@@ -210,7 +213,9 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::map<std::string, std::shared_ptr<Session>> sessions_ GUARDED_BY(mu_);  // by session id
   std::map<std::string, std::shared_ptr<PendingCommand>> commands_ GUARDED_BY(mu_);
   std::map<std::string, SlurmNodesReport> slurm_nodes_ GUARDED_BY(mu_);  // by cluster id
-  // By instance id: when the last connection closed; the latest health report.
+  // By instance id: when the last connection closed; the latest health report
+  // (kept across a reconnect, so a check still failing is not a new event; both
+  // grow by one entry per node hpodd has seen since it started).
   std::map<std::string, std::chrono::steady_clock::time_point> disconnected_at_ GUARDED_BY(mu_);
   std::map<std::string, api::agentproto::HealthReport> health_ GUARDED_BY(mu_);
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();

@@ -7,7 +7,7 @@
 // model's codes (BatchReboot/ReplaceClusterNodesErrorCode), which are not
 // BatchDeleteClusterNodes' (NodeIdNotFound, ...):
 //   InstanceIdNotFound    no such node in the cluster
-//   InvalidInstanceStatus not Running, being deleted, never launched, or (Replace
+//   InvalidInstanceStatus not Running or Failure, being deleted, never launched, or (Replace
 //                         only) a Slurm controller node
 //   InstanceIdInUse       a recovery of the node is already in progress
 // InternalServerError is never answered per node: a store error aborts the whole
@@ -62,9 +62,13 @@ Outcome CheckNode(const store::ClusterRecord& c, const store::NodeRecord& node, 
     return {"InstanceIdInUse", "Node " + id + " is already being recovered (" +
                                    recovery->recovery_id + ": " + recovery->action + ")"};
   }
-  if (!api::Is(node.status, api::ClusterInstanceStatus::kRunning) || !node.launched) {
+  // A node in Failure is what these operations are for (it may have been only
+  // reported, under NodeRecovery=None); one still provisioning is not.
+  const bool running_or_failed = api::Is(node.status, api::ClusterInstanceStatus::kRunning) ||
+                                 api::Is(node.status, api::ClusterInstanceStatus::kFailure);
+  if (!running_or_failed || !node.launched) {
     return {"InvalidInstanceStatus",
-            "Node " + id + " is " + node.status + "; only a Running node can be " + verb};
+            "Node " + id + " is " + node.status + "; only a Running or failed node can be " + verb};
   }
   return {};
 }

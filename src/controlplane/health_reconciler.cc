@@ -75,13 +75,27 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
   std::vector<store::NodeRecord> nodes;
   std::map<std::string, store::AgentRecord> agents;
   std::set<std::string> busy;  // instance ids and hostnames with a recovery in progress
+  std::string controller_group;
+  const double now_epoch = clock_.NowEpochSeconds();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(auto cluster, tx.GetCluster(cluster_id));
     HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
     HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(cluster_id));
     for (auto& a : list) agents[a.instance_id] = std::move(a);
     HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster_id));
     for (const auto& r : recoveries) {
+      // A recovery that failed lately is not started again at once for the same
+      // fault (its own Action mark stays in Slurm, a reboot the provider refused
+      // would be refused again): the node waits out failed_backoff.
+      const bool failed_lately =
+          r.status == kRecoveryFailed && now_epoch - r.finished < options_.failed_backoff.count();
+      if (failed_lately) {
+        busy.insert(r.instance_id);
+        if (!r.replacement_id.empty()) busy.insert(r.replacement_id);
+        continue;
+      }
       if (!RecoveryActive(r) && r.status != kRecoveryReported) continue;
       busy.insert(r.instance_id);
       if (!RecoveryActive(r)) continue;  // Reported: that node only, it stays as it is
@@ -108,7 +122,18 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       }
     }
   }
-  const bool controller_side = unreachable >= 2 && unreachable * 2 >= reporting;
+  // So is everything while the controller itself is down, rebooting or gone.
+  bool controller_down = false;
+  for (const auto& n : nodes) {
+    if (controller_group.empty() || n.group_name != controller_group || signals_ == nullptr) {
+      continue;
+    }
+    controller_down |= busy.count(n.instance_id) > 0 ||
+                       !api::Is(n.status, ClusterInstanceStatus::kRunning) ||
+                       !signals_->Liveness(n.instance_id).connected;
+  }
+  const bool controller_side =
+      controller_down || (unreachable >= 2 && unreachable * 2 >= reporting);
   std::vector<NodeHealth> out;
   for (const auto& n : nodes) {
     NodeHealth h;
@@ -174,7 +199,11 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       if (auto report = signals_->Health(n.instance_id)) {
         const api::agentproto::HealthCheck* worst = nullptr;
         for (const auto& c : report->checks) {
-          if (c.result == "ok" || c.result == "skipped" || c.verdict == "Healthy") continue;
+          // Only a verdict that asks for an action acts (an empty one does not).
+          if (c.result == "ok" || c.result == "skipped" ||
+              (c.verdict != "Reboot" && c.verdict != "Replace")) {
+            continue;
+          }
           if (controller_side && c.name == "network") continue;
           if (worst == nullptr || (c.verdict == "Replace" && worst->verdict != "Replace")) {
             worst = &c;

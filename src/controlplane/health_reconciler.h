@@ -14,9 +14,12 @@
 //   - Slurm shows the node FAIL or DOWN with reason "Action:Replace" or
 //     "Action:Reboot" (a user's `scontrol update`, HyperPod's contract): that
 //     action; DOWN means its jobs are already gone;
-//   - the agent's health checks: the worst failing check's verdict. Network
-//     checks failing on half or more of the nodes (at least two) at once blame
-//     the controller, not them, and are set aside.
+//   - the agent's health checks: the worst failing check's verdict (a failing
+//     check without a Reboot/Replace verdict is reported only). Network checks
+//     are set aside while the controller node is down, in a recovery or not
+//     Running, and when half or more of the nodes (at least two) fail them at
+//     once: that blames the controller, whose own signals judge it.
+// A node whose last recovery failed less than failed_backoff ago is not judged.
 // Only nodes that were up (Running, or Failure after their lifecycle scripts had
 // succeeded) are judged; provisioning failures belong to the create flow.
 // A node with a recovery in progress is not judged again (a node that flaps is

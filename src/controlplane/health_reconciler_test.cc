@@ -210,6 +210,34 @@ TEST_F(HealthTest, SlurmMarksAskForTheirAction) {
   EXPECT_TRUE(v.request.node_dead);  // state=down: the last resort, jobs already killed
 }
 
+TEST_F(HealthTest, AFailingCheckWithoutAnActionVerdictOnlyReports) {
+  api::agentproto::HealthReport r;
+  r.checks = {Check("memory", "fail", ""), Check("gpu", "timeout", "Bogus")};
+  signals_.health[nodes_[0].instance_id] = r;
+  EXPECT_EQ(Of(nodes_[0].instance_id).verdict, HealthVerdict::kHealthy);
+}
+
+TEST_F(HealthTest, ANodeWhoseRecoveryFailedIsNotRecoveredAgainAtOnce) {
+  const std::string a = nodes_[0].instance_id;
+  ASSERT_TRUE(h_.store_
+                  ->Write([&](store::WriteTx& tx) -> Status {
+                    store::RecoveryRecord r;
+                    r.recovery_id = "rcv-000000000001";
+                    r.cluster_id = id_;
+                    r.instance_id = a;
+                    r.status = kRecoveryFailed;
+                    r.finished = h_.clock_.NowEpochSeconds();
+                    return tx.PutRecovery(r);
+                  })
+                  .ok());
+  h_.clock_.AdvanceTime(std::chrono::seconds(7));  // its heartbeats are gone
+  Beat(nodes_[1].instance_id);
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kUnknown);
+  h_.clock_.AdvanceTime(HealthOptions{}.failed_backoff);
+  Beat(nodes_[1].instance_id);
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kReplace);
+}
+
 TEST_F(HealthTest, TheWorstFailingCheckDecides) {
   const std::string a = nodes_[0].instance_id;
   api::agentproto::HealthReport r;
@@ -239,6 +267,57 @@ TEST_F(HealthTest, ManyNodesLosingTheControllerBlameTheController) {
   signals_.health[nodes_[1].instance_id] = fail;
   EXPECT_EQ(Of(nodes_[0].instance_id).verdict, HealthVerdict::kHealthy);
   EXPECT_EQ(Of(nodes_[1].instance_id).verdict, HealthVerdict::kHealthy);
+}
+
+TEST(HealthControllerTest, WhileTheControllerIsDownNoWorkerIsBlamedForNotReachingIt) {
+  Harness h;
+  nlohmann::json ctl = Harness::Group("ctl", 1);
+  ctl["SlurmConfig"] = {{"NodeType", "Controller"}};
+  ASSERT_TRUE(h.Call("CreateCluster",
+                     {{"ClusterName", "c"}, {"InstanceGroups", {ctl, Harness::Group("w", 1)}}})
+                  .ok());
+  h.Converge();
+  std::string arn = h.Describe("c")["ClusterArn"];
+  std::string id = arn.substr(arn.size() - 12);
+  h.clock_.AdvanceTime(std::chrono::hours(1));
+  std::vector<store::NodeRecord> nodes;
+  ASSERT_TRUE(h.store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(id));
+                    return OkStatus();
+                  })
+                  .ok());
+  FakeSignals signals;
+  std::string worker, controller;
+  for (const auto& n : nodes) (n.group_name == "ctl" ? controller : worker) = n.instance_id;
+  for (const auto& n : nodes) {
+    AgentLiveness& l = signals.live[n.instance_id];
+    l.connected = true;
+    l.connected_at = l.last_heartbeat.emplace(h.clock_.SteadyNow());
+  }
+  api::agentproto::HealthReport r;
+  api::agentproto::HealthCheck net;
+  net.name = "network";
+  net.result = "fail";
+  net.verdict = "Replace";
+  r.checks = {net};
+  signals.health[worker] = r;
+  HealthReconciler health(*h.store_, h.clock_, HealthOptions{}, &signals, h.provider_.get(),
+                          nullptr);
+  auto verdict = [&]() {
+    auto v = health.Judge(id);
+    EXPECT_TRUE(v.ok());
+    for (const auto& n : *v) {
+      if (n.instance_id == worker) return n.verdict;
+    }
+    return HealthVerdict::kUnknown;
+  };
+  // The only worker alone loses the controller: its link, as far as hpod can tell.
+  EXPECT_EQ(verdict(), HealthVerdict::kReplace);
+  // The controller's agent is gone (the controller is down): not the worker's fault.
+  signals.live[controller] = AgentLiveness{};
+  signals.live[controller].disconnected_at = h.clock_.SteadyNow();
+  EXPECT_EQ(verdict(), HealthVerdict::kHealthy);
 }
 
 TEST_F(HealthTest, TheControllerIsRebootedInsteadOfReplaced) {

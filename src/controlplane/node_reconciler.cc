@@ -60,9 +60,17 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
       to_launch.push_back(&n);
     }
   }
+  // Replacements (an address already chosen) go first, one by one: the provider
+  // frees a failed node's address at its termination, and a new node launched
+  // beside them must not take it.
+  std::stable_partition(to_launch.begin(), to_launch.end(),
+                        [](const NodeRecord* n) { return !n->private_ip.empty(); });
+  const size_t preset = static_cast<size_t>(
+      std::count_if(to_launch.begin(), to_launch.end(),
+                    [](const NodeRecord* n) { return !n->private_ip.empty(); }));
   constexpr size_t kParallelLaunches = 8;
-  for (size_t first = 0; first < to_launch.size(); first += kParallelLaunches) {
-    const size_t count = std::min(kParallelLaunches, to_launch.size() - first);
+  for (size_t first = 0; first < to_launch.size();) {
+    const size_t count = first < preset ? 1 : std::min(kParallelLaunches, to_launch.size() - first);
     std::vector<NodeChange> launched(count);
     std::vector<Status> results(count);
     std::vector<std::thread> threads;
@@ -86,6 +94,7 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
       }
       changes->push_back(std::move(launched[i]));
     }
+    first += count;
   }
   for (const NodeRecord& n : nodes) {
     if (held.count(n.instance_id) || PhaseOf(n) == api::NodePhase::kToLaunch) continue;

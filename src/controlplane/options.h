@@ -37,6 +37,10 @@ struct HealthOptions {
   // How often a cluster with running nodes is judged even without news (a hung
   // node sends nothing; only the clock tells).
   std::chrono::milliseconds poll_interval{1000};
+  // A node whose recovery failed is not recovered again for the same signal for
+  // this long (a replacement that never registers would otherwise be replaced in
+  // a loop); a user's Batch request is not held back.
+  std::chrono::seconds failed_backoff{300};
 };
 
 struct ControlPlaneOptions {

@@ -78,7 +78,10 @@ StatusOr<std::string> RequestRecovery(store::WriteTx& tx, const Clock& clock,
   r.node_dead = request.node_dead;
   // NodeRecovery=None stops hpod's own repairs, not a caller's explicit request.
   const bool requested = request.source.rfind("Batch", 0) == 0;
-  r.automatic = requested || cluster.spec.value("NodeRecovery", "Automatic") != "None";
+  auto setting = cluster.spec.find("NodeRecovery");
+  const bool none = setting != cluster.spec.end() && setting->is_string() &&
+                    setting->get<std::string>() == "None";
+  r.automatic = requested || !none;
   r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kDetected));
   r.status = kRecoveryInProgress;
   r.created = clock.NowEpochSeconds();

@@ -31,9 +31,16 @@ ordered_json RenderRecovery(const store::RecoveryRecord& r) {
   if (r.finished > 0) o["FinishedTime"] = r.finished;
   ordered_json steps = ordered_json::array();
   for (const auto& s : r.timeline) {
-    steps.push_back(ordered_json{{"Step", s.value("step", "")},
-                                 {"Time", s.value("time", 0.0)},
-                                 {"Detail", s.value("detail", "")}});
+    if (!s.is_object()) continue;
+    auto str = [&](const char* key) {
+      auto it = s.find(key);
+      return it != s.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    auto time = s.find("time");
+    steps.push_back(
+        ordered_json{{"Step", str("step")},
+                     {"Time", time != s.end() && time->is_number() ? time->get<double>() : 0.0},
+                     {"Detail", str("detail")}});
   }
   o["Timeline"] = std::move(steps);
   return o;
@@ -45,7 +52,7 @@ StatusOr<ordered_json> CallRecoveryApi(store::Store& store, const std::string& o
   HPOD_RETURN_IF_ERROR(store.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, ClusterApi::FindCluster(tx, req["ClusterName"]));
     if (operation == "HpodDescribeRecovery") {
-      const std::string id = req.value("RecoveryId", "");
+      const std::string id = req["RecoveryId"].get<std::string>();  // required by the model
       auto r = tx.GetRecovery(id);
       if (!r.ok() || r->cluster_id != c.id) {
         return NotFoundError("Recovery " + id + " not found in cluster " + c.name)

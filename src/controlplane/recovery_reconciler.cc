@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdio>
+#include <functional>
 
 #include "hpod/api/states.h"
 #include "hpod/controlplane/agent_service.h"
@@ -17,12 +19,22 @@ using store::RecoveryRecord;
 
 namespace {
 
-bool HasStep(const RecoveryRecord& r, std::string_view step) {
+// When `step` was last recorded (0: never). Timeline entries are hpod's own, but
+// read defensively: a store body is data, and data never throws here.
+double StepTime(const RecoveryRecord& r, std::string_view step) {
+  double at = 0;
+  if (!r.timeline.is_array()) return at;
   for (const auto& s : r.timeline) {
-    if (s.value("step", "") == step) return true;
+    if (!s.is_object()) continue;
+    auto name = s.find("step");
+    auto time = s.find("time");
+    if (name == s.end() || !name->is_string() || name->get<std::string>() != step) continue;
+    at = time != s.end() && time->is_number() ? time->get<double>() : 1;
   }
-  return false;
+  return at;
 }
+
+bool HasStep(const RecoveryRecord& r, std::string_view step) { return StepTime(r, step) > 0; }
 
 bool Has(const std::string& state, std::string_view flag) {
   return state.find(flag) != std::string::npos;
@@ -90,13 +102,13 @@ Status RecoveryReconciler::Advance(const store::ClusterRecord& cluster, Recovery
   const NodeRecord& node = *it->second;
   switch (phase) {
     case RecoveryPhase::kDetected:
-      HPOD_RETURN_IF_ERROR(Mark(cluster, r, node, slurm, out));
+      HPOD_RETURN_IF_ERROR(Mark(cluster, r, node, slurm));
       if (ParseRecoveryPhase(r.phase) != RecoveryPhase::kMarked || !RecoveryActive(r)) {
         return OkStatus();
       }
       [[fallthrough]];
     case RecoveryPhase::kMarked:
-      HPOD_RETURN_IF_ERROR(Drain(cluster, r, node, slurm, out));
+      HPOD_RETURN_IF_ERROR(Drain(cluster, r, node, slurm));
       if (ParseRecoveryPhase(r.phase) != RecoveryPhase::kDrained) return OkStatus();
       [[fallthrough]];
     case RecoveryPhase::kDrained:
@@ -134,8 +146,7 @@ const slurm::SlurmNodeState* SlurmNodeOf(const SlurmReconciler::Pass& slurm,
 }  // namespace
 
 Status RecoveryReconciler::Mark(const store::ClusterRecord& cluster, RecoveryRecord& r,
-                                const NodeRecord& node, const SlurmReconciler::Pass& slurm,
-                                Outcome* out) {
+                                const NodeRecord& node, const SlurmReconciler::Pass& slurm) {
   std::string detail;
   bool wait = false;
   const slurm::SlurmNodeState* s = SlurmNodeOf(slurm, r, &detail, &wait);
@@ -153,23 +164,22 @@ Status RecoveryReconciler::Mark(const store::ClusterRecord& cluster, RecoveryRec
   if (s != nullptr) r.stale_slurmd_start = s->slurmd_start_time;
   r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kMarked));
   AddTimelineStep(r, clock_, "Marked", detail);
-  NodeRecord row = node;
-  row.message = (r.automatic ? r.action + " in progress" : std::string("Unhealthy")) +
-                " (recovery " + r.recovery_id + "): " + r.reason;
+  const std::string message = (r.automatic ? r.action + " in progress" : std::string("Unhealthy")) +
+                              " (recovery " + r.recovery_id + "): " + r.reason;
+  auto row = [&](NodeRecord& n) { n.message = message; };
   if (!r.automatic) {
     r.status = kRecoveryReported;
     r.finished = clock_.NowEpochSeconds();
-    return Save(cluster, r, &row,
+    return Save(cluster, r, row,
                 "NodeRecovery is None: node " + NodeName(r) + " is only marked (" + detail +
                     "); recover it with BatchReplaceClusterNodes or BatchRebootClusterNodes");
   }
-  return Save(cluster, r, &row,
+  return Save(cluster, r, row,
               "Recovery " + r.recovery_id + " marked node " + NodeName(r) + ": " + detail);
 }
 
 Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRecord& r,
-                                 const NodeRecord& node, const SlurmReconciler::Pass& slurm,
-                                 Outcome* out) {
+                                 const NodeRecord& node, const SlurmReconciler::Pass& slurm) {
   std::string detail;
   bool wait = false;
   const slurm::SlurmNodeState* s = SlurmNodeOf(slurm, r, &detail, &wait);
@@ -192,12 +202,24 @@ Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRe
     detail = ids.empty() ? "no job steps on the node" : "cancelled job steps " + ids;
   } else {
     // Wait for the FAIL mark to show and the node's jobs to end (FAILING → FAIL).
-    if (!Marked(*s) || Busy(s->state)) return OkStatus();
+    // A mark cleared meanwhile (a user's state=resume) is set again once the
+    // table has had time to show it, so the wait cannot last for good.
+    if (!Marked(*s)) {
+      const double marked_at = StepTime(r, "Marked");
+      if (marked_at > 0 && clock_.NowEpochSeconds() - marked_at > 5) {
+        HPOD_RETURN_IF_ERROR(Scontrol(slurm, {"scontrol", "update", "nodename=" + r.hostname,
+                                              "state=fail", "reason=Action:" + r.action}));
+        AddTimelineStep(r, clock_, "Marked", "marked again: the mark had been cleared");
+        return Save(cluster, r, {}, "");
+      }
+      return OkStatus();
+    }
+    if (Busy(s->state)) return OkStatus();
     detail = "no jobs left on the node (Slurm state " + s->state + ")";
   }
   r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kDrained));
   AddTimelineStep(r, clock_, step, detail);
-  return Save(cluster, r, nullptr, "Recovery " + r.recovery_id + ": " + detail);
+  return Save(cluster, r, {}, "Recovery " + r.recovery_id + ": " + detail);
 }
 
 Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryRecord& r,
@@ -205,20 +227,31 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
   if (provider_ == nullptr) {
     return Finish(cluster, r, kRecoveryFailed, "hpodd has no node provider to recover nodes with");
   }
-  if (r.action == "Reboot") {
+  if (ParseRecoveryAction(r.action) == RecoveryAction::kReboot) {
+    // Intent first: the row's launch time (a slurmd newer than it is the rebooted
+    // one) is written before the reboot, so a crash between the two repeats the
+    // keyed Reboot (a no-op) against the same time.
+    if (!HasStep(r, "RebootRequested")) {
+      const double at = clock_.NowEpochSeconds();
+      AddTimelineStep(r, clock_, "RebootRequested", "same instance id, node disk kept");
+      HPOD_RETURN_IF_ERROR(Save(
+          cluster, r,
+          [&](NodeRecord& n) {
+            n.status = api::NameString(ClusterInstanceStatus::kPending);
+            n.message = "Rebooting (recovery " + r.recovery_id + "): " + r.reason;
+            n.launch_time = at;
+          },
+          ""));
+    }
     Status s = provider_->Reboot(r.instance_id, r.recovery_id);
     if (s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kNotFound) {
       return Finish(cluster, r, kRecoveryFailed, "reboot failed: " + std::string(s.message()));
     }
     HPOD_RETURN_IF_ERROR(s);
-    NodeRecord row = node;
-    row.status = api::NameString(ClusterInstanceStatus::kPending);
-    row.message = "Rebooting (recovery " + r.recovery_id + "): " + r.reason;
-    row.launch_time = clock_.NowEpochSeconds();  // a slurmd newer than this is the rebooted one
     r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kLaunched));
-    AddTimelineStep(r, clock_, "Rebooted", "same instance id, node disk kept");
+    AddTimelineStep(r, clock_, "Rebooted", "the node restarts");
     out->rows_changed = true;
-    return Save(cluster, r, &row, "Recovery " + r.recovery_id + " rebooted node " + NodeName(r));
+    return Save(cluster, r, {}, "Recovery " + r.recovery_id + " rebooted node " + NodeName(r));
   }
   HPOD_RETURN_IF_ERROR(provider_->Terminate(r.instance_id));
   auto d = provider_->Describe(r.instance_id);
@@ -244,9 +277,14 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
   r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kLaunched));
   AddTimelineStep(r, clock_, "Terminated", "instance " + node.instance_id + " terminated");
   out->rows_changed = true;
-  return store_.Write([&](store::WriteTx& tx) -> Status {
+  bool removed = false;
+  Status swapped = store_.Write([&](store::WriteTx& tx) -> Status {
     auto current = tx.GetNodeById(node.instance_id);
+    // Removed meanwhile (scale-down, BatchDelete): the user's decision wins; the
+    // machine is gone, the row goes with no replacement.
+    removed = current.ok() && current->remove;
     if (current.ok()) HPOD_RETURN_IF_ERROR(tx.DeleteNode(node.instance_id));
+    if (removed) return OkStatus();
     HPOD_RETURN_IF_ERROR(tx.PutNode(b));
     HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
     HPOD_RETURN_IF_ERROR(RecordEvent(
@@ -257,13 +295,18 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
         "Instance " + b.instance_id + " is Pending: replaces " + node.instance_id + " as " +
             NodeName(r) + " (" + r.private_ip + ", recovery " + r.recovery_id + ")");
   });
+  HPOD_RETURN_IF_ERROR(swapped);
+  if (!removed) return OkStatus();
+  r.replacement_id.clear();
+  return Finish(cluster, r, kRecoveryCancelled,
+                "the node was removed from the cluster before its replacement was launched");
 }
 
 Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryRecord& r,
                                   const std::map<std::string, const NodeRecord*>& rows,
                                   const std::map<std::string, store::AgentRecord>& agents,
                                   const SlurmReconciler::Pass& slurm, Outcome* out) {
-  const bool replace = r.action == "Replace";
+  const bool replace = ParseRecoveryAction(r.action) == RecoveryAction::kReplace;
   const std::string target = replace ? r.replacement_id : r.instance_id;
   auto it = rows.find(target);
   if (it == rows.end() || it->second->remove) {
@@ -282,7 +325,9 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
          "instance " + t.instance_id + " launched as " + NodeName(r) + " (" + r.private_ip + ")");
   }
   auto a = agents.find(t.instance_id);
-  const bool scripts_done = a != agents.end() && a->second.lifecycle_state == "Succeeded";
+  const bool scripts_done =
+      a != agents.end() &&
+      api::Parse<api::LifecycleState>(a->second.lifecycle_state) == api::LifecycleState::kSucceeded;
   if (scripts_done && (replace || api::Is(t.status, ClusterInstanceStatus::kRunning))) {
     step("LifecycleDone",
          replace ? "lifecycle scripts re-ran and succeeded" : "the node's agent is back");
@@ -309,7 +354,7 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
   // Resumed only for the new slurmd, never for Slurm's row of the old one.
   if (!api::Is(t.status, ClusterInstanceStatus::kRunning) || wait ||
       (s != nullptr && !HasStep(r, "SlurmdRegistered"))) {
-    if (changed) return Save(cluster, r, nullptr, "");
+    if (changed) return Save(cluster, r, {}, "");
     return OkStatus();
   }
   if (s != nullptr) {
@@ -328,7 +373,7 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
       }
       step("Resumed", "scontrol update nodename=" + r.hostname + " state=resume");
       out->busy = true;
-      return Save(cluster, r, nullptr, "");
+      return Save(cluster, r, {}, "");
     }
   } else {
     step("Resumed", "not resumed in Slurm: " + why);
@@ -347,17 +392,23 @@ Status RecoveryReconciler::Finish(const store::ClusterRecord& cluster, RecoveryR
   r.status = status;
   r.message = message;
   r.finished = clock_.NowEpochSeconds();
-  return Save(cluster, r, nullptr, "Recovery " + r.recovery_id + " " + status + ": " + message);
+  return Save(cluster, r, {}, "Recovery " + r.recovery_id + " " + status + ": " + message);
 }
 
 Status RecoveryReconciler::Save(const store::ClusterRecord& cluster, const RecoveryRecord& r,
-                                const NodeRecord* node, const std::string& event) {
+                                const std::function<void(NodeRecord&)>& node,
+                                const std::string& event) {
   const std::string& subject = r.replacement_id.empty() ? r.instance_id : r.replacement_id;
   return store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
-    if (node != nullptr) {
-      auto current = tx.GetNodeById(node->instance_id);
-      if (current.ok()) HPOD_RETURN_IF_ERROR(tx.PutNode(*node));
+    if (node) {
+      // The row as it is now, not as the pass read it: a concurrent BatchDelete
+      // (remove) or status change is kept; a row being removed is left alone.
+      auto current = tx.GetNodeById(r.instance_id);
+      if (current.ok() && !current->remove) {
+        node(*current);
+        HPOD_RETURN_IF_ERROR(tx.PutNode(*current));
+      }
     }
     if (event.empty()) return OkStatus();
     EventLevel level = r.status == kRecoveryFailed ? EventLevel::kError : EventLevel::kInfo;

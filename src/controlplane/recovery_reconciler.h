@@ -12,6 +12,7 @@
 //
 // Thread contract: stateless; Step may run concurrently for different clusters.
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -37,6 +38,8 @@ class RecoveryReconciler {
     bool rows_changed = false;   // node rows were swapped or rewritten: read them again
     bool busy = false;           // a recovery is in progress: poll the cluster
   };
+  // Errors of one recovery's step are logged and retried at the next pass (every
+  // step is repeatable); only a failure to read the recoveries is returned.
   StatusOr<Outcome> Step(const store::ClusterRecord& cluster,
                          const std::vector<store::NodeRecord>& nodes,
                          const std::map<std::string, store::AgentRecord>& agents,
@@ -49,9 +52,9 @@ class RecoveryReconciler {
                  const std::map<std::string, store::AgentRecord>& agents,
                  const SlurmReconciler::Pass& slurm, Outcome* out);
   Status Mark(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
-              const store::NodeRecord& node, const SlurmReconciler::Pass& slurm, Outcome* out);
+              const store::NodeRecord& node, const SlurmReconciler::Pass& slurm);
   Status Drain(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
-               const store::NodeRecord& node, const SlurmReconciler::Pass& slurm, Outcome* out);
+               const store::NodeRecord& node, const SlurmReconciler::Pass& slurm);
   Status Act(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
              const store::NodeRecord& node, Outcome* out);
   Status Follow(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
@@ -61,9 +64,10 @@ class RecoveryReconciler {
   // Ends a recovery (status, message, event) in one transaction.
   Status Finish(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
                 const std::string& status, const std::string& message);
-  // Saves the record (and `node`, when given) with one event.
+  // Saves the record with one event (none when empty) and, when `node` is given,
+  // applies it to the node's current row (left alone when being removed).
   Status Save(const store::ClusterRecord& cluster, const store::RecoveryRecord& r,
-              const store::NodeRecord* node, const std::string& event);
+              const std::function<void(store::NodeRecord&)>& node, const std::string& event);
   // Runs a Slurm command on the controller (env SLURM_CONF=… argv…).
   Status Scontrol(const SlurmReconciler::Pass& slurm, const std::vector<std::string>& argv,
                   std::string* out = nullptr);

@@ -202,6 +202,50 @@ TEST_F(RecoveryTest, ALiveNodeIsReplacedOnlyAfterItsJobsLeft) {
   EXPECT_EQ(Steps(rid)[2], "Drained");
 }
 
+TEST_F(RecoveryTest, ANodeRemovedMeanwhileIsNotReplaced) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/false);
+  Pass(1);  // marked; waits for the FAIL mark and the jobs
+  ASSERT_EQ(Recovery(rid).phase, "Marked");
+  // BatchDeleteClusterNodes meanwhile: the user's decision wins.
+  ASSERT_TRUE(
+      h_.Call("BatchDeleteClusterNodes", {{"ClusterName", "demo"}, {"NodeIds", {a.instance_id}}})
+          .ok());
+  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Replace");
+  Pass();
+  store::RecoveryRecord r = Recovery(rid);
+  EXPECT_EQ(r.status, "Cancelled") << r.message;
+  EXPECT_TRUE(r.replacement_id.empty());
+  // Scaled down, not replaced: no new row, and the old one is on its way out.
+  std::vector<NodeRecord> rows = NodesOf("w");
+  EXPECT_EQ(rows.size(), 2u);
+  ASSERT_TRUE(Node(a.instance_id).has_value());
+  EXPECT_TRUE(Node(a.instance_id)->remove);
+}
+
+TEST_F(RecoveryTest, AMarkClearedWhileWaitingIsSetAgain) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/false);
+  Pass(1);
+  ASSERT_EQ(Recovery(rid).phase, "Marked");
+  size_t marks = 0;
+  auto count = [&] {
+    size_t n = 0;
+    for (const auto& c : Commands())
+      n += c.find("state=fail reason=Action:Replace") != std::string::npos;
+    return n;
+  };
+  marks = count();
+  // A user resumed the node before its jobs ended: the table shows no mark.
+  agents_.SetNode(a.hostname, "ALLOCATED", "");
+  h_.clock_.AdvanceTime(std::chrono::seconds(6));
+  Pass(1);
+  EXPECT_GT(count(), marks);
+  EXPECT_EQ(Recovery(rid).status, "InProgress");
+}
+
 TEST_F(RecoveryTest, RebootKeepsTheInstanceAndWaitsForANewSlurmd) {
   SlurmClusterInService();
   NodeRecord a = NodesOf("w").at(1);

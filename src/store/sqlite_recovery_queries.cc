@@ -8,14 +8,36 @@ namespace {
 using Json = nlohmann::json;
 
 Json Body(const RecoveryRecord& r) {
-  return Json{{"group_name", r.group_name},   {"replacement_id", r.replacement_id},
-              {"hostname", r.hostname},       {"private_ip", r.private_ip},
-              {"action", r.action},           {"source", r.source},
-              {"check", r.check},             {"reason", r.reason},
-              {"node_dead", r.node_dead},     {"automatic", r.automatic},
-              {"phase", r.phase},             {"message", r.message},
-              {"finished", r.finished},       {"timeline", r.timeline},
+  return Json{{"group_name", r.group_name},
+              {"replacement_id", r.replacement_id},
+              {"hostname", r.hostname},
+              {"private_ip", r.private_ip},
+              {"action", r.action},
+              {"source", r.source},
+              {"check", r.check},
+              {"reason", r.reason},
+              {"node_dead", r.node_dead},
+              {"automatic", r.automatic},
+              {"phase", r.phase},
+              {"message", r.message},
+              {"finished", r.finished},
+              {"timeline", r.timeline},
               {"stale_slurmd_start", r.stale_slurmd_start}};
+}
+
+// Typed reads of the body that never throw: a field of another type reads as
+// its default (the body is hpod's own, but a store file is data).
+std::string Str(const Json& b, const char* key) {
+  auto it = b.find(key);
+  return it != b.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+bool Bool(const Json& b, const char* key, bool otherwise) {
+  auto it = b.find(key);
+  return it != b.end() && it->is_boolean() ? it->get<bool>() : otherwise;
+}
+double Num(const Json& b, const char* key) {
+  auto it = b.find(key);
+  return it != b.end() && it->is_number() ? it->get<double>() : 0;
 }
 
 StatusOr<RecoveryRecord> ReadRecovery(const Statement& s) {
@@ -27,20 +49,20 @@ StatusOr<RecoveryRecord> ReadRecovery(const Statement& s) {
   r.created = s.Real(4);
   Json b = Json::parse(s.Text(5), nullptr, /*allow_exceptions=*/false);
   if (!b.is_object()) return InternalError("recovery " + r.recovery_id + ": unreadable body");
-  r.group_name = b.value("group_name", "");
-  r.replacement_id = b.value("replacement_id", "");
-  r.hostname = b.value("hostname", "");
-  r.private_ip = b.value("private_ip", "");
-  r.action = b.value("action", "");
-  r.source = b.value("source", "");
-  r.check = b.value("check", "");
-  r.reason = b.value("reason", "");
-  r.node_dead = b.value("node_dead", false);
-  r.automatic = b.value("automatic", true);
-  r.phase = b.value("phase", "");
-  r.message = b.value("message", "");
-  r.finished = b.value("finished", 0.0);
-  r.stale_slurmd_start = b.value("stale_slurmd_start", "");
+  r.group_name = Str(b, "group_name");
+  r.replacement_id = Str(b, "replacement_id");
+  r.hostname = Str(b, "hostname");
+  r.private_ip = Str(b, "private_ip");
+  r.action = Str(b, "action");
+  r.source = Str(b, "source");
+  r.check = Str(b, "check");
+  r.reason = Str(b, "reason");
+  r.node_dead = Bool(b, "node_dead", false);
+  r.automatic = Bool(b, "automatic", true);
+  r.phase = Str(b, "phase");
+  r.message = Str(b, "message");
+  r.finished = Num(b, "finished");
+  r.stale_slurmd_start = Str(b, "stale_slurmd_start");
   if (auto it = b.find("timeline"); it != b.end() && it->is_array()) r.timeline = *it;
   return r;
 }
@@ -74,8 +96,8 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveries(const std::string
 }
 
 Status SqliteTx::PutRecovery(const RecoveryRecord& r) {
-  HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("INSERT OR REPLACE INTO recoveries(", kCols,
-                                             ") VALUES(?,?,?,?,?,?)"));
+  HPOD_ASSIGN_OR_RETURN(
+      Statement s, Prepare("INSERT OR REPLACE INTO recoveries(", kCols, ") VALUES(?,?,?,?,?,?)"));
   s.Bind(1, r.recovery_id).Bind(2, r.cluster_id).Bind(3, r.instance_id).Bind(4, r.status);
   s.Bind(5, r.created).Bind(6, Body(r).dump());
   return s.Run();

@@ -26,19 +26,30 @@ Status TcpReachable(const std::string& target, std::chrono::milliseconds timeout
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return InternalError(std::string("socket: ") + std::strerror(errno));
   Status result = OkStatus();
+  // A refused connection proves the link: the peer's kernel answered (only the
+  // daemon is down, which is the controller's business, not this node's).
+  auto failed = [&](int err) {
+    if (err == ECONNREFUSED) return;
+    result = UnavailableError(std::string("connect: ") + std::strerror(err));
+  };
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     if (errno != EINPROGRESS) {
-      result = UnavailableError(std::string("connect: ") + std::strerror(errno));
+      failed(errno);
     } else {
       pollfd p{fd, POLLOUT, 0};
-      int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      int n;
+      do {
+        n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      } while (n < 0 && errno == EINTR);
       int err = 0;
       socklen_t len = sizeof(err);
       if (n == 0) {
         result =
             DeadlineExceededError("no answer within " + std::to_string(timeout.count()) + " ms");
-      } else if (n < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-        result = UnavailableError(std::string("connect: ") + std::strerror(err != 0 ? err : errno));
+      } else if (n < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        failed(errno);
+      } else if (err != 0) {
+        failed(err);
       }
     }
   }

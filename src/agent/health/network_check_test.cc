@@ -6,19 +6,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
 namespace hpod::agent::health {
 namespace {
 
 // A listening loopback socket; its port.
 class Listener {
  public:
-  Listener() {
+  explicit Listener(int backlog = 8) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(::listen(fd_, 8), 0);
+    EXPECT_EQ(::listen(fd_, backlog), 0);
     socklen_t len = sizeof(a);
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
@@ -47,18 +50,42 @@ TEST(NetworkCheckTest, NoControllerIsSkipped) {
   EXPECT_EQ(check.Run().result, Result::kSkipped);
 }
 
-TEST(NetworkCheckTest, RepeatedFailuresMeanReplaceAndOneIsNoise) {
+TEST(NetworkCheckTest, ARefusedConnectionIsAWorkingLink) {
   std::string target;
   {
     Listener l;
     target = l.Target();
-  }  // closed: connects are refused now
+  }  // closed: connects are refused now, by a host that answers
   NetworkCheck check([&] { return target; }, std::chrono::milliseconds(500), 2);
+  EXPECT_EQ(check.Run().result, Result::kOk);
+  EXPECT_EQ(check.Run().result, Result::kOk);
+}
+
+TEST(NetworkCheckTest, RepeatedTimeoutsMeanReplaceAndOneIsNoise) {
+  // A listener that never accepts, its queue full: the kernel drops further SYNs,
+  // so a connect gets no answer, as across a cut link (loopback only).
+  Listener l(/*backlog=*/0);
+  std::vector<int> fill;
+  for (int i = 0; i < 4; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(l.Target().substr(10))));
+    ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    fill.push_back(fd);
+  }
+  if (TcpReachable(l.Target(), std::chrono::milliseconds(300)).ok()) {
+    for (int fd : fill) ::close(fd);
+    GTEST_SKIP() << "this kernel answers a full listen queue";
+  }
+  NetworkCheck check([&] { return l.Target(); }, std::chrono::milliseconds(300), 2);
   EXPECT_EQ(check.Run().result, Result::kOk);  // one failure: noise
   Outcome o = check.Run();
   EXPECT_EQ(o.result, Result::kFail);
   EXPECT_EQ(o.verdict, Verdict::kReplace);
-  EXPECT_NE(o.reason.find(target), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find(l.Target()), std::string::npos) << o.reason;
+  for (int fd : fill) ::close(fd);
   Listener back;
   NetworkCheck again([&] { return back.Target(); }, std::chrono::milliseconds(500), 2);
   EXPECT_EQ(again.Run().result, Result::kOk);
