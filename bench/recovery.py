@@ -288,8 +288,7 @@ def peer_run(d, lcs, name, label, kind, extra, wait_s, watch_down, prog):
     """One fault on a fresh 1+3 cluster with NodeRecovery None: when Slurm shows the
     node not responding and (if watch_down) DOWN, s after t0, NaN if not within
     wait_s. The cluster is deleted afterwards: a node in Failure on a None cluster
-    cannot be repaired through the API (BatchReplaceClusterNodes answers
-    InvalidInstanceStatus "only a Running node can be replaced")."""
+    stays as it was (a fresh cluster keeps each peer fault on a clean one)."""
     c = Cluster(d, name, lcs, "None")
     try:
         c.wait_created()
