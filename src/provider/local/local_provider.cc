@@ -357,7 +357,7 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
 std::map<std::string, std::string> LocalProvider::AgentEnv(const Node& n) const {
   std::map<std::string, std::string> env = {{"HPOD_KERNEL_LOG", kKernelLogInNode}};
   if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
-    env["HPOD_NVML_LIBRARY"] = options_.fake_nvml_library;
+    env["HPOD_NVML_LIBRARY"] = kFakeNvmlLibraryInNode;
     env["HPOD_FAKE_NVML_SCRIPT"] = kFakeNvmlScriptInNode;
   } else if (n.gpus > 0) {
     // A node's GPUs are stand-ins; on a host with GPUs the real NVML would count
@@ -384,6 +384,12 @@ Status LocalProvider::PrepareDisk(const Node& n) {
     Status s = WriteFileInPlace(FakeNvmlScriptPath(n.instance_id),
                                 json{{"devices", n.gpus}}.dump() + "\n");
     if (!s.ok()) spdlog::warn("local provider: node {}: {}", n.instance_id, s.ToString());
+    fs::copy_file(options_.fake_nvml_library, disk + "/state/libhpod_fake_nvml.so",
+                  fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      spdlog::warn("local provider: node {}: copying {}: {}", n.instance_id,
+                   options_.fake_nvml_library, ec.message());
+    }
   }
   return OkStatus();
 }

@@ -342,7 +342,10 @@ TEST_F(LocalProviderRootTest, EveryFaultActsOnTheRealNode) {
       Sh("cut -d\" \" -f1 /proc/" + p1 + "/task/" + p1 + "/children | tr -d \"\\n\"");
   std::string env = Sh("tr \"\\0\" \"\\n\" < /proc/" + agent + "/environ");
   EXPECT_THAT(env, HasSubstr("HPOD_KERNEL_LOG=/var/lib/hpod-agent/kmsg\n"));
-  EXPECT_THAT(env, HasSubstr("HPOD_NVML_LIBRARY=" + o.fake_nvml_library + "\n"));
+  EXPECT_THAT(env, HasSubstr("HPOD_NVML_LIBRARY=/var/lib/hpod-agent/libhpod_fake_nvml.so\n"));
+  // A copy on the node's disk: the host's path may be under a /tmp the node cannot see.
+  EXPECT_EQ(InNode("i-a", "-m", "test -f /var/lib/hpod-agent/libhpod_fake_nvml.so && echo ok"),
+            "ok\n");
   EXPECT_THAT(env, HasSubstr("HPOD_FAKE_NVML_SCRIPT=/var/lib/hpod-agent/fake-nvml.json\n"));
   EXPECT_EQ(InNode("i-a", "-m", "cat /var/lib/hpod-agent/fake-nvml.json"), "{\"devices\":1}\n");
 

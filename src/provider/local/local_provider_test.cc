@@ -369,8 +369,8 @@ TEST_F(LocalProviderTest, WithoutTheFakeGpuNodesTurnNvmlOff) {
   ASSERT_TRUE(p->Launch(gpu).ok());
   // Their GPUs are stand-ins: the host's own NVML must not judge them.
   EXPECT_EQ(nlohmann::json::parse(ReadFile(p->NodeDir("i-g") + "/node-init.json"))["env"],
-            nlohmann::json({{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"},
-                            {"HPOD_NVML_LIBRARY", "none"}}));
+            nlohmann::json(
+                {{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"}, {"HPOD_NVML_LIBRARY", "none"}}));
 }
 
 TEST_F(LocalProviderTest, AgentGetsItsKernelLogAndGpuNodesTheFakeNvml) {
@@ -387,7 +387,7 @@ TEST_F(LocalProviderTest, AgentGetsItsKernelLogAndGpuNodesTheFakeNvml) {
   };
   EXPECT_EQ(env("i-g"),
             nlohmann::json({{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"},
-                            {"HPOD_NVML_LIBRARY", o.fake_nvml_library},
+                            {"HPOD_NVML_LIBRARY", "/var/lib/hpod-agent/libhpod_fake_nvml.so"},
                             {"HPOD_FAKE_NVML_SCRIPT", "/var/lib/hpod-agent/fake-nvml.json"}}));
   EXPECT_EQ(env("i-c"), nlohmann::json({{"HPOD_KERNEL_LOG", "/var/lib/hpod-agent/kmsg"}}));
   EXPECT_EQ(p->KernelLogPath("i-g"), p->NodeDir("i-g") + "/disk/state/kmsg");

@@ -70,6 +70,9 @@ inline constexpr char kAgentSocketDirInNode[] = "/run/hpod";
 // state dir: <node_disk>/state/kmsg on the host.
 inline constexpr char kKernelLogInNode[] = "/var/lib/hpod-agent/kmsg";
 inline constexpr char kFakeNvmlScriptInNode[] = "/var/lib/hpod-agent/fake-nvml.json";
+// The fake NVML library, copied onto the node's disk: the host's path may be one
+// the node cannot see (its /tmp is its own).
+inline constexpr char kFakeNvmlLibraryInNode[] = "/var/lib/hpod-agent/libhpod_fake_nvml.so";
 
 // Runs as the node's PID 1: sets up the node, runs the program, reaps orphans,
 // forwards SIGTERM/SIGINT to the program, and returns its exit status (128 + n for
