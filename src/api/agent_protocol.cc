@@ -566,4 +566,9 @@ Json Error::ToJson() const {
   return Typed(kType, Json{{"frame_type", frame_type}, {"message", message}});
 }
 
+bool AsksForAction(const HealthCheck& c) {
+  return (c.result == "fail" || c.result == "timeout") &&
+         (c.verdict == "Reboot" || c.verdict == "Replace");
+}
+
 }  // namespace hpod::api::agentproto

@@ -98,6 +98,11 @@ struct HealthCheck {
   bool operator==(const HealthCheck&) const = default;
 };
 
+// Whether a check's result asks for an action: it failed or timed out with a
+// Reboot or Replace verdict (a failing check with verdict Healthy, or none, is
+// reported only). The one rule hpodd's events and verdicts share.
+bool AsksForAction(const HealthCheck& c);
+
 // `config.lifecycle.s3`: how the agent reaches S3 for an s3:// source.
 struct S3Config {
   std::string endpoint;

@@ -1,4 +1,5 @@
-// AgentService: the agents' health reports (the `health` message).
+// AgentService: what the health concern reads of each agent - its liveness
+// (connection and heartbeat times) and its health reports (the `health` message).
 #include <spdlog/spdlog.h>
 
 #include <map>
@@ -21,7 +22,7 @@ std::string Failing(const proto::HealthCheck& c) {
 std::string WorstVerdict(const proto::HealthReport& r) {
   std::string worst = "Healthy";
   for (const auto& c : r.checks) {
-    if (Failing(c).empty()) continue;
+    if (!proto::AsksForAction(c)) continue;
     if (c.verdict == "Replace") return "Replace";
     if (c.verdict == "Reboot") worst = "Reboot";
   }
@@ -87,6 +88,22 @@ std::optional<proto::HealthReport> AgentService::Health(const std::string& insta
   auto it = health_.find(instance_id);
   if (it == health_.end()) return std::nullopt;
   return it->second;
+}
+
+AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
+  MutexLock lock(mu_);
+  AgentLiveness l;
+  l.service_started = started_;
+  auto it = channels_.find(instance_id);
+  if (it == channels_.end()) {
+    auto d = disconnected_at_.find(instance_id);
+    if (d != disconnected_at_.end()) l.disconnected_at = d->second;
+    return l;
+  }
+  l.connected = true;
+  l.connected_at = it->second->connected_at;
+  l.last_heartbeat = it->second->last_heartbeat;
+  return l;
 }
 
 }  // namespace hpod::controlplane

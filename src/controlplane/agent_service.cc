@@ -569,22 +569,6 @@ StatusOr<CommandResult> AgentService::RunCommand(const std::string& instance_id,
   return future.get();
 }
 
-AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
-  MutexLock lock(mu_);
-  AgentLiveness l;
-  l.service_started = started_;
-  auto it = channels_.find(instance_id);
-  if (it == channels_.end()) {
-    auto d = disconnected_at_.find(instance_id);
-    if (d != disconnected_at_.end()) l.disconnected_at = d->second;
-    return l;
-  }
-  l.connected = true;
-  l.connected_at = it->second->connected_at;
-  l.last_heartbeat = it->second->last_heartbeat;
-  return l;
-}
-
 void AgentService::Shutdown() {
   std::map<std::string, std::shared_ptr<Channel>> channels;
   std::map<std::string, std::shared_ptr<Session>> sessions;

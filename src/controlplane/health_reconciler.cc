@@ -199,11 +199,7 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       if (auto report = signals_->Health(n.instance_id)) {
         const api::agentproto::HealthCheck* worst = nullptr;
         for (const auto& c : report->checks) {
-          // Only a verdict that asks for an action acts (an empty one does not).
-          if (c.result == "ok" || c.result == "skipped" ||
-              (c.verdict != "Reboot" && c.verdict != "Replace")) {
-            continue;
-          }
+          if (!api::agentproto::AsksForAction(c)) continue;
           if (controller_side && c.name == "network") continue;
           if (worst == nullptr || (c.verdict == "Replace" && worst->verdict != "Replace")) {
             worst = &c;

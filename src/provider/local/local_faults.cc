@@ -1,6 +1,8 @@
 // LocalProvider::InjectFault and the partition timer (local_provider.h). Each
 // fault acts on the node's real parts through NodeHost, so the control plane's
-// recovery is exercised exactly as a real failure would exercise it.
+// recovery is exercised exactly as a real failure would exercise it. Also the
+// agent's environment that points its health checks at the node's own fault
+// seams (kernel log, fake NVML).
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +17,7 @@
 
 #include "hpod/base/file_util.h"
 #include "hpod/provider/local/local_provider.h"
+#include "hpod/provider/local/node_init.h"
 
 namespace hpod::provider::local {
 
@@ -232,6 +235,19 @@ void LocalProvider::TimerLoop() {
         std::chrono::duration_cast<std::chrono::milliseconds>(*next - options_.clock->Now());
     lock.WaitFor(timer_cv_, std::clamp<std::chrono::milliseconds>(left, 10ms, kTimerTick));
   }
+}
+
+std::map<std::string, std::string> LocalProvider::AgentEnv(const Node& n) const {
+  std::map<std::string, std::string> env = {{"HPOD_KERNEL_LOG", kKernelLogInNode}};
+  if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
+    env["HPOD_NVML_LIBRARY"] = kFakeNvmlLibraryInNode;
+    env["HPOD_FAKE_NVML_SCRIPT"] = kFakeNvmlScriptInNode;
+  } else if (n.gpus > 0) {
+    // A node's GPUs are stand-ins; on a host with GPUs the real NVML would count
+    // the host's and reboot the node forever over a mismatch.
+    env["HPOD_NVML_LIBRARY"] = "none";
+  }
+  return env;
 }
 
 }  // namespace hpod::provider::local

@@ -354,19 +354,6 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
   return WriteFileAtomic(dir + "/node-init.json", NodeInitConfigToJson(init).dump(2), 0644);
 }
 
-std::map<std::string, std::string> LocalProvider::AgentEnv(const Node& n) const {
-  std::map<std::string, std::string> env = {{"HPOD_KERNEL_LOG", kKernelLogInNode}};
-  if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
-    env["HPOD_NVML_LIBRARY"] = kFakeNvmlLibraryInNode;
-    env["HPOD_FAKE_NVML_SCRIPT"] = kFakeNvmlScriptInNode;
-  } else if (n.gpus > 0) {
-    // A node's GPUs are stand-ins; on a host with GPUs the real NVML would count
-    // the host's and reboot the node forever over a mismatch.
-    env["HPOD_NVML_LIBRARY"] = "none";
-  }
-  return env;
-}
-
 Status LocalProvider::PrepareDisk(const Node& n) {
   const std::string disk = NodeDir(n.instance_id) + "/disk";
   std::error_code ec;
