@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "hpod/base/clock.h"
 #include "hpod/base/signals.h"
 #include "hpod/train/trainer/options.h"
 #include "hpod/train/trainer/trainer.h"
@@ -47,6 +48,9 @@ void OnSignal(hpod::train::Trainer* trainer, int sig) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First: the goodput ledger counts start-up (libraries, data, rendezvous,
+  // restore) from here as time lost to a restart.
+  const double process_start = hpod::RealClock::Get().NowEpochSeconds();
   // Writes to a closed pipe fail with EPIPE instead of ending the run.
   signal(SIGPIPE, SIG_IGN);
   auto parsed = hpod::train::ParseArgs(argc, argv);
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
     std::fputs(parsed->help_text.c_str(), stdout);
     return hpod::train::kExitOk;
   }
+  parsed->options.process_start_time = process_start;
   const bool dry_run = parsed->options.dry_run;
   hpod::train::Trainer trainer(std::move(parsed->options));
   // Started only now, so that a signal that arrived during start-up (blocked,

@@ -44,6 +44,12 @@ def load_json(path):
         return json.load(f)
 
 
+def ledger(path):
+    """The goodput ledger's events, in order (every line must be whole)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
 def losses(path):
     """step -> loss as written (JSON text), so equality is bit-for-bit."""
     out = {}
@@ -112,7 +118,8 @@ class TrainTest(unittest.TestCase):
             self.wait_for_step(proc, jsonl, kill_at)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-        p = run([TRAIN] + args)
+        summary = os.path.join(self.tmp, "kill-summary.json")
+        p = run([TRAIN] + args + ["--summary-json", summary])
         self.assertIn("resumed from", p.stderr)
         # Steps after a kill were run twice (once lost); the last write wins and
         # every write must equal the reference.
@@ -124,6 +131,31 @@ class TrainTest(unittest.TestCase):
                 self.assertEqual(raw["loss"], self.ref_losses[step], f"step {step}")
                 seen[step] = raw["loss"]
         self.assertEqual(sorted(seen), list(range(1, 41)))
+        # The goodput ledger: one attempt per process, each step logged once per
+        # run of it, and the steps re-run after each kill exactly those the
+        # next attempt resumed before.
+        events = ledger(os.path.join(ckpt, "goodput.jsonl"))
+        attempts = []
+        for e in events:
+            if e["event"] == "start":
+                attempts.append({"resumed": e["resumed_step"], "steps": []})
+            elif e["event"] == "step":
+                attempts[-1]["steps"].append(e["step"])
+        self.assertEqual(len(attempts), 4)
+        self.assertEqual(attempts[0]["resumed"], 0)
+        for a, kill_at in zip(attempts, (7, 19, 31, 40)):
+            self.assertEqual(a["steps"], list(range(a["resumed"] + 1, a["steps"][-1] + 1)))
+            self.assertGreaterEqual(a["steps"][-1], kill_at)
+        self.assertEqual([e["status"] for e in events if e["event"] == "end"], ["completed"])
+        rerun = sum(max(0, a["steps"][-1] - b["resumed"]) for a, b in zip(attempts, attempts[1:]))
+        g = load_json(summary)["goodput"]
+        self.assertEqual(g["steps_rerun"], rerun)
+        self.assertEqual([x["steps_rerun"] for x in g["gaps"]],
+                         [max(0, a["steps"][-1] - b["resumed"])
+                          for a, b in zip(attempts, attempts[1:])])
+        self.assertEqual(g["useful_steps"], 40)
+        self.assertEqual(g["final_step"], 40)
+        self.assertEqual([x["status"] for x in g["attempts"]], [None, None, None, "completed"])
         # keep_last 2: only two complete checkpoints remain, the newest at 40.
         done = sorted(d for d in os.listdir(ckpt) if d.startswith("step_") and ".tmp" not in d)
         self.assertEqual(len(done), 2, done)
@@ -188,11 +220,32 @@ class TrainTest(unittest.TestCase):
         self.assertGreaterEqual(stopped, 12)
         self.assertEqual(len(s["checkpoint"]["saves"]), 1)
         self.assertEqual(s["checkpoint"]["saves"][0]["step"], stopped)
+        # The goodput ledger (default: in the checkpoint directory).
+        events = ledger(os.path.join(ckpt, "goodput.jsonl"))
+        self.assertEqual(events[0]["event"], "start")
+        self.assertEqual(events[0]["resumed_step"], 0)
+        self.assertLessEqual(events[0]["process_start"], events[0]["time"])
+        self.assertEqual([e["step"] for e in events if e["event"] == "step"],
+                         list(range(1, stopped + 1)))
+        self.assertEqual([e["step"] for e in events if e["event"] == "checkpoint"], [stopped])
+        self.assertEqual(events[-1], {**events[-1], "event": "end", "step": stopped,
+                                      "status": "interrupted"})
+        self.assertEqual(s["goodput"]["final_step"], stopped)
         run([TRAIN] + args)
         s = load_json(summary)
         self.assertEqual(s["resumed_from_step"], stopped)
         self.assertEqual(s["end_step"], 40)
         self.assertEqual(s["steps_run"], 40 - stopped)
+        # Two attempts; the stop saved its last step, so nothing was re-run.
+        g = s["goodput"]
+        self.assertEqual(len(g["attempts"]), 2)
+        self.assertEqual(g["attempts"][1]["resumed_step"], stopped)
+        self.assertEqual(g["steps_rerun"], 0)
+        self.assertEqual(g["gaps"][0]["steps_rerun"], 0)
+        self.assertEqual(g["useful_steps"], 40)
+        self.assertEqual(g["final_step"], 40)
+        self.assertGreater(g["goodput"], 0)
+        self.assertLessEqual(g["goodput"], 1)
         self.assert_matches_reference(losses(jsonl))
 
     def test_corrupt_newest_checkpoint_falls_back(self):

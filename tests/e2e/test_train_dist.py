@@ -234,8 +234,14 @@ class DistTrainTest(unittest.TestCase):
         with open(summary) as f:
             s = json.load(f)
         self.assertEqual(s["world_size"], 2)
-        done = sorted(os.listdir(ckpt))
+        done = sorted(d for d in os.listdir(ckpt) if d != "goodput.jsonl")
         self.assertEqual(done, ["step_%09d" % s["end_step"]], done)
+        # Rank 0 alone wrote the goodput ledger beside the checkpoints.
+        with open(os.path.join(ckpt, "goodput.jsonl")) as f:
+            events = [json.loads(line) for line in f]
+        self.assertEqual([e["world_size"] for e in events if e["event"] == "start"], [2])
+        self.assertEqual(len([e for e in events if e["event"] == "step"]), s["end_step"])
+        self.assertEqual(events[-1]["status"], "interrupted")
         with open(os.path.join(ckpt, done[0], "manifest.json")) as f:
             m = json.load(f)
         self.assertEqual(m["world_size"], 2)

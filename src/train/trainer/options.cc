@@ -100,6 +100,9 @@ std::vector<OptionDef> Table(TrainOptions* o) {
       {"summary_json", &o->summary_json,
        "write a JSON summary (steps, tokens/s, loss, checkpoint stalls) at the "
        "end and on a clean stop"},
+      {"goodput_file", &o->goodput_file,
+       "append the goodput ledger (one JSON line per start, step, checkpoint, end; rank 0) "
+       "here (default $HPOD_GOODPUT_FILE, else <checkpoint-dir>/goodput.jsonl; none = off)"},
       {"timing_warmup_steps", &o->timing_warmup_steps,
        "first steps of a run left out of tokens/s (reported apart)"},
       {"dry_run", &o->dry_run,

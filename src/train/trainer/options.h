@@ -58,7 +58,7 @@ struct TrainOptions {
   int world_size = -1;                // -1: from Slurm, else 1
   std::string master_addr;            // rank 0's host
   int master_port = 0;                // 0: $MASTER_PORT, else 29500
-  std::string comm = "gloo";           // collectives: gloo (CPU, TCP) or nccl (GPU)
+  std::string comm = "gloo";          // collectives: gloo (CPU, TCP) or nccl (GPU)
   double collective_timeout_s = 120;  // a silent peer fails the run after this
   double rendezvous_timeout_s = 300;  // every rank must arrive within this
 
@@ -74,8 +74,15 @@ struct TrainOptions {
   int64_t log_interval = 1;
   std::string metrics_jsonl;  // one JSON line per step
   std::string summary_json;
+  // The goodput ledger (goodput_writer.h): "" picks $HPOD_GOODPUT_FILE, else
+  // <checkpoint_dir>/goodput.jsonl; "none" writes none.
+  std::string goodput_file;
   int64_t timing_warmup_steps = 2;  // excluded from tokens/s
   bool dry_run = false;
+
+  // Not an option: Unix seconds when main() began, set by hpod-train's main
+  // for the goodput ledger's process_start (0: when Trainer::Run began).
+  double process_start_time = 0;
 };
 
 // Parses argv (with `--config FILE` applied first). Returns the options, or

@@ -27,6 +27,7 @@
 #include "hpod/train/data/loader.h"
 #include "hpod/train/model/llama.h"
 #include "hpod/train/model/optim.h"
+#include "hpod/train/trainer/goodput_writer.h"
 #include "hpod/train/trainer/options.h"
 #include "hpod/train/trainer/summary.h"
 #include "hpod/train/trainer/tfevents.h"
@@ -47,6 +48,8 @@ struct Run {
   std::unique_ptr<ckpt::PartExchange> exchange;  // over ckpt_store, or local
   std::unique_ptr<ckpt::AsyncCheckpointer> checkpointer;
   std::unique_ptr<EventWriter> events;
+  // Rank 0's goodput ledger; null on other ranks and when there is none.
+  std::unique_ptr<GoodputWriter> goodput;
   int64_t step = 0;              // optimizer steps done
   int64_t consumed_samples = 0;  // samples consumed by those steps (all ranks)
   std::vector<model::ParamSpec> specs;
@@ -54,7 +57,7 @@ struct Run {
   int rank() const { return world.world.rank; }
   int world_size() const { return world.world.size; }
   // Rank 0 writes what a user reads: the progress line, TensorBoard, metrics,
-  // the summary, HF exports; it alone prunes and sets checkpoints aside.
+  // the summary, the goodput ledger, HF exports; it alone prunes and sets checkpoints aside.
   bool lead() const { return world.world.rank == 0; }
 };
 

@@ -57,7 +57,7 @@ nlohmann::json SummaryToJson(const Summary& s) {
     stall_fraction = in_loop / mean_step;
   }
   const int64_t steps_run = s.end_step - s.start_step;
-  return nlohmann::json{
+  nlohmann::json out{
       {"start_step", s.start_step},
       {"end_step", s.end_step},
       {"steps_run", steps_run},
@@ -98,6 +98,8 @@ nlohmann::json SummaryToJson(const Summary& s) {
         {"write_mb_per_s", rate(write_bytes / 1e6, write_s)}}},
       {"warnings", s.warnings},
   };
+  if (!s.goodput.is_null()) out["goodput"] = s.goodput;
+  return out;
 }
 
 Status WriteSummary(const std::string& path, const Summary& s) {

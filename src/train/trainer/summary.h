@@ -64,6 +64,9 @@ struct Summary {
   std::vector<SaveRecord> saves;
   std::vector<LoadRecord> loads;
   std::vector<std::string> warnings;
+  // goodput::ToJson of the whole ledger (every attempt of the job), as the
+  // "goodput" key; null (no key) when this run wrote no ledger.
+  nlohmann::json goodput;
 
   // `index` is 1 for the first step this process ran.
   void AddStep(int64_t index, double seconds, int64_t tokens, int64_t warmup);

@@ -98,6 +98,7 @@ int Trainer::Run(std::FILE* out, std::FILE* err) {
   Status s = RunImpl(r, out, err);
   if (!s.ok()) {
     std::fprintf(err, "%s: error: %s\n", log_prefix_.c_str(), s.message().c_str());
+    if (r.goodput) r.goodput->End(r.step, GoodputEnd::kFailed);
     // Rank 0's checkpoint writer waits for every rank's part (up to minutes, a
     // large part may be slow to write), and this rank's checkpointer waits for
     // its writer when `r` goes. A failing rank says so in the store first, so
@@ -163,11 +164,12 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
   jo.backend = o.comm;
   const auto t_join = Clock::now();
   HPOD_ASSIGN_OR_RETURN(r.world, comm::JoinWorld(r.world.world, AgreeJson(o, r), jo));
+  const double rendezvous_s = Seconds(t_join, Clock::now());
   if (r.world_size() > 1 && r.lead()) {
     std::fprintf(err, "hpod-train: %d ranks (%s), master %s:%u, %s; rendezvous took %.2f s\n",
                  r.world_size(), r.world.world.source.c_str(), r.world.world.master_addr.c_str(),
                  static_cast<unsigned>(r.world.world.master_port), r.world.comm->backend().c_str(),
-                 Seconds(t_join, Clock::now()));
+                 rendezvous_s);
   }
   comm::Communicator& comm = *r.world.comm;
 
@@ -190,7 +192,9 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
       std::make_unique<model::AdamW>(r.config, ao, r.shard_begin, r.shard_begin + r.shard_count);
 
   // Resume, else HF weights, else a fresh init (the same on every rank).
+  const auto t_resume = Clock::now();
   HPOD_ASSIGN_OR_RETURN(Resumed resumed, Resume(o, r, warn, err));
+  const double checkpoint_load_s = Seconds(t_resume, Clock::now());
   float last_loss = resumed.resumed ? resumed.last_loss : NAN;
   if (resumed.resumed) {
     summary.loads.push_back(resumed.load);
@@ -263,6 +267,18 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
   // Every rank is set up (rank 0 cleaned stale temp directories before any
   // rank can start a save).
   HPOD_RETURN_IF_ERROR(comm.Barrier({.what = "the start of training"}));
+  if (std::string ledger = GoodputLedgerPath(o); !ledger.empty() && r.lead()) {
+    r.goodput = GoodputWriter::Open(ledger, RealClock::Get(), err);
+  }
+  if (r.goodput) {
+    GoodputStart gs = GoodputStartFromEnv();
+    gs.process_start = o.process_start_time > 0 ? o.process_start_time : summary.start_wall_time;
+    gs.world_size = r.world_size();
+    gs.resumed_step = resumed.resumed ? r.step : 0;
+    gs.checkpoint_load_s = checkpoint_load_s;
+    gs.rendezvous_s = rendezvous_s;
+    r.goodput->Start(gs);
+  }
 
   const int world = r.world_size();
   const int64_t decay_steps = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.max_steps;
@@ -292,12 +308,14 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
     auto stats = r.checkpointer->Save(r.step, meta, tensors);
     if (!stats.ok()) {
       summary.save_errors += 1;
+      if (r.goodput) r.goodput->SaveFailed();  // the previous save never completes
       rank_warn(
           fmt::format("checkpoint save failed, training goes on: {}", stats.status().message()));
       stats = r.checkpointer->Save(r.step, meta, tensors);
       if (!stats.ok()) return stats.status();
     }
     last_saved_step = r.step;
+    if (r.goodput) r.goodput->SaveStarted();
     return stats->stall_s;
   };
 
@@ -392,6 +410,7 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
     const auto t1 = Clock::now();
     const double step_s = Seconds(t0, t1);
     summary.AddStep(r.step - first_step, step_s, tokens_per_step, o.timing_warmup_steps);
+    if (r.goodput) r.goodput->Step(r.step, step_s);
     if (r.step - first_step > o.timing_warmup_steps) summary.comm_s_timed += comm_s;
     reduced_sum += loss;
     reduced_count += 1;
@@ -421,6 +440,7 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
       summary.stall_s_total += stall_s;
       summary.in_loop_saves += 1;
     }
+    if (r.goodput && r.checkpointer) r.goodput->PollSaves(*r.checkpointer);
     if (!r.lead()) continue;  // the rest is what rank 0 shows and logs
 
     const bool log_now = r.step % o.log_interval == 0 || r.step == o.max_steps;
@@ -503,6 +523,7 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
           final_status.message(), done.empty() ? std::string("none") : done.front()));
     }
     HPOD_RETURN_IF_ERROR(r.checkpointer->Close());
+    if (r.goodput) r.goodput->PollSaves(*r.checkpointer);
     for (const auto& s : r.checkpointer->completed()) {
       summary.saves.push_back({s.step, s.stall_s, s.snapshot_s, s.write_s, s.bytes});
     }
@@ -526,6 +547,19 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
   summary.stop_signal = stop_signal_.load();
   summary.num_params = n;
   summary.flops_per_token = model::FlopsPerToken(r.config, o.seq_len);
+  if (r.goodput) {
+    // Ended before it is read back, so the summary covers this process to its end.
+    r.goodput->End(r.step,
+                   summary.stop_signal != 0 ? GoodputEnd::kInterrupted : GoodputEnd::kCompleted);
+    if (!o.summary_json.empty()) {
+      auto g = r.goodput->Summarize();
+      if (g.ok()) {
+        summary.goodput = goodput::ToJson(*g);
+      } else {
+        warn("goodput ledger " + r.goodput->path() + ": " + g.status().message());
+      }
+    }
+  }
   if (!o.summary_json.empty()) {
     HPOD_RETURN_IF_ERROR(WriteSummary(o.summary_json, summary));
   }
