@@ -126,6 +126,21 @@ Agent::Agent(AgentOptions options, const Clock& clock)
         health::MakeHealthChecks(options_.health, probes, clock_),
         [this](const proto::HealthReport& report) { channel_->Send(report.ToJson()); });
   }
+  if (!options_.local_socket.empty()) {
+    local_socket_ = std::make_unique<LocalSocketServer>(
+        options_.local_socket, [this](const Json& request) -> StatusOr<Json> {
+          // Asked while disconnected, a question would wait in the channel's queue
+          // past the client's patience: say so now (the supervisor asks again).
+          if (!channel_->connected()) {
+            return UnavailableError("the hpod agent is not connected to hpodd");
+          }
+          return queries_.Ask(
+              [&](const std::string& id) {
+                channel_->Send(proto::JobQuery{id, request}.ToJson());
+              },
+              std::chrono::seconds(10));
+        });
+  }
 }
 
 Agent::~Agent() {
@@ -160,7 +175,19 @@ int Agent::Run() {
     LearnInstanceType(Json::parse(*text, nullptr, /*allow_exceptions=*/false));
   }
   if (health_) health_->Start();
+  if (local_socket_ && options_.endpoint == "unix://" + options_.local_socket) {
+    // Start() replaces the file at its path: never hpodd's own socket.
+    spdlog::error("no local socket: {} is hpodd's agent socket", options_.local_socket);
+    local_socket_.reset();
+  }
+  if (local_socket_) {
+    // Without it the node still works; only auto-resume cannot ask (it says so).
+    if (Status s = local_socket_->Start(); !s.ok()) {
+      spdlog::error("no local socket: {}", s.ToString());
+    }
+  }
   Status served = channel_->Run();
+  if (local_socket_) local_socket_->Stop();
   Stop();
   if (health_) health_->Stop();
   commands_.Shutdown();
@@ -276,6 +303,13 @@ void Agent::OnMessage(const Json& message) {
     OnSlurm(message);
   } else if (*type == proto::OpenSession::kType) {
     OpenSession(message);
+  } else if (*type == proto::JobAnswer::kType) {
+    auto answer = proto::JobAnswer::FromJson(message);
+    if (!answer.ok()) {
+      spdlog::warn("ignoring a malformed job_answer: {}", answer.status().message());
+    } else {
+      queries_.Deliver(answer->id, std::move(answer->answer));
+    }
   } else if (*type == proto::Reprovision::kType) {
     spdlog::warn("reprovision is not supported by this agent version; ignored");
   } else if (*type == proto::Error::kType) {

@@ -23,6 +23,7 @@
 #include "hpod/agent/commands.h"
 #include "hpod/agent/health/health_checks.h"
 #include "hpod/agent/lifecycle.h"
+#include "hpod/agent/local_socket.h"
 #include "hpod/agent/slurm_node.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/thread_annotations.h"
@@ -91,6 +92,10 @@ class Agent final : public ChannelHandler {
   // reports go out on channel_. Null when health checks are off (interval 0).
   std::unique_ptr<health::HealthChecker> health_;
   const std::shared_ptr<LogTarget> log_target_ = std::make_shared<LogTarget>();
+  // Local clients' questions relayed to hpodd; the server after channel_ and
+  // queries_ (its threads use both) and stopped before them.
+  PendingQueries queries_;
+  std::unique_ptr<LocalSocketServer> local_socket_;
 
   // Run's thread only.
   bool have_config_ = false;

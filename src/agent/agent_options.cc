@@ -84,6 +84,7 @@ StatusOr<AgentOptions> ParseAgentConfig(std::string_view json_text) {
   HPOD_RETURN_IF_ERROR(ReadString(doc, "state_dir", true, &options.state_dir));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "hostname", false, &options.hostname));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "private_ip", false, &options.private_ip));
+  HPOD_RETURN_IF_ERROR(ReadString(doc, "local_socket", false, &options.local_socket));
   HPOD_RETURN_IF_ERROR(ReadHealth(doc, &options.health));
   if (options.endpoint.rfind("unix:///", 0) != 0 && options.endpoint.rfind("http://", 0) != 0 &&
       options.endpoint.rfind("https://", 0) != 0) {

@@ -34,6 +34,9 @@ struct AgentOptions {
   std::string state_dir;
   std::string hostname;    // empty: gethostname()
   std::string private_ip;  // empty: reported as ""
+  // The local socket the auto-resume supervisor asks through (local_socket.h,
+  // kLocalSocketPath on nodes); empty: none (agents sharing one host's /run).
+  std::string local_socket;
   // The health checks (docs/node-health.md); the file's optional health_* keys
   // (PROTOCOL.md, "Agent config file"). An interval of 0 turns them off.
   health::HealthOptions health;

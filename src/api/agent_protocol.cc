@@ -432,7 +432,35 @@ Json CommandResult::ToJson() const {
                            {"error", error}});
 }
 
+// A job question's `request` and its answer are objects hpodd's JobService reads;
+// the agent only relays them.
+StatusOr<JobQuery> JobQuery::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  JobQuery q;
+  r.Str("id", &q.id, true);
+  r.Any("request", &q.request);
+  if (r.status().ok() && !q.request.is_object()) {
+    return InvalidArgumentError("job_query: field 'request' must be an object");
+  }
+  return r.Done(std::move(q));
+}
+Json JobQuery::ToJson() const { return Typed(kType, Json{{"id", id}, {"request", request}}); }
+
 // ---- hpodd → agent ----
+
+StatusOr<JobAnswer> JobAnswer::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  JobAnswer a;
+  r.Str("id", &a.id, true);
+  r.Any("answer", &a.answer);
+  if (r.status().ok() && !a.answer.is_object()) {
+    return InvalidArgumentError("job_answer: field 'answer' must be an object");
+  }
+  return r.Done(std::move(a));
+}
+Json JobAnswer::ToJson() const { return Typed(kType, Json{{"id", id}, {"answer", answer}}); }
 
 StatusOr<Credential> Credential::FromJson(const Json& j) {
   Reader r(j, {kType, ""});

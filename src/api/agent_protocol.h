@@ -240,7 +240,32 @@ struct CommandResult {
   bool operator==(const CommandResult&) const = default;
 };
 
+// A question from a program on the node (the auto-resume supervisor inside srun,
+// src/slurm/spank/) that the agent relays from its local socket (`request`,
+// opaque to the agent: hpodd's JobService reads it). Answered by `job_answer`
+// with the same id.
+struct JobQuery {
+  static constexpr std::string_view kType = "job_query";
+  std::string id;          // "q-<n>", unique per agent process
+  nlohmann::json request;  // an object with "op" (job_health | job_event)
+
+  static StatusOr<JobQuery> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const JobQuery&) const = default;
+};
+
 // ---- hpodd → agent ----
+
+// hpodd's answer to a `job_query`, relayed verbatim to the local client.
+struct JobAnswer {
+  static constexpr std::string_view kType = "job_answer";
+  std::string id;         // the job_query's id
+  nlohmann::json answer;  // an object; {"error": "..."} when hpodd could not answer
+
+  static StatusOr<JobAnswer> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const JobAnswer&) const = default;
+};
 
 struct Credential {
   static constexpr std::string_view kType = "credential";
@@ -337,13 +362,13 @@ struct Error {
 };
 
 // Every message type above (the PROTOCOL.md test checks the document against it).
-inline constexpr std::array<std::string_view, 18> kMessageTypes = {
+inline constexpr std::array<std::string_view, 20> kMessageTypes = {
     // agent → hpodd
     Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
     ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, HealthReport::kType,
-    CommandResult::kType,
+    CommandResult::kType, JobQuery::kType,
     // hpodd → agent
-    Credential::kType, Config::kType, ConfigPending::kType, Command::kType, OpenSession::kType,
-    SlurmRole::kType, Reprovision::kType, Error::kType};
+    JobAnswer::kType, Credential::kType, Config::kType, ConfigPending::kType, Command::kType,
+    OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType};
 
 }  // namespace hpod::api::agentproto

@@ -41,16 +41,26 @@ Config FullConfig() {
 // type → a full example of that message, as ToJson writes it.
 std::map<std::string, json> FullMessages() {
   std::map<std::string, json> m;
-  for (const json& j :
-       {FullHello().ToJson(), GetConfig{}.ToJson(), FullHeartbeat().ToJson(),
-        LifecycleReport{FullLifecycle()}.ToJson(), Log{"Agent", "x"}.ToJson(),
-        ProvisioningParameters{json{{"a", 1}}}.ToJson(), SlurmStateReport{FullSlurm()}.ToJson(),
-        SlurmNodes{{FullNode()}}.ToJson(), HealthReport{4, {FullCheck()}}.ToJson(),
-        CommandResult{"c-1", 0, "o", "e", true, "err"}.ToJson(), Credential{"s"}.ToJson(),
-        FullConfig().ToJson(), ConfigPending{300}.ToJson(), FullCommand().ToJson(),
-        OpenSession{"s-1", {"bash"}, 30, 100, false}.ToJson(), FullSlurmRole().ToJson(),
-        Reprovision{}.ToJson(),
-        Error{"heartbeat", "heartbeat: field 'seq' must be an integer"}.ToJson()}) {
+  for (const json& j : {FullHello().ToJson(),
+                        GetConfig{}.ToJson(),
+                        FullHeartbeat().ToJson(),
+                        LifecycleReport{FullLifecycle()}.ToJson(),
+                        Log{"Agent", "x"}.ToJson(),
+                        ProvisioningParameters{json{{"a", 1}}}.ToJson(),
+                        SlurmStateReport{FullSlurm()}.ToJson(),
+                        SlurmNodes{{FullNode()}}.ToJson(),
+                        HealthReport{4, {FullCheck()}}.ToJson(),
+                        CommandResult{"c-1", 0, "o", "e", true, "err"}.ToJson(),
+                        JobQuery{"q-1", json{{"op", "job_health"}}}.ToJson(),
+                        JobAnswer{"q-1", json{{"verdict", "healthy"}}}.ToJson(),
+                        Credential{"s"}.ToJson(),
+                        FullConfig().ToJson(),
+                        ConfigPending{300}.ToJson(),
+                        FullCommand().ToJson(),
+                        OpenSession{"s-1", {"bash"}, 30, 100, false}.ToJson(),
+                        FullSlurmRole().ToJson(),
+                        Reprovision{}.ToJson(),
+                        Error{"heartbeat", "heartbeat: field 'seq' must be an integer"}.ToJson()}) {
     m[j["type"].get<std::string>()] = j;
   }
   return m;
@@ -102,6 +112,8 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
       HealthReport{1, {FullCheck(), HealthCheck{"gpu", "skipped", "Healthy", "", 0, 0}}});
   ExpectRoundTrip(HealthReport{});
   ExpectRoundTrip(CommandResult{"c-1", 4, "o", "e", false, ""});
+  ExpectRoundTrip(JobQuery{"q-7", json{{"op", "job_event"}, {"attempt", 1}}});
+  ExpectRoundTrip(JobAnswer{"q-7", json{{"ok", true}}});
   ExpectRoundTrip(Credential{"secret"});
   ExpectRoundTrip(FullConfig());
   ExpectRoundTrip(Config{std::nullopt, std::nullopt, json::object(), nullptr});
@@ -187,6 +199,9 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
        "health check: field 'result' is missing"},
       {"result", Parse<CommandResult>(R"({"id":"c","timed_out":1})"),
        "command_result: field 'timed_out' must be a boolean"},
+      {"job query", Parse<JobQuery>(R"({"id":"q-1","request":"health"})"),
+       "job_query: field 'request' must be an object"},
+      {"job answer", Parse<JobAnswer>(R"({"answer":{}})"), "job_answer: field 'id' is missing"},
       {"slurm state", Parse<SlurmStateReport>(R"({"daemon":"running","restarts":"1"})"),
        "slurm_state: field 'restarts' must be an integer"},
       {"credential", Parse<Credential>(R"({"type":"credential"})"),
