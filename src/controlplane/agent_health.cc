@@ -106,4 +106,16 @@ AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
   return l;
 }
 
+void AgentService::HandleJobQuery(const std::shared_ptr<Channel>& ch,
+                                  const api::agentproto::JobQuery& q) {
+  // The cluster is the channel's (the agent authenticated as its node): a node
+  // can ask only about its own cluster's jobs and nodes.
+  nlohmann::json answer =
+      job_handler_ ? job_handler_(ch->cluster_id, q.request)
+                   : nlohmann::json{{"error", "this hpodd does not answer job questions"}};
+  ch->socket->Send(api::agentproto::JobAnswer{q.id, std::move(answer)}.ToJson().dump(
+                       -1, ' ', false, nlohmann::json::error_handler_t::replace),
+                   false);
+}
+
 }  // namespace hpod::controlplane

@@ -271,6 +271,8 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     if (auto report = Parse<proto::HealthReport>(ch, msg)) HandleHealth(ch, *report);
   } else if (type == proto::CommandResult::kType) {
     HandleCommandResult(ch, msg);
+  } else if (type == proto::JobQuery::kType) {
+    if (auto q = Parse<proto::JobQuery>(ch, msg)) HandleJobQuery(ch, *q);
   } else {
     // A newer agent's message: not malformed, just not ours to act on.
     spdlog::debug("agent of {} sent unknown frame type {}", ch->instance_id, type);

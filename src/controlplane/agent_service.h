@@ -156,6 +156,13 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // Closes every channel and session (daemon shutdown).
   void Shutdown();
 
+  // Answers the `job_query`s agents relay from their local socket (JobService,
+  // jobs.h). Set once, before agents connect; without one, queries are answered
+  // {"error": ...}.
+  using JobHandler =
+      std::function<nlohmann::json(const std::string& cluster_id, const nlohmann::json& request)>;
+  void SetJobHandler(JobHandler handler) { job_handler_ = std::move(handler); }
+
  private:
   struct Channel;
   struct Session;
@@ -190,6 +197,8 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // Keeps the report, records an event per check that starts or stops failing and
   // wakes the cluster when the node's worst verdict changed (agent_health.cc).
   void HandleHealth(const std::shared_ptr<Channel>& ch, const api::agentproto::HealthReport& m);
+  // Answers a `job_query` with a `job_answer` (agent_health.cc).
+  void HandleJobQuery(const std::shared_ptr<Channel>& ch, const api::agentproto::JobQuery& q);
   nlohmann::json BuildConfig(const std::string& instance_id);
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,
@@ -220,6 +229,7 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::map<std::string, api::agentproto::HealthReport> health_ GUARDED_BY(mu_);
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
+  JobHandler job_handler_;  // set before serving, read-only after
 };
 
 }  // namespace hpod::controlplane

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "hpod/base/crypto.h"
+#include "hpod/controlplane/jobs.h"
 
 namespace hpod::controlplane {
 
@@ -140,10 +141,17 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
                                                   self->queue_->Add(HealthKey(cluster_id));
                                                 });
     bootstrap_token = [self](const std::string& id) { return self->agents_->BootstrapToken(id); };
+    d->jobs_ = std::make_unique<JobService>(*d->store_, clock);
+    d->agents_->SetJobHandler([self](const std::string& cluster_id, const nlohmann::json& request) {
+      return self->jobs_->Answer(cluster_id, request);
+    });
   }
-  d->reconciler_ =
-      std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
-                                          options.control_plane, bootstrap_token, d->agents_.get());
+  if (d->provider_ != nullptr) {
+    d->options_.control_plane.slurm.spank_plugin = d->provider_->NodeSpankPlugin();
+  }
+  d->reconciler_ = std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
+                                                       d->options_.control_plane, bootstrap_token,
+                                                       d->agents_.get());
   d->health_ = std::make_unique<HealthReconciler>(
       *d->store_, clock, options.control_plane.health, d->agents_.get(), d->provider_.get(),
       [self](const std::string& id) { self->queue_->Add(id); });

@@ -22,6 +22,7 @@
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/cluster_reconciler.h"
 #include "hpod/controlplane/health_reconciler.h"
+#include "hpod/controlplane/jobs.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/controlplane/node_logs.h"
 #include "hpod/controlplane/options.h"
@@ -73,6 +74,8 @@ class Daemon {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<NodeLogs> logs_;
   std::unique_ptr<provider::Provider> provider_;
+  // With agents_, auto-resume's questions; before it, so it outlives the channels.
+  std::unique_ptr<JobService> jobs_;
   std::unique_ptr<AgentService> agents_;  // null unless the provider runs agents
   std::unique_ptr<ClusterReconciler> reconciler_;
   std::unique_ptr<HealthReconciler> health_;

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <sstream>
 
 #include "hpod/api/states.h"
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/jobs.h"
 
 namespace hpod::controlplane {
 
@@ -191,13 +193,7 @@ Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRe
     // A dead node's steps would hang until Slurm's own timeout: cancel them now
     // (an --auto-resume job re-runs its step on the replacement).
     std::string ids;
-    HPOD_RETURN_IF_ERROR(Scontrol(slurm,
-                                  {"bash", "-c",
-                                   "ids=$(squeue -h -s -w \"$1\" -o %i); for i in $ids; do "
-                                   "scancel \"$i\"; done; echo $ids",
-                                   "cancel", r.hostname},
-                                  &ids));
-    while (!ids.empty() && (ids.back() == '\n' || ids.back() == ' ')) ids.pop_back();
+    HPOD_RETURN_IF_ERROR(CancelSteps(slurm, r.hostname, &ids));
     step = "StepsCancelled";
     detail = ids.empty() ? "no job steps on the node" : "cancelled job steps " + ids;
   } else {
@@ -214,8 +210,20 @@ Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRe
       }
       return OkStatus();
     }
-    if (Busy(s->state)) return OkStatus();
-    detail = "no jobs left on the node (Slurm state " + s->state + ")";
+    if (Busy(s->state)) {
+      // An auto-resume job would wait for this node as long as the node waits for
+      // it: its steps here are cancelled instead (its supervisor re-runs them on the
+      // recovered node). Any other job is waited for, as HyperPod does.
+      std::string cancelled;
+      HPOD_ASSIGN_OR_RETURN(bool supervised,
+                            CancelSupervisedSteps(cluster, r.hostname, slurm, &cancelled));
+      if (!supervised) return OkStatus();
+      step = "StepsCancelled";
+      detail = cancelled.empty() ? "the node's auto-resume jobs run no step on it"
+                                 : "cancelled the auto-resume job steps " + cancelled;
+    } else {
+      detail = "no jobs left on the node (Slurm state " + s->state + ")";
+    }
   }
   r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kDrained));
   AddTimelineStep(r, clock_, step, detail);
@@ -414,6 +422,46 @@ Status RecoveryReconciler::Save(const store::ClusterRecord& cluster, const Recov
     EventLevel level = r.status == kRecoveryFailed ? EventLevel::kError : EventLevel::kInfo;
     return RecordEvent(tx, clock_, cluster, NodeSubject(r.group_name, subject), level, event);
   });
+}
+
+StatusOr<bool> RecoveryReconciler::CancelSupervisedSteps(const store::ClusterRecord& cluster,
+                                                         const std::string& hostname,
+                                                         const SlurmReconciler::Pass& slurm,
+                                                         std::string* cancelled) {
+  std::string jobs;
+  HPOD_RETURN_IF_ERROR(Scontrol(slurm, {"squeue", "-h", "-w", hostname, "-o", "%A"}, &jobs));
+  std::vector<std::string> ids;
+  for (std::istringstream in(jobs); in >> jobs;) ids.push_back(jobs);
+  if (ids.empty()) return false;  // the table has not caught up: wait as for any job
+  bool all = true;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    for (const auto& id : ids) all = all && JobIsSupervised(tx, cluster.id, id);
+    return OkStatus();
+  }));
+  if (!all) return false;
+  HPOD_RETURN_IF_ERROR(CancelSteps(slurm, hostname, cancelled));
+  return true;
+}
+
+Status RecoveryReconciler::CancelSteps(const SlurmReconciler::Pass& slurm,
+                                       const std::string& hostname, std::string* ids) {
+  // Never the batch script (a cancelled batch step ends the job as cancelled, never
+  // requeued), nor the extern step. A job whose batch script ran on the node loses
+  // it with the node: it is requeued now (it restarts from the top, and resumes
+  // from its checkpoint), not minutes later when slurmctld notices the script is
+  // missing ("not found BatchStartTime after startup"). A job that may not be
+  // requeued (--no-requeue) is left to Slurm, which then ends it.
+  HPOD_RETURN_IF_ERROR(Scontrol(
+      slurm,
+      {"bash", "-c",
+       "ids=$(squeue -h -s -w \"$1\" -o %i | grep -v -e batch -e extern); "
+       "for i in $ids; do scancel \"$i\"; done; "
+       "for j in $(squeue -h -w \"$1\" -o '%A %B' | awk -v h=\"$1\" '$2 == h {print $1}'); do "
+       "scontrol requeue \"$j\" 2>/dev/null && ids=\"$ids requeued:$j\"; done; echo $ids",
+       "cancel", hostname},
+      ids));
+  while (!ids->empty() && (ids->back() == '\n' || ids->back() == ' ')) ids->pop_back();
+  return OkStatus();
 }
 
 Status RecoveryReconciler::Scontrol(const SlurmReconciler::Pass& slurm,

@@ -55,6 +55,17 @@ class RecoveryReconciler {
               const store::NodeRecord& node, const SlurmReconciler::Pass& slurm);
   Status Drain(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
                const store::NodeRecord& node, const SlurmReconciler::Pass& slurm);
+  // When every job on `hostname` is a supervised auto-resume job (jobs.h): cancels
+  // their steps on it and returns true (*cancelled: the step ids); false when some
+  // other job runs there (or none shows yet).
+  StatusOr<bool> CancelSupervisedSteps(const store::ClusterRecord& cluster,
+                                       const std::string& hostname,
+                                       const SlurmReconciler::Pass& slurm, std::string* cancelled);
+  // scancel of every job step on `hostname` but batch and extern, and `scontrol
+  // requeue` of the jobs whose batch script ran there; *ids: the step ids and
+  // "requeued:<job>" for each.
+  Status CancelSteps(const SlurmReconciler::Pass& slurm, const std::string& hostname,
+                     std::string* ids);
   Status Act(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
              const store::NodeRecord& node, Outcome* out);
   Status Follow(const store::ClusterRecord& cluster, store::RecoveryRecord& r,

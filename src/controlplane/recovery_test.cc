@@ -9,6 +9,7 @@
 
 #include <ctime>
 
+#include "hpod/controlplane/jobs.h"
 #include "hpod/controlplane/slurm_reconcile_fixture.h"
 
 namespace hpod::controlplane::slurm_testing {
@@ -200,6 +201,38 @@ TEST_F(RecoveryTest, ALiveNodeIsReplacedOnlyAfterItsJobsLeft) {
   Pass(1);
   EXPECT_TRUE(Terminated(a.instance_id));
   EXPECT_EQ(Steps(rid)[2], "Drained");
+}
+
+// An auto-resume job waits for the node while the node would wait for the job:
+// its steps on the marked node are cancelled instead, and the node is replaced
+// while the job keeps its allocation.
+TEST_F(RecoveryTest, AnAutoResumeJobsStepsAreCancelledInsteadOfWaitedFor) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  JobService jobs(*h_.store_, h_.clock_);
+  ASSERT_EQ(jobs.Answer(id_, {{"op", "job_event"}, {"job_id", "42"}, {"event", "started"}}),
+            json({{"ok", true}}));
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/false);
+  Pass(1);
+  agents_.SetNode(a.hostname, "ALLOCATED+FAIL", "Action:Replace");
+  agents_.SetRunOutput("42\n");  // squeue: job 42 on the node; then the step ids
+  Pass(1);
+  EXPECT_TRUE(RanCommand("squeue -h -w " + a.hostname + " -o %A"));
+  EXPECT_TRUE(RanCommand("bash -c"));
+  EXPECT_EQ(Steps(rid)[2], "StepsCancelled");
+  Pass();
+  EXPECT_TRUE(Terminated(a.instance_id));
+  // A finished supervisor is no longer waited on by its node... nor does it wait.
+  ASSERT_EQ(jobs.Answer(id_, {{"op", "job_event"}, {"job_id", "42"}, {"event", "finished"}}),
+            json({{"ok", true}}));
+  bool supervised = true;
+  ASSERT_TRUE(h_.store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    supervised = JobIsSupervised(tx, id_, "42");
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_FALSE(supervised);
 }
 
 TEST_F(RecoveryTest, ANodeRemovedMeanwhileIsNotReplaced) {

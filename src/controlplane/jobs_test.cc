@@ -1,0 +1,171 @@
+// Auto-resume's questions (jobs.h): job_health judged from recovery records and
+// node rows, and job_event records kept per job in the store.
+
+#include "hpod/controlplane/jobs.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "hpod/controlplane/recovery.h"
+
+namespace hpod::controlplane {
+namespace {
+
+using Json = nlohmann::json;
+using ::testing::HasSubstr;
+
+store::RecoveryRecord Rec(const std::string& id, const std::string& host, const std::string& status,
+                          double created) {
+  store::RecoveryRecord r;
+  r.recovery_id = id;
+  r.hostname = host;
+  r.status = status;
+  r.created = created;
+  r.action = "Replace";
+  r.phase = status == kRecoveryInProgress ? "Launched" : "Resumed";
+  r.timeline = Json::array(
+      {{{"step", "Detected"}, {"time", created}}, {{"step", "Resumed"}, {"time", created + 2}}});
+  return r;
+}
+
+store::NodeRecord Row(const std::string& host, const std::string& status = "Running") {
+  store::NodeRecord n;
+  n.hostname = host;
+  n.status = status;
+  return n;
+}
+
+const std::vector<store::NodeRecord> kRows = {Row("w1"), Row("w2"), Row("w3")};
+
+std::string Verdict(const std::vector<store::RecoveryRecord>& recs,
+                    const std::vector<store::NodeRecord>& rows = kRows, double since = 100) {
+  return JudgeJobNodes(recs, rows, {"w1", "w2", "w3"}, since)["verdict"];
+}
+
+TEST(JudgeJobNodesTest, HealthyWithoutRecoveriesOfTheJobsNodes) {
+  EXPECT_EQ(Verdict({}), "healthy");
+  // Another node's recovery, and an old one of w1 (before the step began), do not count.
+  EXPECT_EQ(
+      Verdict({Rec("r1", "w9", kRecoveryInProgress, 150), Rec("r0", "w1", kRecoverySucceeded, 50)}),
+      "healthy");
+}
+
+TEST(JudgeJobNodesTest, InProgressThenRecoveredThenFailedWins) {
+  EXPECT_EQ(Verdict({Rec("r1", "w2", kRecoveryInProgress, 150)}), "recovering");
+  // An old recovery still in progress counts whatever its start.
+  EXPECT_EQ(Verdict({Rec("r1", "w2", kRecoveryInProgress, 10)}), "recovering");
+  Json j =
+      JudgeJobNodes({Rec("r1", "w2", kRecoverySucceeded, 150)}, kRows, {"w1", "w2", "w3"}, 100);
+  EXPECT_EQ(j["verdict"], "recovered");
+  EXPECT_EQ(j["nodes"][1]["state"], "recovered");
+  EXPECT_EQ(j["nodes"][1]["recovery_id"], "r1");
+  EXPECT_EQ(j["nodes"][1]["resumed"], 152);
+  EXPECT_EQ(j["nodes"][0]["state"], "healthy");
+  // One back, one still in progress: wait.
+  EXPECT_EQ(Verdict({Rec("r1", "w2", kRecoverySucceeded, 150),
+                     Rec("r2", "w3", kRecoveryInProgress, 151)}),
+            "recovering");
+  // A failed (or only reported) recovery: the retry could not succeed.
+  for (const char* status : {kRecoveryFailed, kRecoveryReported}) {
+    Json f =
+        JudgeJobNodes({Rec("r1", "w2", status, 150), Rec("r2", "w3", kRecoveryInProgress, 151)},
+                      kRows, {"w1", "w2", "w3"}, 100);
+    EXPECT_EQ(f["verdict"], "failed") << status;
+    EXPECT_THAT(f["message"].get<std::string>(), HasSubstr("w2"));
+  }
+}
+
+TEST(JudgeJobNodesTest, ANodeNotRunningWithoutARecoveryIsFailedAndAStrangerUnknown) {
+  EXPECT_EQ(Verdict({}, {Row("w1"), Row("w2", "Failure"), Row("w3")}), "failed");
+  Json j = JudgeJobNodes({}, kRows, {"w1", "login7"}, 0);
+  EXPECT_EQ(j["verdict"], "healthy");
+  EXPECT_EQ(j["nodes"][1]["state"], "unknown");
+}
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = store::OpenSqliteStore({});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+    ASSERT_TRUE(store_
+                    ->Write([](store::WriteTx& tx) -> Status {
+                      store::ClusterRecord c;
+                      c.id = "c1";
+                      c.name = "demo";
+                      HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
+                      store::NodeRecord n;
+                      n.cluster_id = "c1";
+                      n.instance_id = "i-1";
+                      n.group_name = "w";
+                      n.hostname = "w1";
+                      n.status = "Running";
+                      return tx.PutNode(n);
+                    })
+                    .ok());
+  }
+  Json Job(const std::string& id) {
+    Json out;
+    EXPECT_TRUE(store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(out, ReadJob(tx, "c1", id));
+                      return OkStatus();
+                    })
+                    .ok());
+    return out;
+  }
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+};
+
+TEST_F(JobServiceTest, EventsAreKeptPerJobAndTheLatestGoodputWins) {
+  JobService jobs(*store_, clock_);
+  Json started = {{"op", "job_event"},
+                  {"job_id", "12"},
+                  {"event", "started"},
+                  {"attempt", 0},
+                  {"nodes", {"w1", "w2"}}};
+  EXPECT_EQ(jobs.Answer("c1", started), Json({{"ok", true}}));
+  EXPECT_EQ(jobs.Answer("c1", {{"op", "job_event"},
+                               {"job_id", "12"},
+                               {"event", "finished"},
+                               {"exit_code", 0},
+                               {"goodput", {{"goodput", 0.9}}},
+                               {"ledger_tail", "big"}}),
+            Json({{"ok", true}}));
+  Json job = Job("12");
+  ASSERT_EQ(job["events"].size(), 2u);
+  EXPECT_EQ(job["events"][0]["event"], "started");
+  EXPECT_FALSE(job["events"][1].contains("goodput"));
+  EXPECT_FALSE(job["events"][1].contains("ledger_tail"));
+  EXPECT_FALSE(job["events"][1].contains("op"));
+  EXPECT_EQ(job["goodput"]["goodput"], 0.9);
+  EXPECT_EQ(job["nodes"], Json({"w1", "w2"}));
+  EXPECT_TRUE(job["finished"]);
+  // A requeued job's new supervisor opens it again.
+  jobs.Answer("c1", started);
+  EXPECT_FALSE(Job("12")["finished"]);
+}
+
+TEST_F(JobServiceTest, BadRequestsGetAnErrorNamingTheField) {
+  JobService jobs(*store_, clock_);
+  auto error = [&](const Json& r) { return jobs.Answer("c1", r).value("error", ""); };
+  EXPECT_THAT(error(Json::object()), HasSubstr("'op' is missing"));
+  EXPECT_THAT(error({{"op", 3}}), HasSubstr("'op' must be a string"));
+  EXPECT_THAT(error({{"op", "reboot"}}), HasSubstr("unknown op 'reboot'"));
+  EXPECT_THAT(error({{"op", "job_event"}, {"event", "started"}}), HasSubstr("'job_id' is missing"));
+  EXPECT_THAT(error({{"op", "job_event"}, {"job_id", "../x"}, {"event", "started"}}),
+              HasSubstr("Slurm job id"));
+  EXPECT_THAT(error({{"op", "job_event"}, {"job_id", "1"}, {"event", "exploded"}}),
+              HasSubstr("'event' must be one of"));
+  EXPECT_THAT(error({{"op", "job_health"}, {"nodes", "w1"}}), HasSubstr("'nodes' must be"));
+  EXPECT_THAT(error({{"op", "job_health"}, {"nodes", {"w1"}}, {"since", "now"}}),
+              HasSubstr("'since' must be a number"));
+  EXPECT_EQ(jobs.Answer("c1", {{"op", "job_health"}, {"nodes", {"w1"}}})["verdict"], "healthy");
+  EXPECT_THAT(jobs.Answer("gone", {{"op", "job_event"}, {"job_id", "1"}, {"event", "started"}})
+                  .value("error", ""),
+              HasSubstr("gone"));
+}
+
+}  // namespace
+}  // namespace hpod::controlplane
