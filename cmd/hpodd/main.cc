@@ -43,6 +43,21 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
   o.agent_binary = FindProgram("hpod-agent");
   o.agent_endpoint = "unix://" + ctx.agent_socket;
   o.node_disk_mb = ctx.node_disk_mb;
+  // hpod's SPANK plugin (auto-resume): installed beside hpodd, or in the build
+  // tree (build/src/slurm/spank/ next to build/cmd/hpodd/). Without it clusters
+  // run, and `--auto-resume` is an unknown option, as before the plugin existed.
+  {
+    std::error_code ec;
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    for (const fs::path& p :
+         {self.parent_path() / "spank_hpod.so", self.parent_path().parent_path().parent_path() /
+                                                    "src" / "slurm" / "spank" / "spank_hpod.so"}) {
+      if (!ec && fs::exists(p, ec)) {
+        o.spank_plugin = p.string();
+        break;
+      }
+    }
+  }
   if (!ctx.fake_nvml_library.empty()) {
     // Nodes resolve it in their own mount namespace: pass it absolute.
     o.fake_nvml_library = fs::absolute(ctx.fake_nvml_library).string();

@@ -16,6 +16,8 @@ struct SlurmOptions {
   // stand-ins there (local provider: the host has no GPUs for the nodes).
   std::string gpu_device_dir = "/dev";
   bool stand_in_gpus = false;
+  // spank_hpod.so's path on every node (Provider::NodeSpankPlugin); empty: none.
+  std::string spank_plugin;
   // How long removing a node waits for Slurm to drain and forget it before the
   // node is terminated anyway.
   std::chrono::seconds remove_timeout{30};

@@ -199,6 +199,7 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   spec.roles = plan.roles;
   spec.gpu_device_dir = options.gpu_device_dir;
   spec.slurmd_timeout_s = options.slurmd_timeout_s;
+  spec.spank_plugin = options.spank_plugin;
   std::map<std::string, std::string> type_of;
   for (const auto& g : groups) type_of[g.name] = g.spec.value("InstanceType", "");
   for (const auto& n : nodes) {

@@ -56,14 +56,14 @@ struct NodeObservation {
 // path is tested on real parts.
 struct FaultSpec {
   enum class Kind {
-    kKillNode,   // every process of the node at once (local: SIGKILL of PID 1)
-    kKillAgent,  // the node agent only
-    kKillSlurmd, // the node's slurmd only
-    kPartition,  // the node's link down for `seconds`, then up again
-    kHang,       // every process of the node stopped (SIGSTOP); never resumed
-    kDiskFull,   // the node's own disk filled to the last block
-    kGpuXid,     // an NVRM Xid `xid` in the node's kernel log and the fake NVML
-    kFlagFile,   // "1" appended to the node's /var/run/sagemaker_healthcheck_status
+    kKillNode,    // every process of the node at once (local: SIGKILL of PID 1)
+    kKillAgent,   // the node agent only
+    kKillSlurmd,  // the node's slurmd only
+    kPartition,   // the node's link down for `seconds`, then up again
+    kHang,        // every process of the node stopped (SIGSTOP); never resumed
+    kDiskFull,    // the node's own disk filled to the last block
+    kGpuXid,      // an NVRM Xid `xid` in the node's kernel log and the fake NVML
+    kFlagFile,    // "1" appended to the node's /var/run/sagemaker_healthcheck_status
   };
   Kind kind = Kind::kKillNode;
   int seconds = 0;  // kPartition: how long the link stays down (> 0)
@@ -90,6 +90,10 @@ class Provider {
   // Whether nodes run hpod-agent: then a node is Running only once its agent
   // reported successful lifecycle scripts, not merely when the machine is up.
   virtual bool RunsAgents() const { return false; }
+  // Where the provider installed hpod's SPANK plugin (spank_hpod.so, the
+  // auto-resume supervisor) on every node it launches; empty: it did not, and
+  // plugstack.conf lists none.
+  virtual std::string NodeSpankPlugin() const { return ""; }
   // Restarts the node's processes, keeping its identity, address and local disk
   // (EC2 RebootInstances). The node is kPending until it is up again. Idempotent
   // per `request_id`: a second call with the id of the last reboot does nothing

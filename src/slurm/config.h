@@ -50,12 +50,15 @@ struct SlurmClusterSpec {
   int slurmd_timeout_s = 30;
   // AuthInfo cred_expire: the requeue delay is this + 1 s (Slurm default 120).
   int cred_expire_s = 10;
+  // hpod's SPANK plugin (auto-resume) on every node, listed `required` in
+  // plugstack.conf; empty: plugstack.conf lists no plugin.
+  std::string spank_plugin;
 };
 
 struct SlurmFiles {
   std::string slurm_conf;
   std::string gres_conf;       // empty when no node has GPUs
-  std::string plugstack_conf;  // ready for hpod's SPANK plugin
+  std::string plugstack_conf;  // hpod's SPANK plugin, when the spec names one
 };
 
 SlurmFiles RenderSlurmFiles(const SlurmClusterSpec& spec);

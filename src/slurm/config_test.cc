@@ -115,15 +115,22 @@ TEST(RenderSlurmFilesTest, GoldenCpu) {
                           "Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE"));
 }
 
-// The generated files claim only what works: no node replacement and no
-// auto-resume plugin until node recovery lands (it turns them back on).
-TEST(RenderSlurmFilesTest, ClaimsNoRecoveryThatDoesNotExist) {
-  SlurmFiles files = RenderSlurmFiles(CpuSpec());
-  for (const std::string& text : {files.slurm_conf, files.plugstack_conf}) {
-    EXPECT_THAT(text, Not(HasSubstr("replace")));
-    EXPECT_THAT(text, Not(HasSubstr("auto_resume.so")));
-    EXPECT_THAT(text, Not(HasSubstr("recovery finishes")));
-  }
+// The generated files claim only what works: a plugin only when the provider
+// installed one on the nodes, and then exactly once, as `required`.
+TEST(RenderSlurmFilesTest, PlugstackListsThePluginOnlyWhenInstalled) {
+  SlurmFiles none = RenderSlurmFiles(CpuSpec());
+  EXPECT_THAT(none.plugstack_conf, Not(HasSubstr("required")));
+  EXPECT_THAT(none.plugstack_conf, Not(HasSubstr(".so")));
+  EXPECT_THAT(none.slurm_conf, HasSubstr("# SPANK plugins: none are loaded"));
+  SlurmClusterSpec spec = CpuSpec();
+  spec.spank_plugin = "/var/lib/hpod-agent/spank_hpod.so";
+  SlurmFiles with = RenderSlurmFiles(spec);
+  ExpectGolden("plugstack-hpod.conf", with.plugstack_conf);
+  EXPECT_THAT(Lines(with.plugstack_conf, "required"),
+              ElementsAre("required /var/lib/hpod-agent/spank_hpod.so"));
+  // The default path (beside slurm.conf) is the one configless workers have too.
+  EXPECT_THAT(with.slurm_conf, Not(HasSubstr("PlugStackConfig")));
+  EXPECT_NE(FilesHash(none), FilesHash(with));
 }
 
 TEST(RenderSlurmFilesTest, GoldenGpu) {

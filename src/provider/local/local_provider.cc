@@ -91,6 +91,10 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
   if (options.node_disk_mb < 0) {
     return InvalidArgumentError("local provider: node_disk_mb must be 0 (no sized disk) or more");
   }
+  if (!options.spank_plugin.empty() && !fs::exists(options.spank_plugin)) {
+    return InvalidArgumentError("SPANK plugin " + options.spank_plugin +
+                                " does not exist (build the spank_hpod target)");
+  }
   if (!options.fake_nvml_library.empty() && !fs::exists(options.fake_nvml_library)) {
     return InvalidArgumentError("fake NVML library " + options.fake_nvml_library +
                                 " does not exist (build the hpod_fake_nvml target)");
@@ -338,7 +342,9 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
                 {"bootstrap_token", spec.bootstrap_token},
                 {"state_dir", kAgentStateDir},
                 {"hostname", n.hostname},
-                {"private_ip", n.ip}};
+                {"private_ip", n.ip},
+                // In the node's private /run (node_init.cc), where srun finds it.
+                {"local_socket", "/run/hpod-agent/agent.sock"}};
   HPOD_RETURN_IF_ERROR(WriteFileAtomic(dir + "/agent.json", agent.dump(2), 0600));
   NodeInitConfig init;
   init.hostname = n.hostname;
@@ -354,6 +360,10 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
   return WriteFileAtomic(dir + "/node-init.json", NodeInitConfigToJson(init).dump(2), 0644);
 }
 
+std::string LocalProvider::NodeSpankPlugin() const {
+  return options_.spank_plugin.empty() ? "" : std::string(kAgentStateDir) + "/spank_hpod.so";
+}
+
 Status LocalProvider::PrepareDisk(const Node& n) {
   const std::string disk = NodeDir(n.instance_id) + "/disk";
   std::error_code ec;
@@ -367,6 +377,17 @@ Status LocalProvider::PrepareDisk(const Node& n) {
   // filled still boots (and its disk stays full, as a real one would).
   HPOD_RETURN_IF_ERROR(WriteFileInPlace(KernelLogPath(n.instance_id), ""));
   fs::remove(disk + "/state/agent.json", ec);
+  if (!options_.spank_plugin.empty()) {
+    // Before slurmd starts (the agent starts it after this node boots): srun and
+    // slurmstepd load it from plugstack.conf's path, NodeSpankPlugin(). A rebooted
+    // node keeps its copy unless the build is newer (its disk may be full).
+    fs::copy_file(options_.spank_plugin, disk + "/state/spank_hpod.so",
+                  fs::copy_options::update_existing, ec);
+    if (ec) {
+      return InternalError("copying " + options_.spank_plugin + " onto node " + n.instance_id +
+                           ": " + ec.message());
+    }
+  }
   if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
     Status s = WriteFileInPlace(FakeNvmlScriptPath(n.instance_id),
                                 json{{"devices", n.gpus}}.dump() + "\n");

@@ -83,6 +83,9 @@ struct LocalProviderOptions {
   // the node: not under /tmp, /run, /var/log or /var/spool) and
   // HPOD_FAKE_NVML_SCRIPT. Empty: no NVML seam.
   std::string fake_nvml_library;
+  // spank_hpod.so on the host (absolute), copied onto every node's disk (nodes do
+  // not see the host's /tmp, where a CI clone builds it); empty: none.
+  std::string spank_plugin;
   // Wall-clock time for partition ends (persisted, so hpodd restarts keep them).
   // Borrowed, outlives the provider; null: the real clock.
   const Clock* clock = nullptr;
@@ -116,6 +119,7 @@ class LocalProvider final : public Provider {
   Status InjectFault(const std::string& instance_id, const FaultSpec& fault) override;
   // Nodes run hpod-agent unless a stand-in program was configured (tests).
   bool RunsAgents() const override { return options_.node_program.empty(); }
+  std::string NodeSpankPlugin() const override;
 
   // Leaves running nodes alone. With `remove_guard`, also removes the guard route,
   // but only when no node remains (the guard is what keeps their traffic local).
