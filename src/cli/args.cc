@@ -120,6 +120,7 @@ std::string VerbChoices() {
   verbs.push_back("logs");
   verbs.push_back("inject-fault");
   verbs.push_back("describe-recovery");
+  verbs.push_back("describe-job-goodput");
   std::sort(verbs.begin(), verbs.end());
   std::string out;
   for (const auto& v : verbs) out += "\n  " + v;
@@ -246,6 +247,10 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
   }
   if (verb == "inject-fault") {
     HPOD_RETURN_IF_ERROR(internal::ParseInjectFaultArgs(rest, help, inv));
+    return inv;
+  }
+  if (verb == "describe-job-goodput") {
+    HPOD_RETURN_IF_ERROR(internal::ParseDescribeJobGoodputArgs(rest, help, inv));
     return inv;
   }
   if (verb == "describe-recovery") {

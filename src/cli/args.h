@@ -70,7 +70,16 @@ enum class Waiter { kClusterInService, kClusterDeleted };
 std::string_view WaiterName(Waiter waiter);  // "cluster-in-service"
 
 struct Invocation {
-  enum class Kind { kHelp, kVersion, kOperation, kWait, kStartSession, kLogs, kDescribeRecovery };
+  enum class Kind {
+    kHelp,
+    kVersion,
+    kOperation,
+    kWait,
+    kStartSession,
+    kLogs,
+    kDescribeRecovery,
+    kDescribeJobGoodput
+  };
   Kind kind = Kind::kHelp;
   GlobalOptions globals;
   std::optional<Expression> query;
@@ -104,6 +113,7 @@ struct Invocation {
 
   // kDescribeRecovery (cluster_name, and node_id above when given instead).
   std::string recovery_id;
+  std::string job_id;  // kDescribeJobGoodput
 };
 
 // Parses argv (without the program name). `env` expands ~ and $VARS in file://

@@ -359,6 +359,24 @@ Status ParseInjectFaultArgs(const std::vector<std::string>& words, bool help, In
   return OkStatus();
 }
 
+Status ParseDescribeJobGoodputArgs(const std::vector<std::string>& words, bool help,
+                                   Invocation& inv) {
+  std::map<std::string, std::string> values;
+  HPOD_ASSIGN_OR_RETURN(
+      bool help_word,
+      ParseSimpleArgs(words, {{"--cluster-name", true}, {"--job-id", true}}, values));
+  if (help || help_word) {
+    inv.kind = Invocation::Kind::kHelp;
+    inv.help_topic = "describe-job-goodput";
+    return OkStatus();
+  }
+  HPOD_RETURN_IF_ERROR(RequireOptions(values, {"--cluster-name", "--job-id"}));
+  inv.kind = Invocation::Kind::kDescribeJobGoodput;
+  inv.cluster_name = values["--cluster-name"];
+  inv.job_id = values["--job-id"];
+  return OkStatus();
+}
+
 Status ParseDescribeRecoveryArgs(const std::vector<std::string>& words, bool help,
                                  Invocation& inv) {
   std::map<std::string, std::string> values;

@@ -54,6 +54,8 @@ Status ParseWaitArgs(const std::vector<std::string>& words, Invocation& inv);
 Status ParseStartSessionArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
 Status ParseLogsArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
 Status ParseInjectFaultArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
+Status ParseDescribeJobGoodputArgs(const std::vector<std::string>& words, bool help,
+                                   Invocation& inv);
 Status ParseDescribeRecoveryArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
 
 }  // namespace hpod::cli::internal

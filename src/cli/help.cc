@@ -140,6 +140,7 @@ std::string TopLevelHelp() {
       "  hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N]\n"
       "                    [--xid-code N]\n"
       "  hpod describe-recovery --cluster-name NAME (--recovery-id ID | --node-id ID)\n"
+      "  hpod describe-job-goodput --cluster-name NAME --job-id SLURM_JOB_ID\n"
       "  hpod help | hpod <command> help | hpod wait help\n\n"
       "Commands:\n";
   std::vector<std::pair<std::string, std::string>> verbs;
@@ -154,7 +155,8 @@ std::string TopLevelHelp() {
   out += "  start-session                 a shell or a command on a node (aws ssm start-session)\n";
   out += "  logs                          a node's lifecycle-script or agent log\n";
   out += "  inject-fault                  break a node on purpose to test recovery (admin)\n";
-  out += "  describe-recovery             one node recovery's timeline, step by step\n\n";
+  out += "  describe-recovery             one node recovery's timeline, step by step\n";
+  out += "  describe-job-goodput          an --auto-resume job's goodput and its failures\n\n";
   out +=
       "Global options (anywhere on the line):\n"
       "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"
@@ -392,6 +394,25 @@ std::string DescribeRecoveryHelp() {
          "--output table (or text) prints a summary and one row per step with its time,\n"
          "the seconds since the fault was detected and the seconds the step took; json\n"
          "prints the Recovery object.\n";
+}
+
+std::string DescribeJobGoodputHelp() {
+  return "NAME\n"
+         "  describe-job-goodput - an --auto-resume job's goodput: useful step time over\n"
+         "  wall time (from hpod-train's ledger), the steps re-run, and for each node\n"
+         "  failure during the job the seconds of detection, replacement, restart,\n"
+         "  rendezvous, checkpoint load and first step (hpod HpodDescribeJobGoodput)\n\n"
+         "SYNOPSIS\n"
+         "  hpod describe-job-goodput\n"
+         "    --cluster-name <value>\n"
+         "    --job-id <value>\n\n"
+         "OPTIONS\n"
+         "  --cluster-name (string) [required]\n"
+         "      The cluster's name or ARN.\n"
+         "  --job-id (string) [required]\n"
+         "      The Slurm job id (sbatch's \"Submitted batch job N\").\n\n"
+         "Only jobs run with --auto-resume report to hpod. --output table (or text)\n"
+         "prints a summary and one row per failure; json the whole response.\n";
 }
 
 }  // namespace hpod::cli

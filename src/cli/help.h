@@ -25,6 +25,7 @@ std::string LogsHelp();
 // `hpod inject-fault help`.
 std::string InjectFaultHelp();
 std::string DescribeRecoveryHelp();
+std::string DescribeJobGoodputHelp();
 
 // awscli's shorthand example for a flag of shape `shape`, e.g.
 // "SourceS3Uri=string,OnCreate=string,OnInitComplete=string"; empty when the shape

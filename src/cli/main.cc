@@ -5,6 +5,7 @@
 #include "hpod/api/model.h"
 #include "hpod/cli/args.h"
 #include "hpod/cli/help.h"
+#include "hpod/cli/job_goodput.h"
 #include "hpod/cli/logs.h"
 #include "hpod/cli/output.h"
 #include "hpod/cli/params.h"
@@ -108,6 +109,8 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
         out << LogsHelp();
       } else if (inv.help_topic == "inject-fault") {
         out << InjectFaultHelp();
+      } else if (inv.help_topic == "describe-job-goodput") {
+        out << DescribeJobGoodputHelp();
       } else if (inv.help_topic == "describe-recovery") {
         out << DescribeRecoveryHelp();
       } else if (inv.help_topic.rfind("wait", 0) == 0) {
@@ -241,6 +244,14 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
     logs.follow = inv.follow;
     logs.max_calls = rt.logs_max_calls;
     Status done = FollowNodeLogs(*session.client, logs, sleeper, out);
+    if (!done.ok()) {
+      return Fail(err, done.aws_type().empty() ? kExitOther : kExitService, done.message());
+    }
+    return kExitOk;
+  }
+  if (inv.kind == Invocation::Kind::kDescribeJobGoodput) {
+    DescribeJobGoodputOptions o{inv.cluster_name, inv.job_id, *format};
+    Status done = DescribeJobGoodput(*session.client, o, out);
     if (!done.ok()) {
       return Fail(err, done.aws_type().empty() ? kExitOther : kExitService, done.message());
     }

@@ -1,6 +1,7 @@
 #include "hpod/controlplane/recovery_api.h"
 
 #include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/jobs.h"
 
 namespace hpod::controlplane {
 
@@ -8,7 +9,8 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 bool RecoveryApiHandles(const std::string& operation) {
-  return operation == "HpodDescribeRecovery" || operation == "HpodListRecoveries";
+  return operation == "HpodDescribeRecovery" || operation == "HpodListRecoveries" ||
+         operation == "HpodDescribeJobGoodput";
 }
 
 ordered_json RenderRecovery(const store::RecoveryRecord& r) {
@@ -51,6 +53,10 @@ StatusOr<ordered_json> CallRecoveryApi(store::Store& store, const std::string& o
   ordered_json out;
   HPOD_RETURN_IF_ERROR(store.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, ClusterApi::FindCluster(tx, req["ClusterName"]));
+    if (operation == "HpodDescribeJobGoodput") {
+      HPOD_ASSIGN_OR_RETURN(out, DescribeJobGoodput(tx, c, req["JobId"].get<std::string>()));
+      return OkStatus();
+    }
     if (operation == "HpodDescribeRecovery") {
       const std::string id = req["RecoveryId"].get<std::string>();  // required by the model
       auto r = tx.GetRecovery(id);
