@@ -3,10 +3,13 @@
 # data parallel across the job's nodes, the optimizer state sharded; run.slurm
 # starts one per node:
 #
-#   sbatch --nodes 3 run.slurm ./llama_tiny.sh
+#   sbatch --nodes 3 --auto-resume=1 run.slurm ./llama_tiny.sh
 #
-# The same command line on the first run and on every retry: a start resumes
-# from the newest complete checkpoint in $RUN_DIR/checkpoints.
+# The same command line on the first run and on every retry (--auto-resume
+# re-runs it after hpod replaced a failed node): a start resumes from the newest
+# complete checkpoint in $RUN_DIR/checkpoints. rank 0 appends to a goodput
+# ledger ($HPOD_GOODPUT_FILE, which the auto-resume supervisor sets per job, else
+# $RUN_DIR/checkpoints/goodput.jsonl).
 #
 # Prepare the data once, on the controller (hpod start-session --target ...):
 #   hpod-data train-tokenizer --vocab-size 512 --input corpus.txt --output /fsx/data/tok512

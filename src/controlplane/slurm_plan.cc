@@ -38,7 +38,8 @@ std::string Lower(std::string s) {
   return s;
 }
 
-std::string Motd(const std::string& role, const std::string& controller_name) {
+// Claims auto-resume only where the plugin is installed (`auto_resume`).
+std::string Motd(const std::string& role, const std::string& controller_name, bool auto_resume) {
   std::string text =
       "\n"
       "  hpod cluster node (Slurm " +
@@ -54,7 +55,15 @@ std::string Motd(const std::string& role, const std::string& controller_name) {
       "  Faulty node: hpod replaces it (same hostname) or reboots it:\n"
       "             scontrol update node=<name> state=fail reason=\"Action:Replace\"\n"
       "             scontrol update node=<name> state=fail reason=\"Action:Reboot\"\n"
-      "             (it waits for the node's jobs to end; state=down kills them now).\n"
+      "             (it waits for the node's jobs to end; state=down kills them now).\n" +
+      std::string(auto_resume
+                      ? "  Auto-resume: sbatch --nodes N --auto-resume=1 job.sh (or srun\n"
+                        "             --auto-resume=1 inside an allocation): when a node fails,\n"
+                        "             hpod replaces it and srun re-runs the step in the same\n"
+                        "             allocation; resume from your newest checkpoint.\n"
+                        "             Its goodput: hpod describe-job-goodput (where you\n"
+                        "             run hpod) --cluster-name <name> --job-id <id>.\n"
+                      : "") +
       "  Your own Slurm settings: /opt/slurm/etc/slurm.user.conf on the controller\n"
       "  (hpod rewrites slurm.conf, never that file).\n"
       "\n";
@@ -250,7 +259,7 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   m.munge_key = plan.munge_key;
   m.conf_hash = plan.conf_hash;
   m.node_names = plan.node_names;
-  m.motd = Motd(role_name, plan.controller_name);
+  m.motd = Motd(role_name, plan.controller_name, !options.spank_plugin.empty());
   if (role != slurm::NodeRole::kCompute) {
     m.files = {{"slurm.conf", plan.files.slurm_conf},
                {"plugstack.conf", plan.files.plugstack_conf}};

@@ -165,13 +165,16 @@ class SlurmTest(unittest.TestCase):
         self.assertIn("STATUS:          Success",
                       self.on_controller("echo '%s' | unmunge" % cred.strip()))
         # The motd says what works: jobs, /fsx, training across nodes, HyperPod's
-        # Action:Replace / Action:Reboot (test_recovery.py). --auto-resume is not
-        # there until it works.
+        # Action:Replace / Action:Reboot (test_recovery.py), and --auto-resume
+        # (test_auto_resume.py) because the plugin is installed on every node.
         motd = self.d.in_node(worker, "cat /opt/hpod/motd").stdout
         self.assertIn("/fsx is on every node", motd)
         self.assertIn("hpod-train", motd)
         self.assertIn('state=fail reason="Action:Replace"', motd)
-        self.assertNotIn("--auto-resume", motd)
+        self.assertIn("sbatch --nodes N --auto-resume=1", motd)
+        self.assertIn("required /var/lib/hpod-agent/spank_hpod.so",
+                      self.on_controller("cat /opt/slurm/etc/plugstack.conf"))
+        self.assertIn("--auto-resume=N", self.on_controller("srun --help"))
         # Users' own settings live in a file hpod created and never rewrites.
         self.assertIn("Include slurm.user.conf",
                       self.on_controller("cat /opt/slurm/etc/slurm.conf"))

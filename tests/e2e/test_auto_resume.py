@@ -1,0 +1,287 @@
+"""Auto-resume end to end: the seed's `sbatch --nodes 3 --auto-resume=1 run.slurm
+./llama_tiny.sh` on a namespaced Slurm cluster (1 controller + 3 workers) trains
+hpod-train across the workers; a fault in the middle of the run (kill-node, hang,
+partition, a user's `scontrol update ... reason=Action:Replace`, the batch host
+killed) is recovered by hpod, the step re-runs in the same allocation (or, for the
+batch host, Slurm requeues the job), hpod-train resumes from its newest checkpoint
+and the job ends with the same final loss as an undisturbed run, bit for bit. The
+same job without --auto-resume fails. Needs root and Debian's slurm packages."""
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import nodestest  # noqa: E402
+import test_slurm  # noqa: E402
+
+STEPS = 120          # long enough that a fault lands mid-run, after a checkpoint
+SAVE_INTERVAL = 20
+PLUGIN = os.path.join(nodestest.hpodtest.BIN_DIR, "src", "slurm", "spank", "spank_hpod.so")
+
+
+class AutoResumeTest(unittest.TestCase):
+    d = None
+
+    @classmethod
+    def setUpClass(cls):
+        nodestest.require_nodes()
+        if not test_slurm.have_slurm():
+            raise unittest.SkipTest("Debian's slurm packages are not installed")
+        if not os.path.exists(PLUGIN):
+            raise unittest.SkipTest("spank_hpod.so is not built")
+        cls.d = nodestest.NodesDaemon("t5a")
+        try:
+            lcs = os.path.join(cls.d.root, "lcs")
+            nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
+            cls.d.start()
+            src = "file://" + lcs + "/"
+            spec = os.path.join(cls.d.root, "cluster.json")
+            with open(spec, "w") as f:
+                json.dump([nodestest.lcs_group("controller-machine", 1, src,
+                                               SlurmConfig={"NodeType": "Controller"}),
+                           nodestest.lcs_group("workers", 3, src,
+                                               SlurmConfig={"NodeType": "Compute"})], f)
+            cls.d.hpod("create-cluster", "--cluster-name", "ar", "--instance-groups",
+                       "file://" + spec)
+            cls.d.wait_status("ar", "InService", timeout=240)
+            nodes = cls.d.nodes("ar")
+            cls.controller = [n["InstanceId"] for n in nodes
+                              if n["InstanceGroupName"] == "controller-machine"][0]
+            cid = cls.d.hpod_json("describe-cluster", "--cluster-name", "ar")["ClusterArn"]
+            cls.target = "sagemaker-cluster:%s_controller-machine-%s" % (
+                cid.split("/")[-1], cls.controller)
+            cls.prepare_fsx()
+            cls.reference = None
+        except BaseException:
+            cls.d.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.d:
+            cls.d.cleanup()
+
+    # ---- helpers ----
+
+    @classmethod
+    def on_controller(cls, command, check=True):
+        p = cls.d.hpod("start-session", "--target", cls.target, "--command", command,
+                       check=False, timeout=120)
+        if check and p.returncode != 0:
+            raise AssertionError("%r failed (%d): %s %s\n%s" % (
+                command, p.returncode, p.stdout, p.stderr, cls.d.log_tail()))
+        return p.stdout
+
+    @classmethod
+    def prepare_fsx(cls):
+        """The example scripts, hpod-train and the tokenized KJV sample on /fsx."""
+        cls.on_controller("mkdir -p /fsx/ar /fsx/data /fsx/bin && touch /fsx/ar/.here")
+        fsx = [root for root, _, files in os.walk(cls.d.fsx_root) if ".here" in files]
+        cls.fsx = os.path.dirname(fsx[0])
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        bins = os.path.join(nodestest.hpodtest.BIN_DIR, "cmd")
+        for name in ("run.slurm", "llama_tiny.sh"):
+            shutil.copy(os.path.join(top, "examples", "slurm", name), os.path.join(cls.fsx, "ar"))
+        for tool in ("hpod-data", "hpod-train"):
+            shutil.copy(os.path.join(bins, tool, tool), os.path.join(cls.fsx, "bin"))
+        shutil.copy(os.path.join(top, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
+                    os.path.join(cls.fsx, "data", "corpus.txt"))
+        cls.on_controller(
+            "set -e; /fsx/bin/hpod-data train-tokenizer --vocab-size 512 --input "
+            "/fsx/data/corpus.txt --output /fsx/data/tok512 && /fsx/bin/hpod-data tokenize "
+            "--tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
+            "--output /fsx/data/train512.bin")
+
+    def submit(self, name, auto_resume=True, steps=STEPS):
+        """sbatch of the seed's form; returns the job id."""
+        out = self.on_controller(
+            "cd /fsx/ar && HPOD_TRAIN=/fsx/bin/hpod-train MAX_STEPS=%d "
+            "RUN_DIR=/fsx/runs/%s sbatch --nodes 3 %s--output=/fsx/ar/%s.out run.slurm "
+            "./llama_tiny.sh --save-interval %d --lr-decay-steps %d" % (
+                steps, name, "--auto-resume=1 " if auto_resume else "", name, SAVE_INTERVAL,
+                steps))
+        self.assertRegex(out, r"Submitted batch job \d+")
+        return out.split()[-1]
+
+    def host_file(self, path):
+        return os.path.join(self.fsx, path.replace("/fsx/", "", 1))
+
+    def read(self, path):
+        try:
+            with open(self.host_file(path)) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def ledger(self, job, name=None):
+        """hpod-train's goodput ledger: the job's own under --auto-resume (the
+        supervisor names it), else the one in the run's checkpoint directory."""
+        text = self.read("/fsx/ar/.hpod/goodput-%s.jsonl" % job)
+        if not text and name:
+            text = self.read("/fsx/runs/%s/checkpoints/goodput.jsonl" % name)
+        return [json.loads(l) for l in text.splitlines() if l.strip().endswith("}")]
+
+    def wait_step(self, job, step, name=None, timeout=120):
+        """Until the job's ledger shows `step` (training is under way past a checkpoint)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            steps = [e["step"] for e in self.ledger(job, name) if e.get("event") == "step"]
+            if steps and steps[-1] >= step:
+                return
+            time.sleep(0.2)
+        self.fail("job %s never reached step %d\n%s" % (job, step, self.d.log_tail()))
+
+    def wait_done(self, job, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not self.on_controller("squeue -h -j %s -o %%T" % job, check=False).strip():
+                return
+            time.sleep(0.5)
+        self.fail("job %s still queued or running after %d s\n%s" % (
+            job, timeout, self.read("/fsx/ar/%s.out" % job)))
+
+    def job_state(self, job):
+        out = self.on_controller("scontrol show job %s" % job, check=False)
+        m = re.search(r"JobState=(\S+)", out)
+        return m.group(1) if m else out
+
+    def workers(self):
+        return {n["InstanceId"]: n for n in self.d.nodes("ar")
+                if n["InstanceGroupName"] == "workers"}
+
+    def batch_host(self, job):
+        out = self.on_controller("scontrol show job %s" % job)
+        return re.search(r"BatchHost=(\S+)", out).group(1)
+
+    def victim(self, job, batch=False):
+        """(instance id, hostname) of a worker of the job: its batch host or another."""
+        host = self.batch_host(job)
+        for iid in sorted(self.workers()):
+            name = self.hostname(iid)
+            if (name == host) == batch:
+                return iid, name
+        self.fail("no victim among %s" % self.workers())
+
+    def hostname(self, iid):
+        return self.d.in_node(iid, "hostname").stdout.strip()
+
+    def summary(self, name):
+        return json.loads(self.read("/fsx/runs/%s/summary.json" % name) or "{}")
+
+    def reference_loss(self):
+        if AutoResumeTest.reference is None:
+            job = self.submit("reference")
+            self.wait_done(job)
+            log = self.read("/fsx/ar/reference.out")
+            self.assertEqual(self.job_state(job), "COMPLETED", log)
+            self.assertNotIn("Retrying step", log)
+            AutoResumeTest.reference = self.summary("reference")["final_loss"]
+        return AutoResumeTest.reference
+
+    def assert_resumed(self, name, job, host, fault_kind):
+        """The job completed after one retry on the replaced node and ends where an
+        undisturbed run ends."""
+        self.wait_done(job)
+        log = self.read("/fsx/ar/%s.out" % name)
+        self.assertEqual(self.job_state(job), "COMPLETED", log + self.d.log_tail())
+        self.assertRegex(log, r"\[Auto Resume\] Info: JobID: %s StepID: \d+ Retrying step\. "
+                              r"Attempt number: 1" % job, log)
+        self.assertIn("ResumeAction=RETRYSTEP", log)
+        starts = [e for e in self.ledger(job) if e["event"] == "start"]
+        self.assertGreaterEqual(len(starts), 2, starts)
+        self.assertGreaterEqual(starts[-1]["resumed_step"], SAVE_INTERVAL, starts)
+        self.assertEqual(starts[-1]["attempt"], 1, "HPOD_AUTO_RESUME_ATTEMPT reached the ranks")
+        self.assertEqual(self.summary(name)["final_loss"], self.reference_loss(),
+                         "%s: the resumed run must end where an undisturbed one ends" % fault_kind)
+        self.assertIn(host, self.on_controller("sinfo -h -N -o '%N %T'"))
+        return log
+
+    # ---- tests ----
+
+    def test_1_undisturbed_job_is_supervised_and_not_retried(self):
+        self.reference_loss()
+        log = self.read("/fsx/ar/reference.out")
+        self.assertIn("process_task_init", log)
+        self.assertIn("hpod-train: 3 ranks", log)
+
+    def test_2_kill_node_replaces_it_and_the_step_resumes(self):
+        self.reference_loss()
+        job = self.submit("kill")
+        self.wait_step(job, SAVE_INTERVAL + 5)
+        iid, host = self.victim(job)
+        self.d.hpod("inject-fault", "--cluster-name", "ar", "--node-id", iid, "--kind",
+                    "kill-node")
+        log = self.assert_resumed("kill", job, host, "kill-node")
+        self.assertNotIn(iid, self.workers(), "the killed node was replaced")
+        self.assertIn(host, [self.hostname(i) for i in self.workers()])
+        # hpodd's record of the job joins the recovery.
+        g = self.d.hpod_json("describe-job-goodput", "--cluster-name", "ar", "--job-id", job)
+        print("\n" + self.d.hpod("describe-job-goodput", "--cluster-name", "ar", "--job-id", job,
+                                 "--output", "table").stdout)
+        self.assertEqual(len(g["Failures"]), 1, g)
+        self.assertEqual(g["Failures"][0]["Hostname"], host)
+        self.assertGreater(g["Goodput"]["goodput"], 0)
+        self.assertEqual(g["Goodput"]["final_step"], STEPS)
+        del log
+
+    def test_3_hang_and_partition_are_recovered_the_same_way(self):
+        self.reference_loss()
+        for kind, extra in (("hang", []), ("partition", ["--seconds", "60"])):
+            job = self.submit(kind)
+            self.wait_step(job, SAVE_INTERVAL + 5)
+            iid, host = self.victim(job)
+            self.d.hpod("inject-fault", "--cluster-name", "ar", "--node-id", iid, "--kind", kind,
+                        *extra)
+            self.assert_resumed(kind, job, host, kind)
+
+    def test_4_a_users_action_replace_during_the_job(self):
+        self.reference_loss()
+        job = self.submit("user")
+        self.wait_step(job, SAVE_INTERVAL + 5)
+        iid, host = self.victim(job)
+        self.on_controller('scontrol update nodename=%s state=fail reason="Action:Replace"' % host)
+        self.assert_resumed("user", job, host, "Action:Replace")
+        self.assertNotIn(iid, self.workers())
+
+    def test_5_batch_host_killed_requeues_and_resumes(self):
+        self.reference_loss()
+        job = self.submit("batch")
+        self.wait_step(job, SAVE_INTERVAL + 5)
+        iid, host = self.victim(job, batch=True)
+        self.d.hpod("inject-fault", "--cluster-name", "ar", "--node-id", iid, "--kind",
+                    "kill-node")
+        self.wait_done(job, timeout=400)
+        log = self.read("/fsx/ar/batch.out")
+        self.assertEqual(self.job_state(job), "COMPLETED", log + self.d.log_tail())
+        self.assertIn("(restart 1)", log, "Slurm requeued the job")
+        starts = [e for e in self.ledger(job) if e["event"] == "start"]
+        self.assertEqual(starts[-1]["restart"], 1, starts)
+        self.assertGreaterEqual(starts[-1]["resumed_step"], SAVE_INTERVAL, starts)
+        self.assertEqual(self.summary("batch")["final_loss"], self.reference_loss())
+
+    def test_6_without_auto_resume_the_job_fails(self):
+        job = self.submit("plain", auto_resume=False)
+        self.wait_step(job, SAVE_INTERVAL + 5, name="plain")
+        iid, host = self.victim(job)
+        self.d.hpod("inject-fault", "--cluster-name", "ar", "--node-id", iid, "--kind",
+                    "kill-node")
+        self.wait_done(job)
+        log = self.read("/fsx/ar/plain.out")
+        self.assertIn(self.job_state(job), ("FAILED", "CANCELLED", "NODE_FAIL"), log)
+        self.assertNotIn("Retrying step", log)
+        self.assertNotIn("process_task_init", log)
+
+    def test_7_bad_option_values_are_one_line_errors(self):
+        for bad in ("abc", "-1"):
+            p = self.d.hpod("start-session", "--target", self.target, "--command",
+                            "srun --auto-resume=%s -N1 true" % bad, check=False)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("[Auto Resume] Error: --auto-resume=%s" % bad, p.stdout + p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
