@@ -138,7 +138,8 @@ Agent::Agent(AgentOptions options, const Clock& clock)
               [&](const std::string& id) {
                 channel_->Send(proto::JobQuery{id, request}.ToJson());
               },
-              std::chrono::seconds(10));
+              // Inside the supervisor's own 5 s, so it hears this error, not silence.
+              std::chrono::seconds(4));
         });
   }
 }

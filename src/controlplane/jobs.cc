@@ -41,7 +41,7 @@ bool ValidJobId(const std::string& id) {
 double StepAt(const store::RecoveryRecord& r, const char* step) {
   if (!r.timeline.is_array()) return 0;
   for (const auto& s : r.timeline) {
-    if (s.is_object() && s.value("step", "") == step && s.contains("time") &&
+    if (s.is_object() && s.contains("step") && s["step"] == step && s.contains("time") &&
         s["time"].is_number()) {
       return s["time"].get<double>();
     }
@@ -65,12 +65,12 @@ StatusOr<Json> ReadJob(store::ReadTx& tx, const std::string& cluster_id,
 
 bool JobIsSupervised(store::ReadTx& tx, const std::string& cluster_id, const std::string& job_id) {
   auto j = ReadJob(tx, cluster_id, job_id);
-  return j.ok() && !j->value("finished", false);
+  return j.ok() && !(j->contains("finished") && (*j)["finished"] == true);
 }
 
 Json JudgeJobNodes(const std::vector<store::RecoveryRecord>& recoveries,
                    const std::vector<store::NodeRecord>& nodes,
-                   const std::vector<std::string>& names, double since) {
+                   const std::vector<std::string>& names, double since, bool automatic) {
   Json out = Json::array();
   bool any_failed = false, any_recovering = false, any_recovered = false;
   std::string message;
@@ -114,8 +114,15 @@ Json JudgeJobNodes(const std::vector<store::RecoveryRecord>& recoveries,
       for (const auto& row : nodes) {
         if (row.hostname != name) continue;
         known = true;
-        if (!api::Is(row.status, api::ClusterInstanceStatus::kRunning)) {
-          // No recovery, yet not Running: a node hpod will not bring back by itself.
+        if (api::Is(row.status, api::ClusterInstanceStatus::kRunning)) continue;
+        if (automatic) {
+          // Not Running and no recovery yet: the node concern saw the machine go
+          // before the health concern wrote its recovery (next pass, ~1 s). Saying
+          // "failed" here would end a job that is about to be resumed.
+          n["state"] = "recovering";
+          any_recovering = true;
+        } else {
+          // NodeRecovery=None: hpod will not bring it back by itself.
           n["state"] = "failed";
           any_failed = true;
           if (message.empty()) message = "node " + name + " is " + row.status + ", not Running";
@@ -166,9 +173,13 @@ Json JobService::Health(const std::string& cluster_id, const Json& request) {
   }
   Json answer;
   Status st = store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto cluster, tx.GetCluster(cluster_id));
     HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster_id));
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(cluster_id));
-    answer = JudgeJobNodes(recoveries, nodes, names, since);
+    const auto setting = cluster.spec.find("NodeRecovery");
+    const bool none = setting != cluster.spec.end() && setting->is_string() &&
+                      setting->get<std::string>() == "None";
+    answer = JudgeJobNodes(recoveries, nodes, names, since, !none);
     return OkStatus();
   });
   if (!st.ok()) return Error("hpodd could not read the cluster: " + st.ToString());
@@ -197,20 +208,43 @@ Json JobService::Event(const std::string& cluster_id, const Json& request) {
     } else {
       return read.status();
     }
-    Json e = request;
-    e.erase("op");
-    // The goodput summary is the job's, not the event's: the latest one wins.
-    if (auto g = e.find("goodput"); g != e.end()) {
-      if (g->is_object()) job["goodput"] = *g;
-      e.erase("goodput");
+    // Only the fields hpod reads, each bounded: a record is kept as long as its
+    // cluster, and any program on a node may send events.
+    Json e = Json::object();
+    for (const char* key : {"job_id", "step_id", "event", "message"}) {
+      if (auto it = request.find(key); it != request.end() && it->is_string()) {
+        e[key] = it->get<std::string>().substr(0, 1024);
+      }
     }
-    if (auto t = e.find("ledger_tail"); t != e.end()) e.erase(t);  // never stored raw
+    for (const char* key : {"attempt", "restart", "exit_code", "max_attempts", "time"}) {
+      if (auto it = request.find(key); it != request.end() && it->is_number()) e[key] = *it;
+    }
+    if (auto it = request.find("recovery_ids"); it != request.end() && it->is_array()) {
+      Json ids = Json::array();
+      for (const auto& id : *it) {
+        if (id.is_string() && ids.size() < 64) ids.push_back(id.get<std::string>().substr(0, 64));
+      }
+      e["recovery_ids"] = std::move(ids);
+    }
+    // The goodput summary is the job's, not the event's: the latest one wins
+    // (DescribeJobGoodput reads it defensively). A ledger tail is never stored.
+    if (auto g = request.find("goodput");
+        g != request.end() && g->is_object() && g->dump().size() <= kMaxGoodputBytes) {
+      job["goodput"] = *g;
+    }
     e["received"] = clock_.NowEpochSeconds();
     Json& events = job["events"];
     if (!events.is_array()) events = Json::array();
     events.push_back(std::move(e));
     while (events.size() > kMaxJobEvents) events.erase(events.begin());
-    if (auto n = request.find("nodes"); n != request.end() && n->is_array()) job["nodes"] = *n;
+    if (auto n = request.find("nodes"); n != request.end() && n->is_array()) {
+      Json names = Json::array();
+      for (const auto& name : *n) {
+        if (name.is_string() && names.size() < 4096)
+          names.push_back(name.get<std::string>().substr(0, 128));
+      }
+      job["nodes"] = std::move(names);
+    }
     // A requeued job runs its script (and a new supervisor) again: started reopens it.
     job["finished"] = event == "finished";
     job["updated"] = clock_.NowEpochSeconds();
@@ -224,14 +258,19 @@ Json JobService::Event(const std::string& cluster_id, const Json& request) {
   return Json{{"ok", true}};
 }
 
-}  // namespace hpod::controlplane
-
-namespace hpod::controlplane {
 namespace {
 
+// Typed reads of JSON a node sent (the goodput summary): a wrong type reads as 0
+// or empty, never throws.
 double Num(const Json& j, const char* key) {
+  if (!j.is_object()) return 0;
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : 0;
+}
+Json Arr(const Json& j, const char* key) {
+  if (!j.is_object()) return Json::array();
+  auto it = j.find(key);
+  return it != j.end() && it->is_array() ? *it : Json::array();
 }
 
 }  // namespace
@@ -248,18 +287,21 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
   HPOD_RETURN_IF_ERROR(job.status());
   nlohmann::ordered_json out;
   out["JobId"] = job_id;
-  out["Finished"] = job->value("finished", false);
+  out["Finished"] = job->contains("finished") && (*job)["finished"].is_boolean() &&
+                    (*job)["finished"].get<bool>();
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   int attempts = 0;
   double first = 0, last = 0;
-  for (const auto& e : (*job)["events"]) {
+  for (const auto& e : Arr(*job, "events")) {
     if (!e.is_object()) continue;
     const double t = Num(e, "time") > 0 ? Num(e, "time") : Num(e, "received");
     if (first == 0 || t < first) first = t;
     last = std::max(last, t);
-    attempts += e.value("event", "") == "started";
+    const std::string event =
+        e.contains("event") && e["event"].is_string() ? e["event"].get<std::string>() : "";
+    attempts += event == "started";
     nlohmann::ordered_json o;
-    o["Event"] = e.value("event", "");
+    o["Event"] = event;
     o["Time"] = t;
     if (e.contains("step_id")) o["StepId"] = e["step_id"];
     if (e.contains("attempt")) o["Attempt"] = e["attempt"];
@@ -271,11 +313,12 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
   out["Attempts"] = attempts;
   out["Events"] = std::move(events);
   // The ledger's attempts and gaps (base/goodput.h), when the supervisor sent them.
-  const Json goodput = job->value("goodput", Json::object());
-  const Json ledger_attempts = goodput.value("attempts", Json::array());
-  const Json gaps = goodput.value("gaps", Json::array());
+  const Json goodput = job->contains("goodput") && (*job)["goodput"].is_object() ? (*job)["goodput"]
+                                                                                 : Json::object();
+  const Json ledger_attempts = Arr(goodput, "attempts");
+  const Json gaps = Arr(goodput, "gaps");
   std::set<std::string> hosts;
-  for (const auto& n : job->value("nodes", Json::array())) {
+  for (const auto& n : Arr(*job, "nodes")) {
     if (n.is_string()) hosts.insert(n.get<std::string>());
   }
   // Each recovery of one of the job's nodes detected while the job ran, joined
@@ -315,7 +358,7 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
       f["RendezvousSeconds"] = Num(gaps[i], "rendezvous_s");
       f["CheckpointLoadSeconds"] = Num(gaps[i], "checkpoint_load_s");
       f["FirstStepSeconds"] = Num(gaps[i], "first_step_s");
-      f["StepsRerun"] = gaps[i].value("steps_rerun", 0);
+      f["StepsRerun"] = static_cast<int64_t>(Num(gaps[i], "steps_rerun"));
       if (Num(next, "first_step_time") > 0) {
         f["FaultToFirstStepSeconds"] =
             Num(next, "first_step_time") - Num(ledger_attempts[i], "last_time");

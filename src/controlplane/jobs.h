@@ -30,6 +30,9 @@
 namespace hpod::controlplane {
 
 inline constexpr size_t kMaxJobEvents = 500;
+// A goodput summary larger than this is not kept (a real one is a few KiB per
+// attempt).
+inline constexpr size_t kMaxGoodputBytes = 256 * 1024;
 
 // The settings key of a job's record.
 std::string JobKey(const std::string& cluster_id, const std::string& job_id);
@@ -44,9 +47,11 @@ StatusOr<nlohmann::json> ReadJob(store::ReadTx& tx, const std::string& cluster_i
 bool JobIsSupervised(store::ReadTx& tx, const std::string& cluster_id, const std::string& job_id);
 
 // What job_health says of the nodes, from the cluster's recoveries and nodes.
+// `automatic`: the cluster's NodeRecovery is Automatic, so a node that is not
+// Running and has no recovery yet is about to get one (recovering, not failed).
 nlohmann::json JudgeJobNodes(const std::vector<store::RecoveryRecord>& recoveries,
                              const std::vector<store::NodeRecord>& nodes,
-                             const std::vector<std::string>& names, double since);
+                             const std::vector<std::string>& names, double since, bool automatic);
 
 // HpodDescribeJobGoodput: the job's supervisor events, its goodput ledger summary
 // and each recovery of one of its nodes detected while it ran, with the seconds of

@@ -38,8 +38,9 @@ store::NodeRecord Row(const std::string& host, const std::string& status = "Runn
 const std::vector<store::NodeRecord> kRows = {Row("w1"), Row("w2"), Row("w3")};
 
 std::string Verdict(const std::vector<store::RecoveryRecord>& recs,
-                    const std::vector<store::NodeRecord>& rows = kRows, double since = 100) {
-  return JudgeJobNodes(recs, rows, {"w1", "w2", "w3"}, since)["verdict"];
+                    const std::vector<store::NodeRecord>& rows = kRows, double since = 100,
+                    bool automatic = true) {
+  return JudgeJobNodes(recs, rows, {"w1", "w2", "w3"}, since, automatic)["verdict"];
 }
 
 TEST(JudgeJobNodesTest, HealthyWithoutRecoveriesOfTheJobsNodes) {
@@ -54,8 +55,8 @@ TEST(JudgeJobNodesTest, InProgressThenRecoveredThenFailedWins) {
   EXPECT_EQ(Verdict({Rec("r1", "w2", kRecoveryInProgress, 150)}), "recovering");
   // An old recovery still in progress counts whatever its start.
   EXPECT_EQ(Verdict({Rec("r1", "w2", kRecoveryInProgress, 10)}), "recovering");
-  Json j =
-      JudgeJobNodes({Rec("r1", "w2", kRecoverySucceeded, 150)}, kRows, {"w1", "w2", "w3"}, 100);
+  Json j = JudgeJobNodes({Rec("r1", "w2", kRecoverySucceeded, 150)}, kRows, {"w1", "w2", "w3"}, 100,
+                         true);
   EXPECT_EQ(j["verdict"], "recovered");
   EXPECT_EQ(j["nodes"][1]["state"], "recovered");
   EXPECT_EQ(j["nodes"][1]["recovery_id"], "r1");
@@ -69,15 +70,20 @@ TEST(JudgeJobNodesTest, InProgressThenRecoveredThenFailedWins) {
   for (const char* status : {kRecoveryFailed, kRecoveryReported}) {
     Json f =
         JudgeJobNodes({Rec("r1", "w2", status, 150), Rec("r2", "w3", kRecoveryInProgress, 151)},
-                      kRows, {"w1", "w2", "w3"}, 100);
+                      kRows, {"w1", "w2", "w3"}, 100, true);
     EXPECT_EQ(f["verdict"], "failed") << status;
     EXPECT_THAT(f["message"].get<std::string>(), HasSubstr("w2"));
   }
 }
 
-TEST(JudgeJobNodesTest, ANodeNotRunningWithoutARecoveryIsFailedAndAStrangerUnknown) {
-  EXPECT_EQ(Verdict({}, {Row("w1"), Row("w2", "Failure"), Row("w3")}), "failed");
-  Json j = JudgeJobNodes({}, kRows, {"w1", "login7"}, 0);
+// A killed node is Failure one pass before its recovery is written: with
+// NodeRecovery=Automatic that is "recovering" (the job waits), never "failed" (the
+// job would give up on a resume that is about to happen).
+TEST(JudgeJobNodesTest, ANodeNotRunningWithoutARecoveryIsRecoveringUnlessRecoveryIsOff) {
+  const std::vector<store::NodeRecord> rows = {Row("w1"), Row("w2", "Failure"), Row("w3")};
+  EXPECT_EQ(Verdict({}, rows), "recovering");
+  EXPECT_EQ(Verdict({}, rows, 100, /*automatic=*/false), "failed");
+  Json j = JudgeJobNodes({}, kRows, {"w1", "login7"}, 0, true);
   EXPECT_EQ(j["verdict"], "healthy");
   EXPECT_EQ(j["nodes"][1]["state"], "unknown");
 }
@@ -165,6 +171,97 @@ TEST_F(JobServiceTest, BadRequestsGetAnErrorNamingTheField) {
   EXPECT_THAT(jobs.Answer("gone", {{"op", "job_event"}, {"job_id", "1"}, {"event", "started"}})
                   .value("error", ""),
               HasSubstr("gone"));
+}
+
+// The job's record joined with its nodes' recoveries by time, also when the node
+// sent a goodput summary of the wrong shape (it is any node program's to send).
+TEST_F(JobServiceTest, DescribeJoinsRecoveriesByTimeAndSurvivesAMalformedSummary) {
+  JobService jobs(*store_, clock_);
+  Json ledger = {{"goodput", 0.5},
+                 {"steps_rerun", 3},
+                 {"attempts",
+                  {{{"process_start", 100.0}, {"last_time", 110.0}, {"first_step_time", 101.0}},
+                   {{"process_start", 118.0}, {"last_time", 130.0}, {"first_step_time", 119.5}}}},
+                 {"gaps",
+                  {{{"rendezvous_s", 0.1},
+                    {"checkpoint_load_s", 0.2},
+                    {"first_step_s", 1.5},
+                    {"steps_rerun", 3}}}}};
+  ASSERT_EQ(jobs.Answer("c1", {{"op", "job_event"},
+                               {"job_id", "12"},
+                               {"event", "started"},
+                               {"time", 99.0},
+                               {"nodes", {"w1", "w2"}}}),
+            Json({{"ok", true}}));
+  ASSERT_EQ(jobs.Answer("c1", {{"op", "job_event"},
+                               {"job_id", "12"},
+                               {"event", "finished"},
+                               {"time", 131.0},
+                               {"goodput", ledger}}),
+            Json({{"ok", true}}));
+  ASSERT_TRUE(store_
+                  ->Write([](store::WriteTx& tx) -> Status {
+                    auto r = Rec("rcv-aaaaaaaaaaaa", "w2", kRecoverySucceeded, 111.0);
+                    r.cluster_id = "c1";
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
+                    auto other = Rec("rcv-bbbbbbbbbbbb", "w9", kRecoverySucceeded, 112.0);
+                    other.cluster_id = "c1";  // not a node of the job
+                    return tx.PutRecovery(other);
+                  })
+                  .ok());
+  auto describe = [&]() {
+    nlohmann::ordered_json out;
+    Status s = store_->Read([&](store::ReadTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster("c1"));
+      HPOD_ASSIGN_OR_RETURN(out, DescribeJobGoodput(tx, c, "12"));
+      return OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  };
+  auto out = describe();
+  EXPECT_EQ(out["Attempts"], 1);
+  EXPECT_TRUE(out["Finished"]);
+  ASSERT_EQ(out["Failures"].size(), 1u) << out.dump();
+  const auto& f = out["Failures"][0];
+  EXPECT_EQ(f["Hostname"], "w2");
+  EXPECT_DOUBLE_EQ(f["DetectionSeconds"].get<double>(), 1.0);    // 111 - last step at 110
+  EXPECT_DOUBLE_EQ(f["ReplacementSeconds"].get<double>(), 2.0);  // Resumed at 113
+  EXPECT_DOUBLE_EQ(f["RestartSeconds"].get<double>(), 5.0);      // next start at 118
+  EXPECT_DOUBLE_EQ(f["CheckpointLoadSeconds"].get<double>(), 0.2);
+  EXPECT_EQ(f["StepsRerun"], 3);
+  EXPECT_DOUBLE_EQ(f["FaultToFirstStepSeconds"].get<double>(), 9.5);
+  // A summary of the wrong shape reads as empty figures, never an exception.
+  ASSERT_EQ(jobs.Answer("c1", {{"op", "job_event"},
+                               {"job_id", "12"},
+                               {"event", "finished"},
+                               {"goodput", {{"attempts", 7}, {"gaps", {"x", 1}}}}}),
+            Json({{"ok", true}}));
+  out = describe();
+  ASSERT_EQ(out["Failures"].size(), 1u);
+  EXPECT_FALSE(out["Failures"][0].contains("DetectionSeconds"));
+  Status missing = store_->Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster("c1"));
+    return DescribeJobGoodput(tx, c, "99").status();
+  });
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("--auto-resume"));
+}
+
+// Only the fields hpod reads are kept, each bounded.
+TEST_F(JobServiceTest, EventsKeepOnlyKnownBoundedFields) {
+  JobService jobs(*store_, clock_);
+  ASSERT_EQ(jobs.Answer("c1", {{"op", "job_event"},
+                               {"job_id", "5"},
+                               {"event", "ended"},
+                               {"message", std::string(5000, 'm')},
+                               {"junk", std::string(100000, 'j')},
+                               {"exit_code", 137}}),
+            Json({{"ok", true}}));
+  Json e = Job("5")["events"][0];
+  EXPECT_FALSE(e.contains("junk"));
+  EXPECT_EQ(e["message"].get<std::string>().size(), 1024u);
+  EXPECT_EQ(e["exit_code"], 137);
 }
 
 }  // namespace

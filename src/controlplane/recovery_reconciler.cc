@@ -193,7 +193,7 @@ Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRe
     // A dead node's steps would hang until Slurm's own timeout: cancel them now
     // (an --auto-resume job re-runs its step on the replacement).
     std::string ids;
-    HPOD_RETURN_IF_ERROR(CancelSteps(slurm, r.hostname, &ids));
+    HPOD_RETURN_IF_ERROR(CancelSteps(cluster, slurm, r.hostname, &ids));
     step = "StepsCancelled";
     detail = ids.empty() ? "no job steps on the node" : "cancelled job steps " + ids;
   } else {
@@ -424,43 +424,72 @@ Status RecoveryReconciler::Save(const store::ClusterRecord& cluster, const Recov
   });
 }
 
+StatusOr<std::vector<std::pair<std::string, std::string>>> RecoveryReconciler::JobsOn(
+    const SlurmReconciler::Pass& slurm, const std::string& hostname) {
+  std::string text;
+  HPOD_RETURN_IF_ERROR(Scontrol(slurm, {"squeue", "-h", "-w", hostname, "-o", "%A %B"}, &text));
+  std::vector<std::pair<std::string, std::string>> jobs;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string id, batch_host;
+    if (fields >> id) {
+      fields >> batch_host;
+      jobs.emplace_back(id, batch_host);
+    }
+  }
+  return jobs;
+}
+
 StatusOr<bool> RecoveryReconciler::CancelSupervisedSteps(const store::ClusterRecord& cluster,
                                                          const std::string& hostname,
                                                          const SlurmReconciler::Pass& slurm,
                                                          std::string* cancelled) {
-  std::string jobs;
-  HPOD_RETURN_IF_ERROR(Scontrol(slurm, {"squeue", "-h", "-w", hostname, "-o", "%A"}, &jobs));
-  std::vector<std::string> ids;
-  for (std::istringstream in(jobs); in >> jobs;) ids.push_back(jobs);
-  if (ids.empty()) return false;  // the table has not caught up: wait as for any job
+  HPOD_ASSIGN_OR_RETURN(auto jobs, JobsOn(slurm, hostname));
+  if (jobs.empty()) return false;  // the table has not caught up: wait as for any job
   bool all = true;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    for (const auto& id : ids) all = all && JobIsSupervised(tx, cluster.id, id);
+    for (const auto& job : jobs) all = all && JobIsSupervised(tx, cluster.id, job.first);
     return OkStatus();
   }));
   if (!all) return false;
-  HPOD_RETURN_IF_ERROR(CancelSteps(slurm, hostname, cancelled));
+  HPOD_RETURN_IF_ERROR(CancelSteps(cluster, slurm, hostname, cancelled));
   return true;
 }
 
-Status RecoveryReconciler::CancelSteps(const SlurmReconciler::Pass& slurm,
+Status RecoveryReconciler::CancelSteps(const store::ClusterRecord& cluster,
+                                       const SlurmReconciler::Pass& slurm,
                                        const std::string& hostname, std::string* ids) {
   // Never the batch script (a cancelled batch step ends the job as cancelled, never
-  // requeued), nor the extern step. A job whose batch script ran on the node loses
-  // it with the node: it is requeued now (it restarts from the top, and resumes
-  // from its checkpoint), not minutes later when slurmctld notices the script is
-  // missing ("not found BatchStartTime after startup"). A job that may not be
-  // requeued (--no-requeue) is left to Slurm, which then ends it.
-  HPOD_RETURN_IF_ERROR(Scontrol(
-      slurm,
-      {"bash", "-c",
-       "ids=$(squeue -h -s -w \"$1\" -o %i | grep -v -e batch -e extern); "
-       "for i in $ids; do scancel \"$i\"; done; "
-       "for j in $(squeue -h -w \"$1\" -o '%A %B' | awk -v h=\"$1\" '$2 == h {print $1}'); do "
-       "scontrol requeue \"$j\" 2>/dev/null && ids=\"$ids requeued:$j\"; done; echo $ids",
-       "cancel", hostname},
-      ids));
+  // requeued), nor the extern step.
+  HPOD_RETURN_IF_ERROR(
+      Scontrol(slurm,
+               {"bash", "-c",
+                "ids=$(squeue -h -s -w \"$1\" -o %i | grep -v -e batch -e extern); "
+                "for i in $ids; do scancel \"$i\"; done; echo $ids",
+                "cancel", hostname},
+               ids));
   while (!ids->empty() && (ids->back() == '\n' || ids->back() == ' ')) ids->pop_back();
+  // An auto-resume job whose batch script ran on the node loses the script (and its
+  // supervisor) with the node: it is requeued now, so it starts again from the top
+  // within seconds and resumes from its checkpoint, not minutes later when
+  // slurmctld notices the missing script ("not found BatchStartTime after
+  // startup"). Any other job is left to Slurm, as on HyperPod. A job that may not
+  // be requeued (--no-requeue) refuses, and Slurm then ends it.
+  HPOD_ASSIGN_OR_RETURN(auto jobs, JobsOn(slurm, hostname));
+  for (const auto& [job, batch_host] : jobs) {
+    if (batch_host != hostname) continue;
+    bool supervised = false;
+    HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+      supervised = JobIsSupervised(tx, cluster.id, job);
+      return OkStatus();
+    }));
+    if (!supervised) continue;
+    Status requeued = Scontrol(slurm, {"scontrol", "requeue", job});
+    *ids += (ids->empty() ? "" : " ") +
+            (requeued.ok() ? "requeued job " + job
+                           : "job " + job + " not requeued (" + requeued.message() + ")");
+  }
   return OkStatus();
 }
 

@@ -62,10 +62,13 @@ class RecoveryReconciler {
                                        const std::string& hostname,
                                        const SlurmReconciler::Pass& slurm, std::string* cancelled);
   // scancel of every job step on `hostname` but batch and extern, and `scontrol
-  // requeue` of the jobs whose batch script ran there; *ids: the step ids and
-  // "requeued:<job>" for each.
-  Status CancelSteps(const SlurmReconciler::Pass& slurm, const std::string& hostname,
-                     std::string* ids);
+  // requeue` of the auto-resume jobs whose batch script ran there; *ids: what it
+  // did ("12.0 requeued job 12").
+  Status CancelSteps(const store::ClusterRecord& cluster, const SlurmReconciler::Pass& slurm,
+                     const std::string& hostname, std::string* ids);
+  // The jobs on `hostname` with their batch hosts (squeue %A %B).
+  StatusOr<std::vector<std::pair<std::string, std::string>>> JobsOn(
+      const SlurmReconciler::Pass& slurm, const std::string& hostname);
   Status Act(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
              const store::NodeRecord& node, Outcome* out);
   Status Follow(const store::ClusterRecord& cluster, store::RecoveryRecord& r,

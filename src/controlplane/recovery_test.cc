@@ -220,6 +220,7 @@ TEST_F(RecoveryTest, AnAutoResumeJobsStepsAreCancelledInsteadOfWaitedFor) {
   EXPECT_TRUE(RanCommand("squeue -h -w " + a.hostname + " -o %A"));
   EXPECT_TRUE(RanCommand("bash -c"));
   EXPECT_EQ(Steps(rid)[2], "StepsCancelled");
+  EXPECT_FALSE(RanCommand("scontrol requeue"));  // its batch script runs elsewhere
   Pass();
   EXPECT_TRUE(Terminated(a.instance_id));
   // A finished supervisor is no longer waited on by its node... nor does it wait.
@@ -233,6 +234,29 @@ TEST_F(RecoveryTest, AnAutoResumeJobsStepsAreCancelledInsteadOfWaitedFor) {
                   })
                   .ok());
   EXPECT_FALSE(supervised);
+}
+
+// A dead node's steps are cancelled (never its batch/extern steps); of the jobs
+// whose batch script ran there, the auto-resume ones are requeued at once, any
+// other is left to Slurm, as on HyperPod.
+TEST_F(RecoveryTest, ADeadBatchHostRequeuesOnlyItsAutoResumeJobs) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  JobService jobs(*h_.store_, h_.clock_);
+  ASSERT_EQ(jobs.Answer(id_, {{"op", "job_event"}, {"job_id", "43"}, {"event", "started"}}),
+            json({{"ok", true}}));
+  agents_.SetRunOutput("43 " + a.hostname + "\n44 " + a.hostname + "\n");
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/true);
+  Pass(2);
+  EXPECT_EQ(Steps(rid)[2], "StepsCancelled");
+  bool batch_filtered = false;
+  for (const auto& c : Commands()) {
+    batch_filtered |=
+        c.rfind("bash -c", 0) == 0 && c.find("grep -v -e batch -e extern") != std::string::npos;
+  }
+  EXPECT_TRUE(batch_filtered);
+  EXPECT_TRUE(RanCommand("scontrol requeue 43"));
+  EXPECT_FALSE(RanCommand("scontrol requeue 44"));  // not an auto-resume job
 }
 
 TEST_F(RecoveryTest, ANodeRemovedMeanwhileIsNotReplaced) {

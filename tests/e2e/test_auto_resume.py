@@ -175,6 +175,7 @@ class AutoResumeTest(unittest.TestCase):
     def reference_loss(self):
         if AutoResumeTest.reference is None:
             job = self.submit("reference")
+            AutoResumeTest.reference_job = job
             self.wait_done(job)
             log = self.read("/fsx/ar/reference.out")
             self.assertEqual(self.job_state(job), "COMPLETED", log)
@@ -205,7 +206,10 @@ class AutoResumeTest(unittest.TestCase):
     def test_1_undisturbed_job_is_supervised_and_not_retried(self):
         self.reference_loss()
         log = self.read("/fsx/ar/reference.out")
-        self.assertIn("process_task_init", log)
+        self.assertIn("process_task_init", log)  # slurmstepd loaded the plugin
+        # ... and srun on the batch host (a configless worker) became the supervisor.
+        self.assertIn("Response from cluster agent: JobId=%s, ResumeAction=NONE" %
+                      self.reference_job, log)
         self.assertIn("hpod-train: 3 ranks", log)
 
     def test_2_kill_node_replaces_it_and_the_step_resumes(self):

@@ -380,9 +380,17 @@ Status LocalProvider::PrepareDisk(const Node& n) {
   if (!options_.spank_plugin.empty()) {
     // Before slurmd starts (the agent starts it after this node boots): srun and
     // slurmstepd load it from plugstack.conf's path, NodeSpankPlugin(). A rebooted
-    // node keeps its copy unless the build is newer (its disk may be full).
-    fs::copy_file(options_.spank_plugin, disk + "/state/spank_hpod.so",
-                  fs::copy_options::update_existing, ec);
+    // node keeps its copy unless the build is newer; a new copy is renamed into
+    // place, so a full disk never leaves a truncated plugin that plugstack.conf
+    // requires.
+    const std::string dest = disk + "/state/spank_hpod.so";
+    std::error_code newer;
+    if (!fs::exists(dest) ||
+        fs::last_write_time(options_.spank_plugin, newer) > fs::last_write_time(dest, newer)) {
+      fs::copy_file(options_.spank_plugin, dest + ".new", fs::copy_options::overwrite_existing, ec);
+      if (!ec) fs::rename(dest + ".new", dest, ec);
+      if (ec) fs::remove(dest + ".new", newer);
+    }
     if (ec) {
       return InternalError("copying " + options_.spank_plugin + " onto node " + n.instance_id +
                            ": " + ec.message());

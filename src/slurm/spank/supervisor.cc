@@ -190,6 +190,12 @@ int Session::Run() {
     const double since = start - 1;
     Info("Initiating communication with cluster agent to diagnose health of nodes");
     StatusOr<HealthAnswer> answer = Ask(since);
+    // An agent that is busy, reconnecting to hpodd or slow to answer gets the grace
+    // too: giving up at the first error would forgo a resume the job asked for.
+    while (!answer.ok() && clock_.SteadyNow() - ended < config_.grace) {
+      sleeper_.Sleep(config_.poll_interval);
+      answer = Ask(since);
+    }
     if (answer.ok() && answer->verdict == Verdict::kHealthy && rc != 0) {
       // The step may have failed because a peer died before the agent flagged it.
       // An error while re-asking keeps the healthy answer: it says nothing new.
