@@ -14,7 +14,9 @@
 #                                ckpt: ckpt_bench.py, checkpoint writes vs dd;
 #                                dist: train_dist_bench.py, 2 ranks vs 1 process;
 #                                recovery: recovery.py, node recovery vs Slurm
-#                                noticing the fault alone, real nodes, root)
+#                                noticing the fault alone, real nodes, root;
+#                                resume: auto_resume.py, sbatch --auto-resume
+#                                fault -> first resumed step and goodput, root)
 # Every benchmark stops the processes it starts by PID and is bounded in time;
 # see bench/README.md for what each measures and its peer.
 set -uo pipefail
@@ -27,7 +29,7 @@ for arg in "$@"; do
   case "$arg" in
     --fuzz) fuzz=1 ;;
     --quick) pass+=(--quick) ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     api) only+=(api_latency.sh) ;;
     nodes) only+=(nodes_bench.py) ;;
     slurm) only+=(slurm_bench.py) ;;
@@ -37,6 +39,7 @@ for arg in "$@"; do
     ckpt) only+=(ckpt_bench.py) ;;
     dist) only+=(train_dist_bench.py) ;;
     recovery) only+=(recovery.py) ;;
+    resume) only+=(auto_resume.py) ;;
     *) echo "run.sh: unknown argument: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +48,7 @@ done
 # e.g. nodes_bench.py when not root, slurm_bench.py also without Slurm,
 # train_bench.py without hpod-train or Debian's python3-torch).
 benchmarks=(api_latency.sh nodes_bench.py slurm_bench.py train_bench.py signal_soak.py
-            comm_bench.py ckpt_bench.py train_dist_bench.py recovery.py)
+            comm_bench.py ckpt_bench.py train_dist_bench.py recovery.py auto_resume.py)
 if [ "${#only[@]}" -gt 0 ]; then benchmarks=("${only[@]}"); fi
 
 status=0
