@@ -477,8 +477,11 @@ Status RecoveryReconciler::CancelSteps(const store::ClusterRecord& cluster,
   // startup"). Any other job is left to Slurm, as on HyperPod. A job that may not
   // be requeued (--no-requeue) refuses, and Slurm then ends it.
   HPOD_ASSIGN_OR_RETURN(auto jobs, JobsOn(slurm, hostname));
-  for (const auto& [job, batch_host] : jobs) {
-    if (batch_host != hostname) continue;
+  for (const auto& entry : jobs) {
+    // Not a structured binding: clang (the thread-safety check) refuses to capture
+    // one in the lambda below.
+    const std::string& job = entry.first;
+    if (entry.second != hostname) continue;
     bool supervised = false;
     HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
       supervised = JobIsSupervised(tx, cluster.id, job);

@@ -228,6 +228,9 @@ class AutoResumeTest(unittest.TestCase):
                                  "--output", "table").stdout)
         self.assertEqual(len(g["Failures"]), 1, g)
         self.assertEqual(g["Failures"][0]["Hostname"], host)
+        self.assertEqual(g["Failures"][0]["Status"], "Succeeded")
+        self.assertEqual(len(g["Goodput"]["attempts"]), 2, g)
+        self.assertGreaterEqual(g["Failures"][0]["StepsRerun"], 0)
         self.assertGreater(g["Goodput"]["goodput"], 0)
         self.assertEqual(g["Goodput"]["final_step"], STEPS)
         del log
