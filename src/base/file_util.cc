@@ -101,4 +101,12 @@ Status WriteFileAtomic(const std::string& path, std::string_view bytes, mode_t m
   return OkStatus();
 }
 
+Status WriteFileInPlace(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return InternalError("writing " + path + ": " + std::strerror(errno));
+  bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  ::close(fd);
+  return ok ? OkStatus() : InternalError("writing " + path + ": short write");
+}
+
 }  // namespace hpod

@@ -31,4 +31,9 @@ StatusOr<std::string> ReadFile(const std::string& path);
 // share the temporary name).
 Status WriteFileAtomic(const std::string& path, std::string_view bytes, mode_t mode = 0644);
 
+// Writes `bytes` over `path` in place (O_TRUNC, the same inode, mode 0644 when
+// created): for files a bind mount pins, where a rename would leave the mount on
+// the old copy. Not atomic: a reader may see it half written.
+Status WriteFileInPlace(const std::string& path, std::string_view bytes);
+
 }  // namespace hpod

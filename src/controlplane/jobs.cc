@@ -38,17 +38,6 @@ bool ValidJobId(const std::string& id) {
   return true;
 }
 
-double StepAt(const store::RecoveryRecord& r, const char* step) {
-  if (!r.timeline.is_array()) return 0;
-  for (const auto& s : r.timeline) {
-    if (s.is_object() && s.contains("step") && s["step"] == step && s.contains("time") &&
-        s["time"].is_number()) {
-      return s["time"].get<double>();
-    }
-  }
-  return 0;
-}
-
 }  // namespace
 
 std::string JobKey(const std::string& cluster_id, const std::string& job_id) {
@@ -94,7 +83,7 @@ Json JudgeJobNodes(const std::vector<store::RecoveryRecord>& recoveries,
       n["status"] = pick->status;
       n["reason"] = pick->reason;
       n["detected"] = pick->created;
-      if (double resumed = StepAt(*pick, "Resumed"); resumed > 0) n["resumed"] = resumed;
+      if (double resumed = RecoveryStepTime(*pick, "Resumed"); resumed > 0) n["resumed"] = resumed;
       if (RecoveryActive(*pick)) {
         n["state"] = "recovering";
         any_recovering = true;
@@ -336,7 +325,7 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
     f["Check"] = r.check;
     f["Reason"] = r.reason;
     f["Status"] = r.status;
-    const double resumed = StepAt(r, "Resumed");
+    const double resumed = RecoveryStepTime(r, "Resumed");
     size_t i = 0;
     bool found = false;
     for (size_t k = 0; k < ledger_attempts.size(); ++k) {

@@ -37,6 +37,19 @@ void AddTimelineStep(store::RecoveryRecord& r, const Clock& clock, std::string_v
       {{"step", std::string(step)}, {"time", clock.NowEpochSeconds()}, {"detail", detail}});
 }
 
+double RecoveryStepTime(const store::RecoveryRecord& r, std::string_view step) {
+  double at = 0;
+  if (!r.timeline.is_array()) return at;
+  for (const auto& s : r.timeline) {
+    if (!s.is_object()) continue;
+    auto name = s.find("step");
+    auto time = s.find("time");
+    if (name == s.end() || !name->is_string() || name->get<std::string>() != step) continue;
+    at = time != s.end() && time->is_number() ? time->get<double>() : 1;
+  }
+  return at;
+}
+
 StatusOr<std::string> RequestRecovery(store::WriteTx& tx, const Clock& clock,
                                       const store::ClusterRecord& cluster,
                                       const store::NodeRecord& node, bool is_controller,

@@ -55,6 +55,10 @@ inline constexpr char kRecoveryCancelled[] = "Cancelled";
 
 bool RecoveryActive(const store::RecoveryRecord& r);  // status InProgress
 
+// When the timeline last recorded `step` ("Resumed", …), epoch seconds; 0: never
+// (1 for an entry without a time). Reads the body defensively: it is data.
+double RecoveryStepTime(const store::RecoveryRecord& r, std::string_view step);
+
 // What starts a recovery.
 struct RecoveryRequest {
   RecoveryAction action = RecoveryAction::kReplace;

@@ -21,22 +21,9 @@ using store::RecoveryRecord;
 
 namespace {
 
-// When `step` was last recorded (0: never). Timeline entries are hpod's own, but
-// read defensively: a store body is data, and data never throws here.
-double StepTime(const RecoveryRecord& r, std::string_view step) {
-  double at = 0;
-  if (!r.timeline.is_array()) return at;
-  for (const auto& s : r.timeline) {
-    if (!s.is_object()) continue;
-    auto name = s.find("step");
-    auto time = s.find("time");
-    if (name == s.end() || !name->is_string() || name->get<std::string>() != step) continue;
-    at = time != s.end() && time->is_number() ? time->get<double>() : 1;
-  }
-  return at;
+bool HasStep(const RecoveryRecord& r, std::string_view step) {
+  return RecoveryStepTime(r, step) > 0;
 }
-
-bool HasStep(const RecoveryRecord& r, std::string_view step) { return StepTime(r, step) > 0; }
 
 bool Has(const std::string& state, std::string_view flag) {
   return state.find(flag) != std::string::npos;
@@ -201,7 +188,7 @@ Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRe
     // A mark cleared meanwhile (a user's state=resume) is set again once the
     // table has had time to show it, so the wait cannot last for good.
     if (!Marked(*s)) {
-      const double marked_at = StepTime(r, "Marked");
+      const double marked_at = RecoveryStepTime(r, "Marked");
       if (marked_at > 0 && clock_.NowEpochSeconds() - marked_at > 5) {
         HPOD_RETURN_IF_ERROR(Scontrol(slurm, {"scontrol", "update", "nodename=" + r.hostname,
                                               "state=fail", "reason=Action:" + r.action}));

@@ -37,16 +37,6 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
   return s.ok() ? s : InternalError(s.message());
 }
 
-// In place (O_TRUNC, same inode): a bind mount pins the inode, so a rename would
-// leave running nodes on the old copy.
-Status WriteFileInPlace(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return InternalError("writing " + path + ": " + ::strerror(errno));
-  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-  ::close(fd);
-  return ok ? OkStatus() : InternalError("writing " + path + ": short write");
-}
-
 std::optional<json> ReadJson(const fs::path& path) {
   std::ifstream f(path);
   if (!f) return std::nullopt;
@@ -358,56 +348,6 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
   if (init.program.empty()) init.program = {options_.agent_binary, "--config", kAgentConfigInNode};
   init.env = AgentEnv(n);
   return WriteFileAtomic(dir + "/node-init.json", NodeInitConfigToJson(init).dump(2), 0644);
-}
-
-std::string LocalProvider::NodeSpankPlugin() const {
-  return options_.spank_plugin.empty() ? "" : std::string(kAgentStateDir) + "/spank_hpod.so";
-}
-
-Status LocalProvider::PrepareDisk(const Node& n) {
-  const std::string disk = NodeDir(n.instance_id) + "/disk";
-  std::error_code ec;
-  fs::create_directories(disk, ec);
-  if (ec) return InternalError("creating " + disk + ": " + ec.message());
-  if (n.disk_mb > 0) HPOD_RETURN_IF_ERROR(host_->MountDisk(disk, n.disk_mb));
-  fs::create_directories(disk + "/state", ec);
-  if (ec) return InternalError("creating " + disk + "/state: " + ec.message());
-  // Truncating in place needs no free block, and node-init copies agent.json
-  // afresh at every start into the space its old copy frees: a node whose disk was
-  // filled still boots (and its disk stays full, as a real one would).
-  HPOD_RETURN_IF_ERROR(WriteFileInPlace(KernelLogPath(n.instance_id), ""));
-  fs::remove(disk + "/state/agent.json", ec);
-  if (!options_.spank_plugin.empty()) {
-    // Before slurmd starts (the agent starts it after this node boots): srun and
-    // slurmstepd load it from plugstack.conf's path, NodeSpankPlugin(). A rebooted
-    // node keeps its copy unless the build is newer; a new copy is renamed into
-    // place, so a full disk never leaves a truncated plugin that plugstack.conf
-    // requires.
-    const std::string dest = disk + "/state/spank_hpod.so";
-    std::error_code newer;
-    if (!fs::exists(dest) ||
-        fs::last_write_time(options_.spank_plugin, newer) > fs::last_write_time(dest, newer)) {
-      fs::copy_file(options_.spank_plugin, dest + ".new", fs::copy_options::overwrite_existing, ec);
-      if (!ec) fs::rename(dest + ".new", dest, ec);
-      if (ec) fs::remove(dest + ".new", newer);
-    }
-    if (ec) {
-      return InternalError("copying " + options_.spank_plugin + " onto node " + n.instance_id +
-                           ": " + ec.message());
-    }
-  }
-  if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
-    Status s = WriteFileInPlace(FakeNvmlScriptPath(n.instance_id),
-                                json{{"devices", n.gpus}}.dump() + "\n");
-    if (!s.ok()) spdlog::warn("local provider: node {}: {}", n.instance_id, s.ToString());
-    fs::copy_file(options_.fake_nvml_library, disk + "/state/libhpod_fake_nvml.so",
-                  fs::copy_options::overwrite_existing, ec);
-    if (ec) {
-      spdlog::warn("local provider: node {}: copying {}: {}", n.instance_id,
-                   options_.fake_nvml_library, ec.message());
-    }
-  }
-  return OkStatus();
 }
 
 Status LocalProvider::Spawn(Node& n) {
