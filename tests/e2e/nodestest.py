@@ -133,6 +133,16 @@ class NodesDaemon:
                 " ".join(cmd), p.returncode, p.stdout, p.stderr, self.log_tail()))
         return p
 
+    def session(self, target, command, check=True, timeout=120):
+        """Runs `command` on a node the way a user does (hpod start-session); its
+        stdout (the CLI's own "Starting session" line goes to stderr)."""
+        p = self.hpod("start-session", "--target", target, "--command", command, check=False,
+                      timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError("%r failed (%d): %s %s\n%s" % (
+                command, p.returncode, p.stdout, p.stderr, self.log_tail()))
+        return p.stdout
+
     def hpod_json(self, *args):
         return json.loads(self.hpod(*args, "--output", "json").stdout)
 

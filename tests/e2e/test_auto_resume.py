@@ -69,12 +69,7 @@ class AutoResumeTest(unittest.TestCase):
 
     @classmethod
     def on_controller(cls, command, check=True):
-        p = cls.d.hpod("start-session", "--target", cls.target, "--command", command,
-                       check=False, timeout=120)
-        if check and p.returncode != 0:
-            raise AssertionError("%r failed (%d): %s %s\n%s" % (
-                command, p.returncode, p.stdout, p.stderr, cls.d.log_tail()))
-        return p.stdout
+        return cls.d.session(cls.target, command, check)
 
     @classmethod
     def prepare_fsx(cls):

@@ -77,12 +77,7 @@ class RecoveryTest(unittest.TestCase):
         return None
 
     def on_controller(self, command, check=True):
-        p = self.d.hpod("start-session", "--target", self.target, "--command", command,
-                        check=False, timeout=120)
-        if check and p.returncode != 0:
-            raise AssertionError("%r failed (%d): %s %s\n%s" % (
-                command, p.returncode, p.stdout, p.stderr, self.d.log_tail()))
-        return p.stdout
+        return self.d.session(self.target, command, check)
 
     def workers(self):
         """{instance id: node summary} of the worker group."""

@@ -118,13 +118,7 @@ class SlurmTest(unittest.TestCase):
 
     def on_controller(self, command, check=True):
         """Runs a command on the controller the way a user does: hpod start-session."""
-        p = self.d.hpod("start-session", "--target", self.target, "--command", command,
-                        check=False)
-        if check and p.returncode != 0:
-            raise AssertionError("%r failed (%d): %s %s" % (command, p.returncode, p.stdout,
-                                                           p.stderr))
-        # The CLI's own "Starting session …" lines go to stderr; stdout is the node's.
-        return p.stdout
+        return self.d.session(self.target, command, check)
 
     def sinfo(self):
         """{hostname: state} from sinfo on the controller."""
