@@ -31,6 +31,7 @@ BUILD_PKGS=(
   # hpod-train / hpod-data (training-building-blocks.md §2, §10, §12)
   libopenblas-dev libdnnl-dev libsentencepiece-dev libxxhash-dev
   libgloo-dev               # collectives for distributed hpod-train (CPU)
+  lld                       # links the ~50 binaries ~4x faster than ld.bfd (CMakeLists.txt)
 )
 # Test-time tools.
 TEST_PKGS=(
