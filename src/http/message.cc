@@ -26,6 +26,26 @@ std::string_view FindHeader(const std::vector<Header>& headers, std::string_view
   return {};
 }
 
+std::vector<std::string> HeaderList(const std::vector<Header>& headers, std::string_view name) {
+  std::vector<std::string> out;
+  for (const Header& h : headers) {
+    if (!EqualsIgnoreCase(h.name, name)) continue;
+    std::string_view rest = h.value;
+    while (true) {
+      size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      size_t first = item.find_first_not_of(" \t");
+      if (first != std::string_view::npos) {
+        item = item.substr(first, item.find_last_not_of(" \t") - first + 1);
+        out.emplace_back(item);
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return out;
+}
+
 std::string_view Request::Path() const {
   std::string_view t = target;
   return t.substr(0, t.find('?'));

@@ -19,6 +19,11 @@ struct Header {
 
 // Case-insensitive lookup of the first header named `name`; empty when absent.
 std::string_view FindHeader(const std::vector<Header>& headers, std::string_view name);
+// The elements of a list-valued header (RFC 9110 section 5.6.1: "a, b" and repeated
+// headers are the same list): every header named `name` (case-insensitive) split at
+// commas, each element trimmed of spaces and tabs, empty elements dropped, in order.
+// E.g. the subprotocols a WebSocket client offers in Sec-WebSocket-Protocol.
+std::vector<std::string> HeaderList(const std::vector<Header>& headers, std::string_view name);
 
 struct Request {
   std::string method;  // "POST"

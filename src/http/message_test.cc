@@ -17,6 +17,18 @@ TEST(FindHeaderTest, IsCaseInsensitiveAndReturnsTheFirstMatch) {
   EXPECT_EQ(FindHeader({}, "Host"), "");
 }
 
+TEST(HeaderListTest, SplitsEveryMatchingHeaderAtCommasAndTrims) {
+  std::vector<Header> headers = {{"Sec-WebSocket-Protocol", "hpod-session, hpod-token.abc"},
+                                 {"Host", "a, b"},
+                                 {"sec-websocket-protocol", " \tx ,, ,y\t"},
+                                 {"Sec-WebSocket-Protocol", ""}};
+  EXPECT_EQ(HeaderList(headers, "Sec-WebSocket-Protocol"),
+            (std::vector<std::string>{"hpod-session", "hpod-token.abc", "x", "y"}));
+  EXPECT_EQ(HeaderList(headers, "host"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(HeaderList(headers, "Authorization").empty());
+  EXPECT_TRUE(HeaderList({{"X", " , ,"}}, "x").empty());
+}
+
 TEST(RequestTest, HeaderValueUsesFindHeader) {
   Request request;
   request.headers = {{"Host", "example.com"}};

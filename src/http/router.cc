@@ -59,6 +59,8 @@ std::string_view AuthRuleName(AuthRule rule) {
       return "agent-token";
     case AuthRule::kSessionToken:
       return "session-token";
+    case AuthRule::kBearerToken:
+      return "bearer-token";
   }
   return "unknown";
 }

@@ -50,8 +50,9 @@ enum class AuthRule {
   kSigV4,         // an AWS SigV4 signature by one of the store's access keys
   kAgentToken,    // a node agent's bootstrap token or credential
   kSessionToken,  // the one-time token of a session granted by the API (StartSession)
+  kBearerToken,   // `Authorization: Bearer <token>`, a static secret (GET /metrics)
 };
-// "none", "sigv4", "agent-token", "session-token".
+// "none", "sigv4", "agent-token", "session-token", "bearer-token".
 std::string_view AuthRuleName(AuthRule rule);
 
 enum class PathMatch { kExact, kPrefix };

@@ -108,12 +108,15 @@ TEST(RouterTest, MatchCarriesTheAuthRule) {
   Router router;
   ASSERT_TRUE(router.Add("POST", "/", AuthRule::kSigV4, Answer("api")).ok());
   ASSERT_TRUE(router.Add("GET", "/healthz", AuthRule::kNone, Answer("health")).ok());
+  ASSERT_TRUE(router.Add("GET", "/metrics", AuthRule::kBearerToken, Answer("metrics")).ok());
   ASSERT_TRUE(router.AddUpgrade("/agent/v1/channel", AuthRule::kAgentToken, Refuse(401, "x")).ok());
   ASSERT_TRUE(
       router.AddUpgradePrefix("/v1/sessions/", AuthRule::kSessionToken, Refuse(401, "x")).ok());
   ASSERT_NE(router.Match("POST", "/"), nullptr);
   EXPECT_EQ(router.Match("POST", "/")->auth, AuthRule::kSigV4);
   EXPECT_EQ(router.Match("GET", "/healthz")->auth, AuthRule::kNone);
+  EXPECT_EQ(router.Match("GET", "/metrics")->auth, AuthRule::kBearerToken);
+  EXPECT_EQ(router.Match("HEAD", "/metrics")->auth, AuthRule::kBearerToken);
   EXPECT_EQ(router.Match("", "/agent/v1/channel", true)->auth, AuthRule::kAgentToken);
   EXPECT_EQ(router.Match("", "/v1/sessions/abc", true)->auth, AuthRule::kSessionToken);
   EXPECT_EQ(router.Match("GET", "/"), nullptr);
@@ -123,9 +126,9 @@ TEST(RouterTest, MatchCarriesTheAuthRule) {
 
   std::vector<std::string> table;
   for (const Route& r : router.routes()) table.push_back(r.ToString());
-  EXPECT_EQ(table, (std::vector<std::string>{"POST / (sigv4)", "GET /healthz (none)",
-                                             "WS /agent/v1/channel (agent-token)",
-                                             "WS /v1/sessions/* (session-token)"}));
+  EXPECT_EQ(table, (std::vector<std::string>{
+                       "POST / (sigv4)", "GET /healthz (none)", "GET /metrics (bearer-token)",
+                       "WS /agent/v1/channel (agent-token)", "WS /v1/sessions/* (session-token)"}));
 }
 
 TEST(RouterTest, UpgradesAreRoutedByPath) {

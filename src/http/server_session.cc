@@ -16,6 +16,7 @@
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 // <utility> above must precede every Boost header (Boost 1.74 Asio under g++ 12).
 #include <spdlog/spdlog.h>
@@ -122,11 +123,26 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
         remote_address_, server_->options().websocket_send_queue_bytes);
     UpgradeResult result = server_->InvokeUpgrade(request_, socket);
     if (auto* callbacks = std::get_if<WebSocketCallbacks>(&result)) {
-      asio::post(executor_, [self = shared_from_this(), socket = std::move(socket),
-                             callbacks = std::move(*callbacks)]() mutable {
-        self->BecomeWebSocket(std::move(socket), std::move(callbacks));
-      });
-      return;
+      if (SubprotocolOffered(callbacks->subprotocol)) {
+        asio::post(executor_, [self = shared_from_this(), socket = std::move(socket),
+                               callbacks = std::move(*callbacks)]() mutable {
+          self->BecomeWebSocket(std::move(socket), std::move(callbacks));
+        });
+        return;
+      }
+      // A handler defect: the client would fail this handshake (websocket.h). The
+      // connection never comes to be, so its on_close runs now, as for any other.
+      LogError("upgrade handler selected subprotocol '" + callbacks->subprotocol +
+               "', which the client did not offer, on " + request_.target);
+      socket->Detach();
+      if (callbacks->on_close) {
+        try {
+          callbacks->on_close();
+        } catch (const std::exception& e) {
+          LogError(std::string("on_close threw: ") + e.what());
+        }
+      }
+      result = internal::InternalFailure();
     }
     socket->Detach();
     upgrade_request_.reset();
@@ -138,6 +154,12 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
     asio::post(executor_, [self = shared_from_this(), response = std::move(response)]() mutable {
       self->Respond(std::move(response));
     });
+  }
+
+  bool SubprotocolOffered(const std::string& selected) const {
+    if (selected.empty()) return true;
+    std::vector<std::string> offered = HeaderList(request_.headers, "Sec-WebSocket-Protocol");
+    return std::find(offered.begin(), offered.end(), selected) != offered.end();
   }
 
   void BecomeWebSocket(std::shared_ptr<internal::ServerWebSocket> socket,

@@ -71,8 +71,12 @@ class WebSocketConnection final : public Connection,
     timeout.keep_alive_pings = false;
     ws_.set_option(timeout);
     ws_.set_option(websocket::stream_base::decorator(
-        [headers = std::move(callbacks_.response_headers)](websocket::response_type& response) {
+        [headers = std::move(callbacks_.response_headers),
+         subprotocol = std::move(callbacks_.subprotocol)](websocket::response_type& response) {
           for (const Header& header : headers) response.set(header.name, header.value);
+          if (!subprotocol.empty()) {
+            response.set(beast::http::field::sec_websocket_protocol, subprotocol);
+          }
         }));
     ws_.read_message_max(options.body_limit_bytes);
     request_ = std::move(request);

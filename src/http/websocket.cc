@@ -78,6 +78,25 @@ Status RefusalStatus(const websocket::response_type& response, const std::string
   }
 }
 
+// Checks the server's subprotocol selection as a browser does (see websocket.h),
+// and stores it in `*selected`.
+Status CheckSubprotocol(const std::vector<Header>& request_headers,
+                        const websocket::response_type& response, const std::string& url,
+                        std::string* selected) {
+  std::vector<std::string> offered = HeaderList(request_headers, "Sec-WebSocket-Protocol");
+  auto it = response.find(beast::http::field::sec_websocket_protocol);
+  *selected = it == response.end() ? "" : std::string(it->value());
+  if (offered.empty() && selected->empty()) return OkStatus();
+  for (const std::string& p : offered) {
+    if (p == *selected) return OkStatus();
+  }
+  return UnavailableError(
+      "WebSocket handshake with \"" + url + "\" failed: " +
+      (selected->empty()
+           ? "the server selected none of the offered subprotocols"
+           : "the server selected subprotocol '" + *selected + "', which was not offered"));
+}
+
 }  // namespace
 
 // Thread contract: see WebSocketClient. Members marked "I/O thread" are touched by
@@ -185,6 +204,7 @@ struct WebSocketClient::Impl {
   bool close_started = false;                           // I/O thread
   bool io_closed = false;                               // I/O thread
   std::thread thread;
+  std::string subprotocol;  // set by Connect, read-only afterwards
 
   Mutex mu;
   std::condition_variable cv;
@@ -233,7 +253,7 @@ Status WebSocketClient::Impl::Connect(const std::string& url, const std::vector<
   }));
   auto handshake = [&] {
     ws.async_handshake(response, parsed.HostHeader(), parsed.target, [&](beast::error_code ec) {
-      if (!ec) return finish(OkStatus());
+      if (!ec) return finish(CheckSubprotocol(headers, response, url, &subprotocol));
       if (response.result_int() != 0 && response.result_int() != 101) {
         return finish(RefusalStatus(response, url));
       }
@@ -335,6 +355,8 @@ StatusOr<WebSocketMessage> WebSocketClient::Receive(std::chrono::milliseconds ti
   return DeadlineExceededError("no WebSocket message within " + std::to_string(timeout.count()) +
                                " ms");
 }
+
+const std::string& WebSocketClient::subprotocol() const { return impl_->subprotocol; }
 
 void WebSocketClient::Close(std::string_view reason) {
   Impl& impl = *impl_;

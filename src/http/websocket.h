@@ -56,6 +56,13 @@ struct WebSocketCallbacks {
   std::function<void()> on_close;
   // Extra headers for the 101 response.
   std::vector<Header> response_headers;
+  // The subprotocol the server selects, sent as the 101 response's
+  // Sec-WebSocket-Protocol; empty: none. It must be one the client offered
+  // (HeaderList(request.headers, "Sec-WebSocket-Protocol")): a client fails a
+  // handshake that selects anything else (RFC 6455 section 4.1), so the server
+  // answers such an acceptance with a 500 instead. Browsers also fail a handshake
+  // whose offer got no selection, so a handler accepting an offer selects one.
+  std::string subprotocol;
 };
 
 // Decides on a WebSocket upgrade request. Return a Response to refuse (its status
@@ -89,6 +96,9 @@ class WebSocketClient {
   // endpoint cannot be reached, kDeadlineExceeded on timeout, and with
   // kUnauthenticated / kPermissionDenied / kNotFound / kInvalidArgument when the
   // server refuses the upgrade with 401/403/404/400 (message = response body).
+  // Subprotocols offered in a Sec-WebSocket-Protocol header are checked as a
+  // browser checks them: the handshake fails (kUnavailable) unless the server
+  // selects exactly one of them, and also when it selects one that was not offered.
   static StatusOr<std::unique_ptr<WebSocketClient>> Connect(const std::string& url,
                                                             const std::vector<Header>& headers,
                                                             WebSocketClientOptions options = {});
@@ -106,6 +116,8 @@ class WebSocketClient {
   StatusOr<WebSocketMessage> Receive(std::chrono::milliseconds timeout);
   // Close handshake (status 1000), waits up to 1 s for it; idempotent.
   void Close(std::string_view reason = "");
+  // The subprotocol the server selected in its 101 response; empty when none.
+  const std::string& subprotocol() const;
 
  private:
   struct Impl;
