@@ -26,6 +26,7 @@ BUILD_PKGS=(
   libcli11-dev              # command-line parsing
   libspdlog-dev libfmt-dev  # logging, formatting (g++ 12 has no <format>)
   libsqlite3-dev            # the state store
+  prometheus-cpp-dev        # GET /metrics: registry, histograms, text format (core only)
   libpcre2-dev              # botocore model patterns use \p{L} classes that std::regex lacks
   libgtest-dev libgmock-dev # unit tests
   # hpod-train / hpod-data (training-building-blocks.md §2, §10, §12)
@@ -33,6 +34,13 @@ BUILD_PKGS=(
   libgloo-dev               # collectives for distributed hpod-train (CPU)
   lld                       # links the ~50 binaries ~4x faster than ld.bfd (CMakeLists.txt)
 )
+# The web console (web/) is built with node and npm (packages from the npm
+# registry, pinned by web/package-lock.json). An image's own nodejs (nodesource's
+# bundles npm and conflicts with Debian's npm package) is kept: Debian's are
+# added only where there is no npm at all.
+if ! command -v npm >/dev/null 2>&1; then
+  BUILD_PKGS+=(nodejs npm)
+fi
 # Test-time tools.
 TEST_PKGS=(
   clang libclang-rt-14-dev  # libFuzzer targets
@@ -44,6 +52,8 @@ TEST_PKGS=(
   bible-kjv                 # the real corpus the training e2e test learns from
   python3-numpy python3-tqdm python3-protobuf python3-crc32c protobuf-compiler  # oracles for safetensors, the progress line, tfevents
   iperf3                    # the link peer of the allreduce benchmark
+  prometheus                # promtool checks /metrics and prometheus.yml; a real server scrapes hpodd
+  chromium fonts-dejavu-core  # the console's browser e2e test (playwright-core drives it; no browser download)
 )
 # Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
 # libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:

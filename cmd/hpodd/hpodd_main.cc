@@ -14,8 +14,10 @@
 #include "hpod/base/logging.h"
 #include "hpod/base/sd_notify.h"
 #include "hpod/base/signals.h"
+#include "hpod/controlplane/console.h"
 #include "hpod/controlplane/daemon.h"
 #include "hpod/controlplane/init.h"
+#include "hpod/controlplane/metrics.h"
 #include "hpod/store/store.h"
 
 namespace hpod::cmd {
@@ -105,6 +107,7 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   int heartbeat_ms = 2000, heartbeat_timeout_ms = 6000, lifecycle_timeout_s = 1800,
       register_timeout_s = 120;
   int slurmd_timeout_s = 30;
+  std::string console_dir;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--listen", listen, "ADDRESS:PORT to serve on (default loopback)")
         ->capture_default_str();
@@ -161,6 +164,10 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
                   "before Slurm marks it DOWN (hpod's node replacement must finish sooner)")
         ->check(CLI::Range(5, 3600))
         ->capture_default_str();
+    a->add_option("--console-dir", console_dir,
+                  "Directory of the web console's built files (index.html, assets/) served at "
+                  "GET /; default: <hpodd dir>/../share/hpod/console, else the build tree's "
+                  "web/dist");
   }
 
   // init
@@ -173,6 +180,12 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
                    "Endpoint written into the profile (default http://<--listen>)");
   init->add_option("--listen", listen, "Where hpodd will listen")->capture_default_str();
   init->add_option("--aws-dir", aws_dir, "Directory of credentials/config (default ~/.aws)");
+
+  // metrics-token
+  auto* metrics_token = app.add_subcommand(
+      "metrics-token",
+      "Print the bearer token of GET /metrics (<data-dir>/metrics-token; Prometheus can read "
+      "the file itself: authorization.credentials_file)");
 
   // create-key
   auto* keys = app.add_subcommand("create-key", "Mint an access key and print it once");
@@ -217,12 +230,24 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     if (!r.ok()) return Fail(r.status().message());
     std::printf("%s %s\n", r->created ? "Initialized" : "Already initialized:", data_dir.c_str());
     std::printf("Admin access key: %s\n", r->access_key_id.c_str());
+    std::printf("Metrics token (GET /metrics): %s\n", r->metrics_token_file.c_str());
     if (!profile.empty()) {
       std::printf("Profile '%s' written to %s and %s\n", profile.c_str(),
                   r->credentials_file.c_str(), r->config_file.c_str());
       std::printf("Next: hpodd --data-dir %s --listen %s\n", data_dir.c_str(), listen.c_str());
       std::printf("Then: hpod --profile %s list-clusters\n", profile.c_str());
     }
+    return 0;
+  }
+  if (app.got_subcommand(metrics_token)) {
+    // Only an initialized data dir gets a token: a typo in --data-dir must not
+    // create a directory with a token nobody uses.
+    if (!std::filesystem::exists(controlplane::StorePath(data_dir))) {
+      return Fail("no store in " + data_dir + "; run hpodd init --data-dir " + data_dir);
+    }
+    auto token = controlplane::EnsureMetricsToken(data_dir);
+    if (!token.ok()) return Fail(token.status().message());
+    std::printf("%s\n", token->c_str());
     return 0;
   }
   if (app.got_subcommand(keys)) {
@@ -272,6 +297,12 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     options.agents.s3.secret_access_key = v;
   }
   options.agent_socket = controlplane::AgentSocketPath(data_dir);
+  {
+    // Found beside the binary as the SPANK plugin is (main.cc), installed or built.
+    std::error_code exe_error;
+    std::string exe = std::filesystem::read_symlink("/proc/self/exe", exe_error).string();
+    options.console = controlplane::ResolveConsoleOptions(console_dir, exe);
+  }
   ProviderContext context;
   context.data_dir = data_dir;
   context.agent_socket = options.agent_socket;

@@ -69,6 +69,14 @@ class ChannelLogSink final : public spdlog::sinks::base_sink<std::mutex> {
   const std::shared_ptr<Agent::LogTarget> target_;
 };
 
+// Host figures are sampled as often as the agent heartbeats (each heartbeat
+// carries the newest).
+HostSamplerOptions HostOptions(const AgentOptions& options) {
+  HostSamplerOptions o;
+  o.interval = options.default_heartbeat_interval;
+  return o;
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, const Clock& clock)
@@ -85,7 +93,9 @@ Agent::Agent(AgentOptions options, const Clock& clock)
           [this](std::string_view chunk) { channel_->SendLog("LifecycleConfig", chunk); }),
       commands_(
           CommandRunnerOptions{options_.max_concurrent_commands, options_.max_queued_commands},
-          [this](Json reply) { channel_->Send(reply); }) {
+          [this](Json reply) { channel_->Send(reply); }),
+      training_(TrainingMetricsOptions{}, [this](Json reply) { channel_->Send(reply); }),
+      host_(HostOptions(options_), clock_) {
   ChannelOptions channel;
   channel.endpoint = options_.endpoint;
   channel.instance_id = options_.instance_id;
@@ -152,9 +162,11 @@ Agent::~Agent() {
   }
   Stop();
   commands_.Shutdown();
+  training_.Shutdown();
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
   ReapSessions(/*all=*/true);
   if (health_) health_->Stop();
+  host_.Stop();
   slurm_->Stop();
 }
 
@@ -176,6 +188,7 @@ int Agent::Run() {
     LearnInstanceType(Json::parse(*text, nullptr, /*allow_exceptions=*/false));
   }
   if (health_) health_->Start();
+  host_.Start();
   if (local_socket_ && options_.endpoint == "unix://" + options_.local_socket) {
     // Start() replaces the file at its path: never hpodd's own socket.
     spdlog::error("no local socket: {} is hpodd's agent socket", options_.local_socket);
@@ -191,7 +204,9 @@ int Agent::Run() {
   if (local_socket_) local_socket_->Stop();
   Stop();
   if (health_) health_->Stop();
+  host_.Stop();
   commands_.Shutdown();
+  training_.Shutdown();
   // A script running when the agent stops is left to its timeout (it may be
   // installing software); Run only returns after it, so the outcome is persisted.
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
@@ -219,7 +234,8 @@ proto::Hello Agent::Hello() {
 
 proto::Heartbeat Agent::HeartbeatFields() {
   auto uptime = std::chrono::duration_cast<std::chrono::seconds>(clock_.SteadyNow() - started_);
-  return proto::Heartbeat{0, lifecycle_.status().wire(), uptime.count(), slurm_->State()};
+  return proto::Heartbeat{0, lifecycle_.status().wire(), uptime.count(), slurm_->State(),
+                          host_.Sample()};
 }
 
 void Agent::OnConnected() {
@@ -300,6 +316,8 @@ void Agent::OnMessage(const Json& message) {
   } else if (*type == proto::Command::kType) {
     // A malformed one is answered with its error (hpodd's caller waits for it).
     commands_.Submit(ParseCommandRequest(message));
+  } else if (*type == proto::TrainingQuery::kType) {
+    training_.Submit(message);  // answered on the runner's thread, never this one
   } else if (*type == proto::SlurmRole::kType) {
     OnSlurm(message);
   } else if (*type == proto::OpenSession::kType) {

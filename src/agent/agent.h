@@ -22,9 +22,11 @@
 #include "hpod/agent/channel.h"
 #include "hpod/agent/commands.h"
 #include "hpod/agent/health/health_checks.h"
+#include "hpod/agent/host_stats.h"
 #include "hpod/agent/lifecycle.h"
 #include "hpod/agent/local_socket.h"
 #include "hpod/agent/slurm_node.h"
+#include "hpod/agent/training_queries.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/thread_annotations.h"
 
@@ -84,6 +86,9 @@ class Agent final : public ChannelHandler {
 
   LifecycleRunner lifecycle_;
   CommandRunner commands_;
+  TrainingQueryRunner training_;  // hpodd's training_query messages (reads /fsx)
+  // Before channel_: the heartbeat thread reads it (HeartbeatFields).
+  HostSampler host_;
   std::unique_ptr<Channel> channel_;
   std::unique_ptr<SlurmNode> slurm_;  // after channel_: its callbacks send on it
   Mutex instance_type_mu_;

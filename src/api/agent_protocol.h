@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hpod/api/agent_protocol_host.h"
+#include "hpod/api/agent_protocol_training.h"
 #include "hpod/api/states.h"
 #include "hpod/base/status.h"
 
@@ -158,6 +160,9 @@ struct Heartbeat {
   std::optional<LifecycleState> lifecycle;
   int64_t uptime_s = 0;
   std::optional<SlurmStatus> slurm;
+  // The node's host figures (agent_protocol_host.h); absent from older agents and
+  // until the agent's first sample.
+  std::optional<HostStats> host;
 
   static StatusOr<Heartbeat> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -362,13 +367,14 @@ struct Error {
 };
 
 // Every message type above (the PROTOCOL.md test checks the document against it).
-inline constexpr std::array<std::string_view, 20> kMessageTypes = {
+// (The training messages are in agent_protocol_training.h.)
+inline constexpr std::array<std::string_view, 22> kMessageTypes = {
     // agent → hpodd
     Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
     ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, HealthReport::kType,
-    CommandResult::kType, JobQuery::kType,
+    CommandResult::kType, JobQuery::kType, TrainingResult::kType,
     // hpodd → agent
     JobAnswer::kType, Credential::kType, Config::kType, ConfigPending::kType, Command::kType,
-    OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType};
+    OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType, TrainingQuery::kType};
 
 }  // namespace hpod::api::agentproto

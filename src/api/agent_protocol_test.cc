@@ -22,12 +22,24 @@ HealthCheck FullCheck() {
   return {"disk:/", "fail", "Replace", "/ has 1 MiB free (< 16 MiB)", 3, 1700000000.25};
 }
 LifecycleConfig FullLifecycleConfig() { return {"s3://b/p/", "on_create.sh", 99, FullS3()}; }
+HostCpuSeconds FullCpu() { return {10.5, 0.25, 3, 1000.75, 2, 0.5, 0.125, 0}; }
+HostFilesystem FullFilesystem() { return {"/fsx", 1 << 30, 1 << 29}; }
+HostStats FullHost() {
+  return {
+      FullCpu(), 8LL << 30, 6LL << 30, {HostFilesystem{"/", 4 << 20, 1 << 20}, FullFilesystem()}};
+}
 
+TrainingRun FullRun() { return {"/fsx/runs/a/tb", "tensorboard", 1700000000.5, 4096}; }
+TrainingPoint FullPoint() { return {3, 1700000001.25, 2.5}; }
+TrainingSeries FullSeries() { return {"train/loss", {FullPoint()}}; }
+TrainingResult FullTrainingResult() {
+  return {"t-1", false, "INVALID_ARGUMENT", "bad path", {FullRun()}, {FullSeries()}, {"w"}};
+}
 // One value of every message with every field set (so ToJson writes them all).
 Hello FullHello() {
   return {kProtocolVersion, "0.1.0", "ip-10-0-0-1", "10.0.0.1", "boot", FullLifecycle()};
 }
-Heartbeat FullHeartbeat() { return {7, FullLifecycle(), 42, FullSlurm()}; }
+Heartbeat FullHeartbeat() { return {7, FullLifecycle(), 42, FullSlurm(), FullHost()}; }
 Command FullCommand() { return {"c-1", {"sh", "-c", "echo $X"}, {{"X", "1"}}, "/tmp", 5000}; }
 SlurmRole FullSlurmRole() {
   return {"controller", "ip-10-0-0-1",         "10.0.0.1", "a2V5",          "h", {"ip-10-0-0-2"},
@@ -60,7 +72,9 @@ std::map<std::string, json> FullMessages() {
                         OpenSession{"s-1", {"bash"}, 30, 100, false}.ToJson(),
                         FullSlurmRole().ToJson(),
                         Reprovision{}.ToJson(),
-                        Error{"heartbeat", "heartbeat: field 'seq' must be an integer"}.ToJson()}) {
+                        Error{"heartbeat", "heartbeat: field 'seq' must be an integer"}.ToJson(),
+                        TrainingQuery{"t-1", "read_run", "/fsx/runs/a/tb", 100}.ToJson(),
+                        FullTrainingResult().ToJson()}) {
     m[j["type"].get<std::string>()] = j;
   }
   return m;
@@ -73,7 +87,13 @@ std::map<std::string, json> FullObjects() {
           {"SlurmNodeEntry", FullNode().ToJson()},
           {"HealthCheck", FullCheck().ToJson()},
           {"LifecycleConfig", FullLifecycleConfig().ToJson()},
-          {"S3Config", FullS3().ToJson()}};
+          {"S3Config", FullS3().ToJson()},
+          {"HostStats", FullHost().ToJson()},
+          {"HostCpuSeconds", FullCpu().ToJson()},
+          {"HostFilesystem", FullFilesystem().ToJson()},
+          {"TrainingRun", FullRun().ToJson()},
+          {"TrainingSeries", FullSeries().ToJson()},
+          {"TrainingPoint", FullPoint().ToJson()}};
 }
 
 template <typename T>
@@ -99,7 +119,11 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(Hello{1, "v", "", "", "", std::nullopt});
   ExpectRoundTrip(GetConfig{});
   ExpectRoundTrip(FullHeartbeat());
-  ExpectRoundTrip(Heartbeat{1, std::nullopt, 0, std::nullopt});
+  ExpectRoundTrip(Heartbeat{1, std::nullopt, 0, std::nullopt, std::nullopt});
+  ExpectRoundTrip(FullHost());
+  ExpectRoundTrip(HostStats{});
+  ExpectRoundTrip(FullCpu());
+  ExpectRoundTrip(FullFilesystem());
   ExpectRoundTrip(LifecycleReport{FullLifecycle()});
   ExpectRoundTrip(Log{"LifecycleConfig", "line\n"});
   ExpectRoundTrip(ProvisioningParameters{json{{"unparsable", "{"}}});
@@ -133,7 +157,7 @@ TEST(AgentProtocolTest, WireFormatKeepsTodaysFieldNames) {
   EXPECT_EQ(CommandResult({"c-1", 0, "x\n", "", false, ""}).ToJson().dump(),
             R"({"error":"","exit_code":0,"id":"c-1","stderr":"","stdout":"x\n",)"
             R"("timed_out":false,"type":"command_result"})");
-  EXPECT_EQ(Heartbeat({3, std::nullopt, 9, std::nullopt}).ToJson().dump(),
+  EXPECT_EQ(Heartbeat({3, std::nullopt, 9, std::nullopt, std::nullopt}).ToJson().dump(),
             R"({"seq":3,"type":"heartbeat","uptime_s":9})");
   // A compute node's role carries no files and no stand-in GPUs.
   json compute = SlurmRole{"compute", "n", "a", "k", "h", {}, "m", {}, 0, ""}.ToJson();
@@ -168,6 +192,17 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
        "heartbeat: field 'lifecycle.exit_code' must be an integer"},
       {"nested object", Parse<Heartbeat>(R"({"seq":1,"slurm":"up"})"),
        "heartbeat: field 'slurm' must be an object"},
+      {"host memory", Parse<Heartbeat>(R"({"seq":1,"host":{"memory_total_bytes":1.5}})"),
+       "heartbeat: field 'host.memory_total_bytes' must be an integer"},
+      {"host cpu", Parse<Heartbeat>(R"({"seq":1,"host":{"cpu_seconds":{"idle":"1"}}})"),
+       "heartbeat: field 'host.cpu_seconds.idle' must be a number"},
+      {"host cpu negative", Parse<Heartbeat>(R"({"seq":1,"host":{"cpu_seconds":{"user":-1}}})"),
+       "heartbeat: field 'host.cpu_seconds.user' must not be negative"},
+      {"host filesystems", Parse<Heartbeat>(R"({"seq":1,"host":{"filesystems":{}}})"),
+       "heartbeat: field 'host.filesystems' must be an array"},
+      {"host filesystem", Parse<Heartbeat>(R"({"seq":1,"host":{"filesystems":[
+                                   {"mountpoint":"/"},{"size_bytes":1}]}})"),
+       "heartbeat: field 'host.filesystems[1].mountpoint' is missing"},
       {"bad state", Parse<LifecycleReport>(R"({"type":"lifecycle","state":"Done"})"),
        "lifecycle: field 'state' must be one of NotStarted, Running, Succeeded, Failed"},
       {"hello agent missing", Parse<Hello>(R"({"type":"hello","protocol_version":1})"),
@@ -238,6 +273,7 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
   auto h = Heartbeat::FromJson(json::parse(R"({"seq":1,"lifecycle":null,"new_field":[1]})"));
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_FALSE(h->lifecycle.has_value());
+  EXPECT_FALSE(h->host.has_value());  // an agent older than `host`
   EXPECT_EQ(*MessageType(json::parse(R"({"type":"log"})")), "log");
   // A hello without a version comes from an agent older than the field: version 1.
   EXPECT_EQ(Hello::FromJson(json::parse(R"({"agent_version":"0.0.9"})"))->protocol_version, 1);

@@ -121,6 +121,9 @@ std::string VerbChoices() {
   verbs.push_back("inject-fault");
   verbs.push_back("describe-recovery");
   verbs.push_back("describe-job-goodput");
+  verbs.push_back("get-caller-identity");
+  verbs.push_back("list-training-runs");
+  verbs.push_back("get-training-metrics");
   std::sort(verbs.begin(), verbs.end());
   std::string out;
   for (const auto& v : verbs) out += "\n  " + v;
@@ -257,7 +260,12 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
     HPOD_RETURN_IF_ERROR(internal::ParseDescribeRecoveryArgs(rest, help, inv));
     return inv;
   }
-  inv.operation = FindOperationByVerb(verb);
+  // Generated verbs of hpod's own operations under friendlier names:
+  // `get-caller-identity` (as `aws sts get-caller-identity`) is HpodGetCallerIdentity,
+  // `list-training-runs` and `get-training-metrics` the training operations.
+  const bool friendly = verb == "get-caller-identity" || verb == "list-training-runs" ||
+                        verb == "get-training-metrics";
+  inv.operation = FindOperationByVerb(friendly ? "hpod-" + verb : verb);
   if (inv.operation == nullptr) {
     if (help) {
       inv.kind = Invocation::Kind::kHelp;
@@ -268,7 +276,7 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
   }
   if (help) {
     inv.kind = Invocation::Kind::kHelp;
-    inv.help_topic = verb;
+    inv.help_topic = XformName(inv.operation->name);
     return inv;
   }
   inv.kind = Invocation::Kind::kOperation;

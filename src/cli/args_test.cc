@@ -52,6 +52,22 @@ TEST(ParseCommandLineTest, EveryVerbWithItsRequiredMembers) {
   }
 }
 
+TEST(ParseCommandLineTest, TrainingOperationsUnderShortNames) {
+  StatusOr<Invocation> inv = Parse({"list-training-runs", "--cluster-name", "demo"});
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->operation->name, "HpodListTrainingRuns");
+  EXPECT_EQ(inv->params, Json({{"ClusterName", "demo"}}));
+  inv = Parse({"get-training-metrics", "--cluster-name", "demo", "--path", "/fsx/tb",
+               "--max-points", "50"});
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->operation->name, "HpodGetTrainingMetrics");
+  EXPECT_EQ(inv->params, Json({{"ClusterName", "demo"}, {"Path", "/fsx/tb"}, {"MaxPoints", 50}}));
+  inv = Parse({"get-training-metrics", "--help"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->kind, Invocation::Kind::kHelp);
+  EXPECT_EQ(inv->help_topic, "hpod-get-training-metrics");
+}
+
 TEST(ParseCommandLineTest, MissingRequiredIsAUsageError) {
   StatusOr<Invocation> inv = Parse({"describe-cluster"});
   ASSERT_FALSE(inv.ok());

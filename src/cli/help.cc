@@ -156,7 +156,10 @@ std::string TopLevelHelp() {
   out += "  logs                          a node's lifecycle-script or agent log\n";
   out += "  inject-fault                  break a node on purpose to test recovery (admin)\n";
   out += "  describe-recovery             one node recovery's timeline, step by step\n";
-  out += "  describe-job-goodput          an --auto-resume job's goodput and its failures\n\n";
+  out += "  describe-job-goodput          an --auto-resume job's goodput and its failures\n";
+  out += "  get-caller-identity           your access key and its role (admin or user)\n";
+  out += "  list-training-runs            TensorBoard and JSONL runs on the cluster's /fsx\n";
+  out += "  get-training-metrics          one run's scalars (loss, lr, ...) by step\n\n";
   out +=
       "Global options (anywhere on the line):\n"
       "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"

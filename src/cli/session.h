@@ -6,7 +6,9 @@
 //
 //   1. HpodStartSession {Target, Command?, Rows?, Cols?} -> {SessionId, StreamUrl,
 //      TokenValue} through the usual signed API call;
-//   2. a WebSocket to StreamUrl with "Authorization: HpodSession <TokenValue>";
+//   2. a WebSocket to StreamUrl with "Authorization: HpodSession <TokenValue>" (a
+//      browser, which cannot set that header, offers the subprotocols
+//      "hpod-session, hpod-token.<TokenValue>" instead: src/agent/PROTOCOL.md);
 //   3. the relay: binary frames whose first byte is the kind (src/agent/PROTOCOL.md,
 //      "Session frames"): 0 data, 1 resize, 2 exit, 3 error, 4 eof.
 //

@@ -106,6 +106,28 @@ AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
   return l;
 }
 
+std::vector<AgentSnapshot> AgentService::Snapshot() const {
+  MutexLock lock(mu_);
+  std::vector<AgentSnapshot> out;
+  out.reserve(channels_.size());
+  for (const auto& [id, ch] : channels_) {
+    AgentSnapshot a;
+    a.instance_id = id;
+    a.cluster_id = ch->cluster_id;
+    a.connected_at = ch->connected_at;
+    a.last_heartbeat = ch->last_heartbeat;
+    a.host = ch->host;
+    if (auto it = health_.find(id); it != health_.end()) {
+      a.health_verdict = WorstVerdict(it->second);
+      for (const auto& c : it->second.checks) {
+        if (c.result == "fail" || c.result == "timeout") a.failing_checks.push_back(c.name);
+      }
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 void AgentService::HandleJobQuery(const std::shared_ptr<Channel>& ch,
                                   const api::agentproto::JobQuery& q) {
   // The cluster is the channel's (the agent authenticated as its node): a node

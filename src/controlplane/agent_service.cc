@@ -180,6 +180,7 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
     cmd->done = true;
     cmd->result.set_value(CommandResult{-1, false, "", "the node's agent disconnected"});
   }
+  FailTrainingQueries(ch);
   spdlog::info("agent of {} disconnected", ch->instance_id);
   // A connection replaced by a newer one (or closed by Shutdown, which empties the
   // table first) is no news: the node is still, or no longer needs to be, connected.
@@ -244,6 +245,9 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     {
       MutexLock lock(mu_);
       ch->last_heartbeat = clock_.SteadyNow();
+      // Kept while an agent that stopped sending them is connected: the figures
+      // are then its last, as a scrape of a node_exporter that hung would be.
+      if (beat->host) ch->host = std::move(beat->host);
     }
     if (beat->lifecycle) HandleLifecycle(ch, *beat->lifecycle);
     if (beat->slurm) HandleSlurmState(ch, *beat->slurm);
@@ -273,6 +277,8 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     HandleCommandResult(ch, msg);
   } else if (type == proto::JobQuery::kType) {
     if (auto q = Parse<proto::JobQuery>(ch, msg)) HandleJobQuery(ch, *q);
+  } else if (type == proto::TrainingResult::kType) {
+    HandleTrainingResult(ch, msg);
   } else {
     // A newer agent's message: not malformed, just not ours to act on.
     spdlog::debug("agent of {} sent unknown frame type {}", ch->instance_id, type);

@@ -87,6 +87,20 @@ struct AgentLiveness {
   std::chrono::steady_clock::time_point service_started;
 };
 
+// One connected agent as hpodd holds it in memory, for a metrics scrape.
+struct AgentSnapshot {
+  std::string instance_id;
+  std::string cluster_id;
+  std::chrono::steady_clock::time_point connected_at;
+  std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
+  // The newest `heartbeat.host` of this connection (none from older agents).
+  std::optional<api::agentproto::HostStats> host;
+  // Its latest health report's worst verdict among checks that ask for action
+  // ("Healthy", "Reboot", "Replace"); empty before the first report.
+  std::string health_verdict;
+  std::vector<std::string> failing_checks;  // checks of that report that fail or time out
+};
+
 // hpodd's view of the nodes for the health reconciler (AgentService; fakes in
 // tests).
 //
@@ -132,6 +146,16 @@ class AgentService final : public SlurmAgents, public NodeSignals {
                                      const std::vector<std::string>& argv,
                                      std::chrono::milliseconds timeout);
 
+  // Asks the node's agent a `training_query` (it reads training metrics under its
+  // /fsx, which hpodd does not see; agent_training.cc) and waits for the
+  // `training_result`. `query.id` is assigned here. kFailedPrecondition when the
+  // agent is not connected; kUnavailable when it disconnected before answering;
+  // kDeadlineExceeded when no answer came within `timeout`. A result whose `ok` is
+  // false is returned as it came (its ToStatus() is the agent's error).
+  StatusOr<api::agentproto::TrainingResult> QueryTraining(const std::string& instance_id,
+                                                          api::agentproto::TrainingQuery query,
+                                                          std::chrono::milliseconds timeout);
+
   // Asks the node's agent to open a shell session (an interactive PTY shell when
   // `command` is empty, else `bash -lc command` without a PTY). The node must be
   // connected (kFailedPrecondition otherwise, saying so).
@@ -153,6 +177,9 @@ class AgentService final : public SlurmAgents, public NodeSignals {
     return RunCommand(instance_id, argv, timeout);
   }
 
+  // Every connected agent, for GET /metrics (agent_health.cc).
+  std::vector<AgentSnapshot> Snapshot() const;
+
   // Closes every channel and session (daemon shutdown).
   void Shutdown();
 
@@ -167,6 +194,7 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   struct Channel;
   struct Session;
   struct PendingCommand;
+  struct PendingTraining;
 
   // Never closes the channel for a bad frame (except a refused hello): a frame
   // hpodd cannot read is answered with an `error` frame (Refuse).
@@ -194,6 +222,10 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   void HandleProvisioningParameters(const std::shared_ptr<Channel>& ch,
                                     const api::agentproto::ProvisioningParameters& m);
   void HandleCommandResult(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
+  // Hands a `training_result` to its waiting QueryTraining (agent_training.cc).
+  void HandleTrainingResult(const std::shared_ptr<Channel>& ch, const nlohmann::json& m);
+  // Fails the training queries sent on this connection (it closed; agent_training.cc).
+  void FailTrainingQueries(const std::shared_ptr<Channel>& ch);
   // Keeps the report, records an event per check that starts or stops failing and
   // wakes the cluster when the node's worst verdict changed (agent_health.cc).
   void HandleHealth(const std::shared_ptr<Channel>& ch, const api::agentproto::HealthReport& m);
@@ -221,6 +253,7 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::map<std::string, std::shared_ptr<Channel>> channels_ GUARDED_BY(mu_);  // by instance id
   std::map<std::string, std::shared_ptr<Session>> sessions_ GUARDED_BY(mu_);  // by session id
   std::map<std::string, std::shared_ptr<PendingCommand>> commands_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<PendingTraining>> training_ GUARDED_BY(mu_);  // by id
   std::map<std::string, SlurmNodesReport> slurm_nodes_ GUARDED_BY(mu_);  // by cluster id
   // By instance id: when the last connection closed; the latest health report
   // (kept across a reconnect, so a check still failing is not a new event; both

@@ -35,6 +35,9 @@ struct AgentService::Channel {
   std::string lifecycle_state;  // last state written to the store
   std::chrono::steady_clock::time_point connected_at;
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
+  // The newest heartbeat's host figures (GET /metrics); written under the
+  // service's mu_, as last_heartbeat is.
+  std::optional<api::agentproto::HostStats> host;
 
   // These two are guarded by the service's mu_. A GUARDED_BY here cannot name it
   // (clang would take AgentService::mu_ for a member of this struct, not of the
@@ -68,6 +71,15 @@ struct AgentService::Session {
 struct AgentService::PendingCommand {
   std::string instance_id;
   std::promise<CommandResult> result;
+  bool done = false;
+};
+
+// A QueryTraining waiting for its answer. `done` is guarded by the service's mu_
+// (set once, by whoever fulfils the promise first: the answer or the disconnect).
+struct AgentService::PendingTraining {
+  std::string instance_id;
+  uint64_t serial = 0;  // the connection it was sent on
+  std::promise<StatusOr<api::agentproto::TrainingResult>> result;
   bool done = false;
 };
 

@@ -309,6 +309,53 @@ TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
   EXPECT_EQ((*user)->Receive(kWait).status().code(), StatusCode::kUnavailable);
 }
 
+// A browser's form of the session token: subprotocols, since it cannot set
+// Authorization on a WebSocket (PROTOCOL.md "Session frames").
+TEST_F(AgentServiceTest, ABrowserSendsTheSessionTokenAsASubprotocol) {
+  std::string secret;
+  auto ws = Register(&secret);
+  auto grant = agents_->StartSession(kNode1, "", 24, 80);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_EQ(Next(*ws)["type"], "open_session");
+  auto node = Dial("/agent/v1/sessions/" + grant->session_id, kNode1, "HpodNode " + secret);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  const std::string url = "ws://127.0.0.1:" + std::to_string(user_server_->port()) +
+                          "/v1/sessions/" + grant->session_id;
+  auto offer = [](const std::string& token) {
+    return std::vector<http::Header>{
+        {"Sec-WebSocket-Protocol", "hpod-session, hpod-token." + token}};
+  };
+  // A wrong token, and the right one without hpod-session, are refused.
+  EXPECT_EQ(http::WebSocketClient::Connect(url, offer("nope")).status().code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(http::WebSocketClient::Connect(
+                url, {{"Sec-WebSocket-Protocol", "hpod-token." + grant->token}})
+                .status()
+                .code(),
+            StatusCode::kUnauthenticated);
+  auto user = http::WebSocketClient::Connect(url, offer(grant->token));
+  ASSERT_TRUE(user.ok()) << user.status().ToString();
+  // The client (like a browser) requires the selection; hpodd selects hpod-session.
+  EXPECT_EQ((*user)->subprotocol(), "hpod-session");
+  ASSERT_TRUE((*user)->Send(std::string("\0hostname\n", 10), true).ok());
+  auto typed = (*node)->Receive(kWait);
+  ASSERT_TRUE(typed.ok()) << typed.status().ToString();
+  EXPECT_EQ(typed->data, std::string("\0hostname\n", 10));
+  ASSERT_TRUE((*node)->Send(std::string("\0ip-10-77-0-10\n", 15), true).ok());
+  auto shown = (*user)->Receive(kWait);
+  ASSERT_TRUE(shown.ok()) << shown.status().ToString();
+  EXPECT_EQ(shown->data, std::string("\0ip-10-77-0-10\n", 15));
+  // Still one connection per token, whichever form carries it.
+  EXPECT_EQ(http::WebSocketClient::Connect(url, offer(grant->token)).status().code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession " + grant->token}})
+                .status()
+                .code(),
+            StatusCode::kUnauthenticated);
+  (*user)->Close();
+  (*node)->Close();
+}
+
 TEST_F(AgentServiceTest, MalformedFramesAreRefusedAndTheChannelKeepsWorking) {
   std::string secret;
   auto ws = Register(&secret);

@@ -16,6 +16,10 @@ constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
 
 std::string ErrorFrame(const std::string& text) { return std::string(1, '\x03') + text; }
 
+// The session relay's subprotocols for browsers (src/agent/PROTOCOL.md, "Session frames").
+constexpr std::string_view kSessionSubprotocol = "hpod-session";
+constexpr std::string_view kTokenSubprotocolPrefix = "hpod-token.";
+
 }  // namespace
 
 StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id,
@@ -62,6 +66,18 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   const std::string_view kScheme = "HpodSession ";
   std::string token =
       auth.substr(0, kScheme.size()) == kScheme ? std::string(auth.substr(kScheme.size())) : "";
+  // A browser cannot set Authorization on a WebSocket; it offers the token as a
+  // subprotocol instead ("hpod-session, hpod-token.<token>"; tokens are
+  // alphanumeric, so valid there), and must then see hpod-session selected.
+  bool offers_session = false;
+  std::string offered_token;
+  for (const std::string& p : http::HeaderList(request.headers, "Sec-WebSocket-Protocol")) {
+    if (p == kSessionSubprotocol) offers_session = true;
+    if (p.rfind(kTokenSubprotocolPrefix, 0) == 0) {
+      offered_token = p.substr(kTokenSubprotocolPrefix.size());
+    }
+  }
+  if (token.empty() && offers_session) token = offered_token;
   std::shared_ptr<Session> s;
   std::vector<std::string> pending;
   {
@@ -80,7 +96,9 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   }
   // Queued before the handshake completes; delivered first.
   for (auto& frame : pending) socket->Send(std::move(frame), true);
-  return RelayCallbacks(s, /*from_client=*/true);
+  http::WebSocketCallbacks callbacks = RelayCallbacks(s, /*from_client=*/true);
+  if (offers_session) callbacks.subprotocol = std::string(kSessionSubprotocol);
+  return callbacks;
 }
 
 http::UpgradeResult AgentService::AgentSessionUpgrade(const std::string& session_id,

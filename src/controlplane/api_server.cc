@@ -59,13 +59,14 @@ StatusOr<std::string> ApiServer::StoreSecrets::SecretFor(std::string_view access
 }
 
 ApiServer::ApiServer(store::Store& store, ClusterApi& api, NodeApi& node_api, const Clock& clock,
-                     ApiServerOptions options)
+                     ApiServerOptions options, Metrics* metrics)
     : store_(store),
       api_(api),
       node_api_(node_api),
       clock_(clock),
       options_(std::move(options)),
-      secrets_(store) {}
+      secrets_(store),
+      metrics_(metrics) {}
 
 StatusOr<ApiServer::Identity> ApiServer::Authenticate(const http::Request& request) {
   if (options_.insecure_no_auth) return Identity{store::Role::kAdmin, ""};
@@ -100,6 +101,16 @@ StatusOr<ApiServer::Identity> ApiServer::Authenticate(const http::Request& reque
 }
 
 http::Response ApiServer::Handle(const http::Request& request) {
+  const auto start = clock_.SteadyNow();
+  http::Response response = Serve(request);
+  if (metrics_ != nullptr) {
+    metrics_->ObserveApiRequest(ApiOperationLabel(request), response.status,
+                                std::chrono::duration<double>(clock_.SteadyNow() - start).count());
+  }
+  return response;
+}
+
+http::Response ApiServer::Serve(const http::Request& request) {
   const std::string request_id = NewEventId();
   std::string target(request.HeaderValue("X-Amz-Target"));
   if (request.method != "POST" || request.Path() != "/") {
@@ -134,7 +145,13 @@ http::Response ApiServer::Handle(const http::Request& request) {
   }
   StatusOr<nlohmann::ordered_json> result = InternalError("not run");
   try {
-    if (NodeApi::Handles(op)) {
+    if (op == "HpodGetCallerIdentity") {
+      // Who signed the request, so that a client (the web console) offers only
+      // what the key's role may do. Every valid key may ask (IsReadOnly).
+      result =
+          nlohmann::ordered_json{{"AccessKeyId", role->access_key_id},
+                                 {"Role", role->role == store::Role::kAdmin ? "admin" : "user"}};
+    } else if (NodeApi::Handles(op)) {
       result =
           node_api_.Call(*decoded->operation, decoded->input,
                          Caller{role->access_key_id, std::string(request.HeaderValue("Host"))});

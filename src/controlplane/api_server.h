@@ -14,6 +14,7 @@
 #include "hpod/auth/sigv4.h"
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/http/message.h"
 #include "hpod/store/store.h"
@@ -30,9 +31,13 @@ struct ApiServerOptions {
 
 class ApiServer {
  public:
-  // `node_api` serves hpod's own Hpod* operations.
+  // `node_api` serves hpod's own Hpod* operations, except HpodGetCallerIdentity
+  // ({AccessKeyId, Role} of the signing key, for any valid key), answered here
+  // because only this class knows who called.
+  // `metrics` (may be null) counts every request by operation and status
+  // (metrics.h); it must outlive the server.
   ApiServer(store::Store& store, ClusterApi& api, NodeApi& node_api, const Clock& clock,
-            ApiServerOptions options);
+            ApiServerOptions options, Metrics* metrics = nullptr);
 
   http::Response Handle(const http::Request& request);
 
@@ -52,6 +57,8 @@ class ApiServer {
   };
   // Returns who called, or an auth error.
   StatusOr<Identity> Authenticate(const http::Request& request);
+  // Handle without the metrics.
+  http::Response Serve(const http::Request& request);
 
   store::Store& store_;
   ClusterApi& api_;
@@ -59,6 +66,7 @@ class ApiServer {
   const Clock& clock_;
   const ApiServerOptions options_;
   StoreSecrets secrets_;
+  Metrics* const metrics_;
 };
 
 }  // namespace hpod::controlplane

@@ -98,9 +98,11 @@ ClusterApi::ClusterApi(store::Store& store, const Clock& clock, const ControlPla
 
 bool ClusterApi::IsReadOnly(const std::string& op) {
   static const std::set<std::string> kReadOnly = {
-      "DescribeCluster",    "ListClusters",         "ListClusterNodes",   "DescribeClusterNode",
-      "ListClusterEvents",  "DescribeClusterEvent", "HpodStartSession",   "HpodGetNodeLogs",
-      "HpodListSlurmNodes", "HpodDescribeRecovery", "HpodListRecoveries", "HpodDescribeJobGoodput"};
+      "DescribeCluster",       "ListClusters",         "ListClusterNodes",
+      "DescribeClusterNode",   "ListClusterEvents",    "DescribeClusterEvent",
+      "HpodStartSession",      "HpodGetNodeLogs",      "HpodListSlurmNodes",
+      "HpodDescribeRecovery",  "HpodListRecoveries",   "HpodDescribeJobGoodput",
+      "HpodGetCallerIdentity", "HpodListTrainingRuns", "HpodGetTrainingMetrics"};
   return kReadOnly.count(op) > 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "hpod/base/crypto.h"
 #include "hpod/controlplane/jobs.h"
+#include "hpod/controlplane/metrics_state.h"
 
 namespace hpod::controlplane {
 
@@ -56,13 +57,19 @@ std::string RouteTable(const http::Router& router) {
 }  // namespace
 
 // Each route names who may call it; its handler enforces that (router.h). A new
-// route is one line here, e.g. GET /metrics:
-//   HPOD_RETURN_IF_ERROR(router.Add("GET", "/metrics", http::AuthRule::kSigV4, handler));
+// route is one line here.
 Status Daemon::AddApiRoutes(http::Router& router) {
   HPOD_RETURN_IF_ERROR(
       router.Add("POST", "/", http::AuthRule::kSigV4,
                  [this](const http::Request& r) { return api_server_->Handle(r); }));
   HPOD_RETURN_IF_ERROR(router.Add("GET", "/healthz", http::AuthRule::kNone, Healthz));
+  // Prometheus's scrape: a bearer token from <data_dir>/metrics-token, not SigV4,
+  // which Prometheus cannot sign (metrics.h).
+  HPOD_RETURN_IF_ERROR(router.Add(
+      "GET", "/metrics", http::AuthRule::kBearerToken,
+      [this](const http::Request& r) { return ServeMetrics(r, metrics_token_, *metrics_); }));
+  // GET / (and /index.html, /assets/*): the web console, or a 404 saying how to build it.
+  HPOD_RETURN_IF_ERROR(console_->AddRoutes(router));
   HPOD_RETURN_IF_ERROR(router.AddUpgradePrefix(
       "/v1/sessions/", http::AuthRule::kSessionToken,
       [this](const http::Request& r, std::shared_ptr<http::WebSocket> ws) -> http::UpgradeResult {
@@ -112,8 +119,13 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     return FailedPreconditionError("no hpod store at " + path + "; run `hpodd init --data-dir " +
                                    options.data_dir + "` first");
   }
-  HPOD_ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({path}));
+  d->metrics_ = std::make_unique<Metrics>(HPOD_VERSION);
+  // Data dirs made before the token existed get one now.
+  HPOD_ASSIGN_OR_RETURN(d->metrics_token_, EnsureMetricsToken(options.data_dir));
+  HPOD_ASSIGN_OR_RETURN(auto sqlite, store::OpenSqliteStore({path}));
+  d->store_ = std::make_unique<TimedStore>(std::move(sqlite), *d->metrics_, clock);
   HPOD_ASSIGN_OR_RETURN(std::string secret, PageSecret(*d->store_));
+  HPOD_ASSIGN_OR_RETURN(d->console_, Console::Open(options.console));
   d->logs_ = std::make_unique<NodeLogs>(
       NodeLogsOptions{(std::filesystem::path(options.data_dir) / "logs").string()});
   d->provider_ = std::move(provider);
@@ -155,11 +167,23 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->health_ = std::make_unique<HealthReconciler>(
       *d->store_, clock, options.control_plane.health, d->agents_.get(), d->provider_.get(),
       [self](const std::string& id) { self->queue_->Add(id); });
-  // One queue, one reconciler per concern by key prefix (work_queue.h, KeyRouter).
-  auto router = std::make_shared<KeyRouter>(
-      [self](const std::string& key) { return self->reconciler_->Reconcile(key); });
-  router->Route(std::string(kHealthKeyPrefix),
-                [self](const std::string& id) { return self->health_->Reconcile(id); });
+  // One queue, one reconciler per concern by key prefix (work_queue.h, KeyRouter),
+  // each pass timed as hpod_reconcile_duration_seconds{reconciler}.
+  auto timed = [self](std::string reconciler, WorkQueue::Processor pass) -> WorkQueue::Processor {
+    return [self, reconciler, pass](const std::string& key) {
+      const auto start = self->clock_->SteadyNow();
+      WorkQueue::Result result = pass(key);
+      self->metrics_->ObserveReconcile(
+          reconciler, std::chrono::duration<double>(self->clock_->SteadyNow() - start).count(),
+          !result.status.ok());
+      return result;
+    };
+  };
+  auto router = std::make_shared<KeyRouter>(timed(
+      "cluster", [self](const std::string& key) { return self->reconciler_->Reconcile(key); }));
+  router->Route(std::string(kHealthKeyPrefix), timed("health", [self](const std::string& id) {
+                  return self->health_->Reconcile(id);
+                }));
   WorkQueueOptions qo;
   qo.workers = options.reconcile_workers;
   d->queue_ = std::make_unique<WorkQueue>(
@@ -171,7 +195,19 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
       std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_, d->provider_.get());
   ApiServerOptions ao;
   ao.insecure_no_auth = options.insecure_no_auth;
-  d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, *d->node_api_, clock, ao);
+  d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, *d->node_api_, clock, ao,
+                                               d->metrics_.get());
+  // What is, computed at each scrape from one read of the store (metrics_state.h).
+  d->metrics_->AddCollector([self](Exposition& out) {
+    StateInputs in;
+    if (self->agents_ != nullptr) {
+      in.agents = self->agents_->Snapshot();
+      in.slurm_nodes = [self](const std::string& id) { return self->agents_->SlurmNodes(id); };
+    }
+    in.steady_now = self->clock_->SteadyNow();
+    in.work_queue_depth = self->queue_->Pending();
+    return self->store_->Read([&](store::ReadTx& tx) { return CollectState(tx, in, out); });
+  });
   if (d->agents_ != nullptr) {
     // Agents dial in over a Unix socket: reachable from every local node (the
     // filesystem is shared) without opening a port on any network.

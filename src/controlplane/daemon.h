@@ -21,8 +21,10 @@
 #include "hpod/controlplane/api_server.h"
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/cluster_reconciler.h"
+#include "hpod/controlplane/console.h"
 #include "hpod/controlplane/health_reconciler.h"
 #include "hpod/controlplane/jobs.h"
+#include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/controlplane/node_logs.h"
 #include "hpod/controlplane/options.h"
@@ -46,6 +48,8 @@ struct DaemonOptions {
   AgentServiceOptions agents;
   // The agents' listener: a Unix socket (empty: <data_dir>/agent.sock).
   std::string agent_socket;
+  // The web console's files (console.h); default: none, GET / says how to build it.
+  ConsoleOptions console;
 };
 
 class Daemon {
@@ -63,15 +67,17 @@ class Daemon {
  private:
   Daemon() = default;
   void ResyncLoop() EXCLUDES(mu_);
-  // The routes of the API listener (POST /, GET /healthz, the session relay's
-  // upgrades) and of the agents' listener (their channel and session upgrades).
+  // The routes of the API listener (POST /, GET /healthz, the console's files,
+  // the session relay's upgrades) and of the agents' listener (their channel and session upgrades).
   Status AddApiRoutes(http::Router& router);
   Status AddAgentRoutes(http::Router& router);
 
   DaemonOptions options_;
   const Clock* clock_ = nullptr;
   // Members in dependency order: each may use the ones above it.
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Metrics> metrics_;
+  std::string metrics_token_;            // GET /metrics's bearer token (<data_dir>/metrics-token)
+  std::unique_ptr<store::Store> store_;  // a TimedStore (metrics.h) over SQLite
   std::unique_ptr<NodeLogs> logs_;
   std::unique_ptr<provider::Provider> provider_;
   // With agents_, auto-resume's questions; before it, so it outlives the channels.
@@ -86,6 +92,7 @@ class Daemon {
   std::unique_ptr<http::Router> agent_routes_;  // the agents' listener's routes
   std::unique_ptr<http::Server> agent_server_;
   std::unique_ptr<S3Relay> s3_relay_;
+  std::unique_ptr<Console> console_;          // never null once started
   std::unique_ptr<http::Router> api_routes_;  // the API listener's routes
   std::unique_ptr<http::Server> server_;
 

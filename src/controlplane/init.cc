@@ -10,6 +10,7 @@
 #include "hpod/base/crypto.h"
 #include "hpod/base/file_util.h"
 #include "hpod/controlplane/daemon.h"
+#include "hpod/controlplane/metrics.h"
 
 namespace hpod::controlplane {
 
@@ -93,6 +94,8 @@ StatusOr<InitResult> InitDataDir(const InitOptions& options, const Clock& clock)
                           CreateAccessKey(*store, store::Role::kAdmin, "first admin key", clock));
   }
   result.access_key_id = admin.access_key_id;
+  HPOD_RETURN_IF_ERROR(EnsureMetricsToken(options.data_dir).status());
+  result.metrics_token_file = MetricsTokenPath(options.data_dir);
 
   if (!options.profile.empty()) {
     std::string aws_dir = options.aws_dir;

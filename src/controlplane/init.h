@@ -2,8 +2,9 @@
 
 // `hpodd init` and key management: creates the data dir and the store, mints the
 // first admin access key, and writes it to an AWS-style credentials/config profile
-// so `aws --profile hpod` and `hpod` work at once. Idempotent: a second init
-// reuses the existing store and first admin key.
+// so `aws --profile hpod` and `hpod` work at once; creates GET /metrics's token
+// (<data_dir>/metrics-token). Idempotent: a second init reuses the existing store,
+// first admin key and token.
 //
 // Thread contract: free functions; run before the daemon starts (they open the
 // store themselves).
@@ -31,6 +32,8 @@ struct InitResult {
   bool created = false;  // false when the data dir was already initialized
   std::string credentials_file;
   std::string config_file;
+  // GET /metrics's bearer token (metrics.h), created if missing.
+  std::string metrics_token_file;
 };
 
 StatusOr<InitResult> InitDataDir(const InitOptions& options, const Clock& clock);

@@ -13,11 +13,17 @@ using nlohmann::ordered_json;
 
 NodeApi::NodeApi(store::Store& store, const Clock& clock, AgentService* agents, NodeLogs& logs,
                  provider::Provider* provider)
-    : store_(store), clock_(clock), agents_(agents), logs_(logs), provider_(provider) {}
+    : store_(store),
+      clock_(clock),
+      agents_(agents),
+      logs_(logs),
+      provider_(provider),
+      training_(store, agents) {}
 
 bool NodeApi::Handles(const std::string& operation) {
   return operation == "HpodStartSession" || operation == "HpodGetNodeLogs" ||
-         operation == "HpodListSlurmNodes" || operation == "HpodInjectFault";
+         operation == "HpodListSlurmNodes" || operation == "HpodInjectFault" ||
+         TrainingApi::Handles(operation);
 }
 
 StatusOr<ordered_json> NodeApi::Call(const api::Operation& operation, const json& request,
@@ -26,6 +32,7 @@ StatusOr<ordered_json> NodeApi::Call(const api::Operation& operation, const json
   if (operation.name == "HpodGetNodeLogs") return GetNodeLogs(request);
   if (operation.name == "HpodListSlurmNodes") return ListSlurmNodes(request);
   if (operation.name == "HpodInjectFault") return InjectFault(request);
+  if (TrainingApi::Handles(operation.name)) return training_.Call(operation.name, request);
   return UnimplementedError("operation " + operation.name + " is not served by NodeApi");
 }
 

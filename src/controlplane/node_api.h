@@ -10,7 +10,9 @@
 //                       one has;
 //   HpodInjectFault    → a fault in a launched node through the provider (admin
 //                       keys only: it is not in ClusterApi::IsReadOnly's set),
-//                       recorded as a Warn event of the node.
+//                       recorded as a Warn event of the node;
+//   HpodListTrainingRuns, HpodGetTrainingMetrics → served by TrainingApi
+//                       (training_api.h): /fsx's training runs, read by an agent.
 //
 // Thread contract: safe for concurrent calls.
 
@@ -21,6 +23,7 @@
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/node_logs.h"
+#include "hpod/controlplane/training_api.h"
 #include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
 
@@ -54,6 +57,7 @@ class NodeApi {
   AgentService* const agents_;
   NodeLogs& logs_;
   provider::Provider* const provider_;
+  TrainingApi training_;
 };
 
 }  // namespace hpod::controlplane

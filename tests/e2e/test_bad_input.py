@@ -115,7 +115,9 @@ CASES = [
          op="CreateTrainingJob", body=b"{}"),
     Case("another service's target prefix", 400, "UnknownOperationException",
          headers={"X-Amz-Target": "DynamoDB_20120810.ListTables"}),
-    Case("GET /", 400, "UnknownOperationException", method="GET", body=b""),
+    # GET / is the web console (tests/e2e/test_http_routes.py); other GETs are the API's.
+    Case("GET of another path", 400, "UnknownOperationException", method="GET",
+         path="/clusters", body=b""),
     Case("POST to another path", 400, "UnknownOperationException", path="/2017-07-24/clusters",
          op="CreateCluster", body=J(create("bad-path"))),
     # shapes and constraints

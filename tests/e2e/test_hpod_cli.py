@@ -84,6 +84,29 @@ class HpodCliTest(unittest.TestCase):
         self.assertIn("An error occurred (ResourceNotFound) when calling the DescribeCluster "
                       "operation", err)
 
+    def test_get_caller_identity_names_the_key_and_its_role(self):
+        # HpodGetCallerIdentity, as `hpod get-caller-identity` (what the web console
+        # asks to decide which actions to show).
+        admin = hpodtest.read_profile(os.path.join(self.d.aws_dir, "credentials"), "hpod")
+        self.assertEqual(json.loads(self.ok("get-caller-identity")),
+                         {"AccessKeyId": admin["aws_access_key_id"], "Role": "admin"})
+        user_block = subprocess.run(
+            [hpodtest.HPODD_FAKE, "--data-dir", self.d.data_dir, "create-key", "--role", "user"],
+            capture_output=True, text=True, check=True).stdout
+        user_key = user_block.split("aws_access_key_id = ")[1].split()[0]
+        user_secret = user_block.split("aws_secret_access_key = ")[1].split()[0]
+        as_user = {"AWS_ACCESS_KEY_ID": user_key, "AWS_SECRET_ACCESS_KEY": user_secret,
+                   "AWS_PROFILE": ""}
+        rc, out, err = self.hpod("--region", "us-west-2", "hpod-get-caller-identity",
+                                 "--query", "[AccessKeyId, Role]", "--output", "text",
+                                 env_extra=as_user)
+        self.assertEqual((rc, out.split()), (0, [user_key, "user"]), err)
+        rc, _, err = self.hpod("get-caller-identity", env_extra={
+            "AWS_ACCESS_KEY_ID": user_key, "AWS_SECRET_ACCESS_KEY": "x" * 40, "AWS_PROFILE": "",
+            "AWS_REGION": "us-west-2"})
+        self.assertEqual(rc, 254)
+        self.assertIn("(InvalidSignatureException)", err)
+
     def test_exit_codes(self):
         rc, _, err = self.hpod("describe-cluster")
         self.assertEqual(rc, 252)

@@ -1,0 +1,127 @@
+// ApiServer on requests signed as the aws CLI signs them (auth::SignRequest) with
+// keys from the store: HpodGetCallerIdentity for each role, and the checks every
+// operation passes first (signature, key, role).
+
+#include "hpod/controlplane/api_server.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hpod/auth/sigv4.h"
+#include "hpod/base/clock.h"
+#include "hpod/controlplane/init.h"
+#include "hpod/controlplane/node_logs.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+namespace {
+
+using nlohmann::json;
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hpod-api-server-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    store_ = std::move(store::OpenSqliteStore({}).value());
+    logs_ = std::make_unique<NodeLogs>(NodeLogsOptions{(dir_ / "logs").string()});
+    api_ = std::make_unique<ClusterApi>(*store_, clock_, options_, PageTokenCodec("secret"),
+                                        [](const std::string&) {});
+    node_api_ = std::make_unique<NodeApi>(*store_, clock_, nullptr, *logs_, nullptr);
+    admin_ = CreateAccessKey(*store_, store::Role::kAdmin, "admin", clock_).value();
+    user_ = CreateAccessKey(*store_, store::Role::kUser, "user", clock_).value();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<ApiServer> Server(bool insecure = false) {
+    ApiServerOptions o;
+    o.insecure_no_auth = insecure;
+    return std::make_unique<ApiServer>(*store_, *api_, *node_api_, clock_, o);
+  }
+
+  // POST / for SageMaker.<op>, signed with `key` (unsigned when null).
+  http::Request Signed(const std::string& op, const std::string& body,
+                       const store::AccessKeyRecord* key, const std::string& secret = "") {
+    auth::SignableRequest sr;
+    sr.method = "POST";
+    sr.target = "/";
+    sr.headers = {{"host", "127.0.0.1:8450"},
+                  {"content-type", "application/x-amz-json-1.1"},
+                  {"x-amz-target", "SageMaker." + op}};
+    sr.body = body;
+    if (key != nullptr) {
+      auth::Credentials c{key->access_key_id, secret.empty() ? key->secret_access_key : secret, ""};
+      EXPECT_TRUE(auth::SignRequest(sr, c, "us-west-2", "sagemaker", clock_.Now()).ok());
+    }
+    http::Request r;
+    r.method = sr.method;
+    r.target = sr.target;
+    for (const auto& [name, value] : sr.headers) r.headers.push_back({name, value});
+    r.body = sr.body;
+    return r;
+  }
+
+  static json Body(const http::Response& r) { return json::parse(r.body); }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  ControlPlaneOptions options_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<NodeLogs> logs_;
+  std::unique_ptr<ClusterApi> api_;
+  std::unique_ptr<NodeApi> node_api_;
+  store::AccessKeyRecord admin_, user_;
+};
+
+TEST_F(ApiServerTest, GetCallerIdentityNamesTheSigningKeyAndItsRole) {
+  auto server = Server();
+  http::Response admin = server->Handle(Signed("HpodGetCallerIdentity", "{}", &admin_));
+  ASSERT_EQ(admin.status, 200) << admin.body;
+  EXPECT_EQ(admin.HeaderValue("Content-Type"), "application/x-amz-json-1.1");
+  EXPECT_EQ(Body(admin), json({{"AccessKeyId", admin_.access_key_id}, {"Role", "admin"}}));
+  // A user key (read-only) may ask too.
+  http::Response user = server->Handle(Signed("HpodGetCallerIdentity", "{}", &user_));
+  ASSERT_EQ(user.status, 200) << user.body;
+  EXPECT_EQ(Body(user), json({{"AccessKeyId", user_.access_key_id}, {"Role", "user"}}));
+  EXPECT_NE(admin_.access_key_id, user_.access_key_id);
+  EXPECT_TRUE(ClusterApi::IsReadOnly("HpodGetCallerIdentity"));
+  // ... which is not so for a change.
+  http::Response denied =
+      server->Handle(Signed("DeleteCluster", R"({"ClusterName":"demo"})", &user_));
+  EXPECT_EQ(denied.status, 400) << denied.body;
+  EXPECT_EQ(Body(denied)["__type"], "AccessDeniedException");
+}
+
+TEST_F(ApiServerTest, GetCallerIdentityNeedsAValidSignatureAndTakesNoInput) {
+  auto server = Server();
+  http::Response unsigned_request = server->Handle(Signed("HpodGetCallerIdentity", "{}", nullptr));
+  EXPECT_EQ(unsigned_request.status, 403);
+  EXPECT_EQ(Body(unsigned_request)["__type"], "MissingAuthenticationTokenException");
+  http::Response wrong_secret =
+      server->Handle(Signed("HpodGetCallerIdentity", "{}", &admin_, "not-the-secret"));
+  EXPECT_EQ(wrong_secret.status, 403);
+  EXPECT_EQ(Body(wrong_secret)["__type"], "InvalidSignatureException");
+  store::AccessKeyRecord unknown = admin_;
+  unknown.access_key_id = "AKIAUNKNOWNUNKNOWN00";
+  http::Response unknown_key = server->Handle(Signed("HpodGetCallerIdentity", "{}", &unknown));
+  EXPECT_EQ(unknown_key.status, 403);
+  EXPECT_EQ(Body(unknown_key)["__type"], "UnrecognizedClientException");
+  http::Response extra =
+      server->Handle(Signed("HpodGetCallerIdentity", R"({"Role":"admin"})", &user_));
+  EXPECT_EQ(extra.status, 400);
+  EXPECT_EQ(Body(extra)["__type"], "ValidationException");
+}
+
+TEST_F(ApiServerTest, WithoutAuthEveryCallerIsAnAdminWithoutAKey) {
+  http::Response r =
+      Server(/*insecure=*/true)->Handle(Signed("HpodGetCallerIdentity", "{}", nullptr));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r), json({{"AccessKeyId", ""}, {"Role", "admin"}}));
+}
+
+}  // namespace
+}  // namespace hpod::controlplane

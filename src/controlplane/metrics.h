@@ -1,0 +1,149 @@
+#pragma once
+
+// hpodd's Prometheus metrics (GET /metrics, text format 0.0.4), on prometheus-cpp's
+// core: a registry of what happens (API requests, reconcile passes, store
+// transactions), counted where it happens, plus collectors that compute what is
+// (clusters, nodes, recoveries, agents: metrics_state.h) from the store and the
+// agents' in-memory state at scrape time, so the numbers can never drift from the
+// store's.
+//
+// Conventions (dependencies.md §10; `promtool check metrics` passes on the
+// output): names `hpod_*`, base units in names, counters end in `_total`, labels
+// bounded — an operation the model does not know is "unknown", no request,
+// recovery or job ids. Per-node series carry `node` = the node's instance id
+// (stable for a machine, never reused: a replacement is a new series) and
+// `hpod_node_info` maps it to the hostname.
+//
+// Thread contract: Metrics is thread-safe once its collectors are added
+// (AddCollector before serving); Observe* may be called from any thread.
+
+#include <prometheus/metric_family.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpod/base/clock.h"
+#include "hpod/base/status.h"
+#include "hpod/http/message.h"
+#include "hpod/store/store.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace hpod::controlplane {
+
+// Builds the families of one scrape (collectors append to it). Samples of one
+// name accumulate into one family, in the order first seen. Not thread-safe: one
+// per scrape, filled by the scraping thread.
+class Exposition {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+
+  void Gauge(const std::string& name, const std::string& help, const Labels& labels, double value);
+  void Counter(const std::string& name, const std::string& help, const Labels& labels,
+               double value);
+  // A histogram of `values` over `buckets` (upper bounds, increasing; +Inf added).
+  void Histogram(const std::string& name, const std::string& help, const Labels& labels,
+                 const std::vector<double>& buckets, const std::vector<double>& values);
+  // Families of another source (the registry), appended as they are.
+  void Append(std::vector<prometheus::MetricFamily> families);
+
+  const std::vector<prometheus::MetricFamily>& families() const { return families_; }
+  // The text format (0.0.4).
+  std::string Text() const;
+
+ private:
+  prometheus::MetricFamily& Family(const std::string& name, const std::string& help, int type);
+
+  std::vector<prometheus::MetricFamily> families_;
+  std::map<std::string, size_t> index_;  // name → position in families_
+};
+
+// Histogram bucket bounds, in seconds.
+extern const std::vector<double> kApiLatencyBuckets;
+extern const std::vector<double> kReconcileBuckets;
+extern const std::vector<double> kStoreBuckets;
+
+class Metrics {
+ public:
+  // `version` is hpod_build_info's.
+  explicit Metrics(std::string version);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // One API request (ApiServer::Handle): hpod_api_requests_total{operation,code}
+  // and hpod_api_request_duration_seconds{operation}. `operation` must already be
+  // bounded (ApiOperationLabel).
+  void ObserveApiRequest(std::string_view operation, int http_status, double seconds);
+  // One reconcile pass of a concern ("cluster", "health"):
+  // hpod_reconcile_duration_seconds{reconciler}, hpod_reconcile_errors_total.
+  void ObserveReconcile(std::string_view reconciler, double seconds, bool failed);
+  // One store transaction, `mode` "read" or "write":
+  // hpod_store_transaction_duration_seconds{mode}.
+  void ObserveStoreTransaction(std::string_view mode, double seconds);
+
+  // A scrape-time source; it returns an error to fail the scrape (500), e.g. when
+  // the store cannot be read, rather than serve a partial picture.
+  using Collector = std::function<Status(Exposition& out)>;
+  void AddCollector(Collector collector);
+
+  // Every family: the registry's, hpod_build_info, then each collector's.
+  StatusOr<std::string> Scrape() const;
+  StatusOr<Exposition> Collect() const;
+
+ private:
+  struct Families;
+  const std::string version_;
+  std::unique_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Families> families_;
+  std::vector<Collector> collectors_;
+};
+
+// The `operation` label of an API request: the X-Amz-Target's operation when the
+// service model knows it ("CreateCluster", "HpodListRecoveries"), else "unknown"
+// (a client can send any header; the label set must stay bounded).
+std::string ApiOperationLabel(const http::Request& request);
+
+// A Store that times every transaction into `metrics` and forwards it to `inner`.
+// Every component of hpodd reaches the store through it, so it is the one place
+// transactions are measured. Thread contract: as the inner store's.
+class TimedStore final : public store::Store {
+ public:
+  TimedStore(std::unique_ptr<store::Store> inner, Metrics& metrics, const Clock& clock);
+  Status Write(const std::function<Status(store::WriteTx&)>& fn) override;
+  Status Read(const std::function<Status(store::ReadTx&)>& fn) override;
+  int SchemaVersion() override { return inner_->SchemaVersion(); }
+
+ private:
+  const std::unique_ptr<store::Store> inner_;
+  Metrics& metrics_;
+  const Clock& clock_;
+};
+
+// ---- The /metrics route's bearer token ----
+
+// <data_dir>/metrics-token: the token Prometheus presents as
+// `Authorization: Bearer <token>` (prometheus.yml: authorization.credentials_file
+// pointed at this file).
+std::string MetricsTokenPath(const std::string& data_dir);
+// Reads the token, creating it (32 random bytes as hex, mode 0600, written
+// atomically) when the file is missing, as `hpodd init` and every daemon start do.
+// Surrounding whitespace in the file is ignored. kFailedPrecondition for an empty
+// file; the file system's errors otherwise.
+StatusOr<std::string> EnsureMetricsToken(const std::string& data_dir);
+
+// GET /metrics: 401 with a one-line body unless the request carries
+// `Authorization: Bearer <token>` (compared in constant time); else the scrape,
+// `Content-Type: text/plain; version=0.0.4; charset=utf-8`, or 500 when a
+// collector failed.
+http::Response ServeMetrics(const http::Request& request, const std::string& token,
+                            const Metrics& metrics);
+
+}  // namespace hpod::controlplane

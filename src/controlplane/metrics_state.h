@@ -1,0 +1,72 @@
+#pragma once
+
+// The scrape-time half of hpodd's metrics (metrics.h): what *is*, computed from
+// one read transaction of the store plus the agents' in-memory state, so a
+// scrape shows exactly what DescribeCluster/ListClusterNodes/HpodListRecoveries
+// would. Families (labels in braces; `node` is an instance id):
+//
+//   hpod_clusters{status}                       clusters by ClusterStatus (0 for the others)
+//   hpod_cluster_info{cluster_name,status}      1 per cluster
+//   hpod_instance_groups{cluster_name,status}   groups by InstanceGroupStatus
+//   hpod_instance_group_target_nodes{cluster_name,instance_group}   InstanceCount asked for
+//   hpod_nodes{cluster_name,instance_group,status}   nodes by ClusterInstanceStatus
+//                                               ("Running" is in service)
+//   hpod_node_info{cluster_name,instance_group,node,hostname,private_ip}   1 per node
+//   hpod_slurm_nodes{cluster_name,state}        the controller's Slurm table by state
+//   hpod_recoveries_total{cluster_name,kind,outcome}   finished recoveries (kind
+//                                               Reboot|Replace; outcome Succeeded|Failed|
+//                                               Reported|Cancelled)
+//   hpod_recoveries_in_progress{cluster_name,kind}
+//   hpod_recovery_duration_seconds{cluster_name,kind}   histogram: detection → finished, of
+//                                               the succeeded ones
+//   hpod_recovery_last_duration_seconds{cluster_name,kind}   the latest succeeded one's
+//   hpod_recovery_phase_duration_seconds{cluster_name,phase}   histogram: time spent in
+//                                               Detected, Marked, Drained, Launched (recovery.h)
+//   hpod_agent_connections                      connected node agents
+//   hpod_node_heartbeat_age_seconds{cluster_name,node}   since the last heartbeat (or connect)
+//   hpod_node_health_verdicts{cluster_name,verdict}   connected nodes by their latest health
+//                                               report's verdict (Healthy|Reboot|Replace)
+//   hpod_health_check_failing_nodes{cluster_name,check}   nodes whose check fails or hangs
+//   hpod_node_cpu_seconds_total{cluster_name,node,mode}   host figures from the heartbeats
+//   hpod_node_memory_total_bytes / _available_bytes{cluster_name,node}
+//   hpod_node_filesystem_size_bytes / _avail_bytes{cluster_name,node,mountpoint}
+//   hpod_work_queue_depth                       keys queued or delayed
+//
+// Counters computed from durable records (hpod_recoveries_total, the recovery
+// histograms) only grow, except when a cluster is deleted with its records: its
+// series then end, as a restarted exporter's would.
+//
+// Thread contract: free functions on the caller's transaction and values.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hpod/base/status.h"
+#include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/metrics.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+// What a scrape reads besides the store.
+struct StateInputs {
+  std::vector<AgentSnapshot> agents;  // connected agents
+  // The controller's Slurm table of a cluster, when an agent reported one.
+  std::function<std::optional<SlurmNodesReport>(const std::string& cluster_id)> slurm_nodes;
+  std::chrono::steady_clock::time_point steady_now;
+  size_t work_queue_depth = 0;
+};
+
+// Appends the families above, reading the store through `tx`.
+Status CollectState(store::ReadTx& tx, const StateInputs& inputs, Exposition& out);
+
+// A recovery's time in each phase it left, from its timeline (the first step that
+// enters each phase: Detected, Marked, Drained|StepsCancelled, Rebooted|Terminated,
+// Resumed), in phase order.
+std::vector<std::pair<std::string, double>> RecoveryPhaseDurations(const store::RecoveryRecord& r);
+
+}  // namespace hpod::controlplane

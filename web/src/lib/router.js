@@ -1,0 +1,32 @@
+// Hash routes (#/clusters/NAME/nodes/ID): the console is one static page, so
+// hpodd serves only / and /assets/*, and a reload keeps the place.
+
+const ROUTES = [
+  ['signin', /^\/signin$/],
+  ['clusters', /^\/clusters$/],
+  ['create', /^\/create$/],
+  ['training', /^\/clusters\/([^/]+)\/training$/],
+  ['node', /^\/clusters\/([^/]+)\/nodes\/([^/]+)$/],
+  ['cluster', /^\/clusters\/([^/]+)$/],
+];
+
+/** '#/clusters/a%20b' → {name: 'cluster', params: ['a b']}; unknown → clusters. */
+export function parseRoute(hash) {
+  const path = (hash || '').replace(/^#/, '') || '/clusters';
+  for (const [name, re] of ROUTES) {
+    const m = re.exec(path);
+    if (m) return { name, params: m.slice(1).map(decodeURIComponent) };
+  }
+  return { name: 'clusters', params: [] };
+}
+
+/** The hash for a route: href('cluster', 'my-cluster'). */
+export function href(name, ...params) {
+  const p = params.map(encodeURIComponent);
+  switch (name) {
+    case 'cluster': return `#/clusters/${p[0]}`;
+    case 'node': return `#/clusters/${p[0]}/nodes/${p[1]}`;
+    case 'training': return `#/clusters/${p[0]}/training`;
+    default: return `#/${name}`;
+  }
+}
