@@ -78,6 +78,11 @@ four workers). hpodd (pid $(cat "$dir/hpodd.pid")) logs to $dir/data/hpodd.log.
   ${hpod[*]} logs --cluster-name demo --node-id $ctl     # its lifecycle script output
   ${hpod[*]} list-cluster-events --cluster-name demo --output table
   aws --profile hpod --endpoint-url http://127.0.0.1:$port sagemaker describe-cluster --cluster-name demo
+
+The console: http://127.0.0.1:$port/ (sign in with the access key and secret of the [hpod]
+profile in ~/.aws/credentials). Prometheus metrics: GET http://127.0.0.1:$port/metrics with
+"Authorization: Bearer \$(cat $dir/data/metrics-token)" (examples/observability/).
+
   ${hpod[*]} delete-cluster --cluster-name demo  # removes every node
   kill \$(cat $dir/hpodd.pid)                              # stops hpodd (nodes keep running)
 EOT
