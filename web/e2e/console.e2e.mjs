@@ -40,13 +40,17 @@ const page = context.pages()[0] || await context.newPage();
 page.setDefaultTimeout(30000);
 
 // What the page said: CSP violations (recorded in the page, before any of its own
-// scripts run), uncaught errors and console errors.
-const problems = { csp: [], errors: [] };
-await page.exposeBinding('__hpodE2eCsp', (_src, v) => problems.csp.push(v));
+// scripts run, with where the blocked element sits: "xterm" inside the terminal
+// widget), uncaught errors and console errors.
+const problems = { csp: new Map(), errors: [] };
+await page.exposeBinding('__hpodE2eCsp', (_src, v) => problems.csp.set(JSON.stringify(v), v));
 await page.addInitScript(() => {
   document.addEventListener('securitypolicyviolation', (e) => {
-    window.__hpodE2eCsp(`${e.violatedDirective} blocked ${e.blockedURI || 'inline'}` +
-      (e.sourceFile ? ` (${e.sourceFile.split('/').pop()}:${e.lineNumber})` : ''));
+    const t = e.target;
+    const where = t instanceof Element ? (t.closest('.xterm') ? 'xterm' : t.tagName.toLowerCase())
+      : 'document';
+    window.__hpodE2eCsp({ directive: e.violatedDirective, blocked: e.blockedURI || 'inline', where,
+      source: e.sourceFile ? `${e.sourceFile.split('/').pop()}:${e.lineNumber}` : '' });
   });
 });
 page.on('pageerror', (e) => problems.errors.push(`pageerror: ${e.message}`));
@@ -71,6 +75,40 @@ async function waitFor(what, fn, timeoutMs, intervalMs = 500) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
     await page.waitForTimeout(intervalMs);
   }
+}
+
+/** A full-page screenshot at a narrow window (400 px), then back to 1280×800. */
+async function narrowScreenshot(name) {
+  await page.setViewportSize({ width: 400, height: 800 });
+  await page.waitForTimeout(300);  // charts and the terminal refit on resize
+  const file = await screenshot(name);
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.waitForTimeout(100);
+  return file;
+}
+
+/**
+ * Focuses `selector`, waits until the page's next poll has rewritten something
+ * inside `region` (a MutationObserver), and says what has the focus then: the
+ * focused element's data-testid, or its tag when it lost the focus ("BODY").
+ */
+async function focusAfterRefresh(selector, region, timeoutMs = 15000) {
+  await page.focus(selector);
+  const before = await page.evaluate(() => document.activeElement?.dataset?.testid || '');
+  await page.evaluate(([r, ms]) => new Promise((resolve, reject) => {
+    const target = document.querySelector(r);
+    if (!target) reject(new Error(`no ${r} on the page`));
+    const timer = setTimeout(() => reject(new Error(`${r} was not refreshed in ${ms} ms`)), ms);
+    const mo = new MutationObserver(() => {
+      mo.disconnect();
+      clearTimeout(timer);
+      resolve();
+    });
+    mo.observe(target, { childList: true, subtree: true, characterData: true });
+  }), [region, timeoutMs]);
+  const after = await page.evaluate(() => document.activeElement?.dataset?.testid ||
+    document.activeElement?.tagName || '');
+  return { before, after };
 }
 
 async function go(hash, testid) {
@@ -253,6 +291,7 @@ const steps = {
     const canvas = await page.$eval(`${sel('chart-train-loss')} canvas`, (c) => [c.width, c.height]);
     await page.waitForTimeout(300);
     await screenshot('training');
+    await narrowScreenshot('training-narrow');
     return { path: runPath, points, charts, canvas };
   },
 
@@ -278,7 +317,18 @@ const steps = {
     // Reaching the create page by its address shows no form either.
     await go('#/create', 'create-forbidden');
     await absent('create-form');
-    return { shown: found };
+    // And the API itself refuses: a DeleteCluster signed with this key by the
+    // console's own client (the bundle's exports, imported again: the same module).
+    const deleteCall = await page.evaluate(async (name) => {
+      const bundle = await import(document.querySelector('script[type="module"]').src);
+      const client = new bundle.ApiClient(bundle.loadCredentials(), window.location);
+      try {
+        return { ok: true, result: await client.call('DeleteCluster', { ClusterName: name }) };
+      } catch (e) {
+        return { ok: false, type: e.type, status: e.status, message: e.message };
+      }
+    }, cluster);
+    return { shown: found, deleteCall };
   },
 
   async delete_cluster({ name, timeoutS = 180 }) {
@@ -302,8 +352,31 @@ const steps = {
     return { file: await screenshot(name) };
   },
 
+  // Tables with buttons keep their rows across polls: what has the focus before
+  // a refresh has it after. Also: a malformed address falls back to the list.
+  async focus_kept({ cluster }) {
+    await go('#/clusters/%E0', 'page-clusters');
+    const kept = {};
+    await page.waitForSelector(sel(`delete-cluster-${cluster}`));
+    kept.clusters = await focusAfterRefresh(sel(`delete-cluster-${cluster}`), sel('clusters-table'));
+    await narrowScreenshot('clusters-narrow');
+    await go(`#/clusters/${cluster}`, 'page-cluster');
+    const recovery = await page.waitForSelector(`${sel('recoveries-table')} tbody button`);
+    const recoveryId = await recovery.getAttribute('data-testid');
+    // The nodes table is refreshed by the same poll, just before the recoveries:
+    // its rows must be the same elements afterwards (a focused checkbox stays).
+    const rows = `${sel('nodes-table')} tbody tr`;
+    await page.$$eval(rows, (trs) => trs.forEach((tr) => { tr.hpodE2eKept = true; }));
+    kept.recovery = await focusAfterRefresh(sel(recoveryId), sel('recoveries'));
+    const nodeRows = await page.$$eval(rows, (trs) => trs.map((tr) => tr.hpodE2eKept === true));
+    kept.nodes = { before: 'all rows', after: nodeRows.every(Boolean) && nodeRows.length ? 'all rows'
+      : `rows rebuilt: ${JSON.stringify(nodeRows)}` };
+    await narrowScreenshot('cluster-narrow');
+    return kept;
+  },
+
   async problems() {
-    return { csp: [...new Set(problems.csp)], errors: problems.errors };
+    return { csp: [...problems.csp.values()], errors: problems.errors };
   },
 };
 

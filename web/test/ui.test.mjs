@@ -23,6 +23,14 @@ test('routes', () => {
   assert.deepEqual(parseRoute(href('cluster', 'a/b c')), { name: 'cluster', params: ['a/b c'] });
 });
 
+test('a malformed escape in the address falls back to the clusters page', () => {
+  assert.throws(() => decodeURIComponent('%E0'), URIError);
+  for (const hash of ['#/clusters/%E0', '#/clusters/%', '#/clusters/c/nodes/%ZZ', '#/clusters/%E0/training']) {
+    assert.deepEqual(parseRoute(hash), { name: 'clusters', params: [] }, hash);
+  }
+  assert.deepEqual(parseRoute('#/clusters/%C3%A9'), { name: 'cluster', params: ['\u00e9'] });
+});
+
 test('session targets and names', () => {
   const arn = 'arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef012345';
   assert.equal(clusterId(arn), 'abcdef012345');

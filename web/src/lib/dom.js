@@ -61,10 +61,25 @@ export function field(label, input, hint) {
 
 /** A table with a header row; `rows` are arrays of cells (strings or nodes). */
 export function table(headers, rows, props = {}) {
-  return h('div', { class: 'table-wrap' },
-    h('table', props,
-      h('thead', {}, h('tr', {}, headers.map((t) => h('th', { scope: 'col' }, t)))),
-      h('tbody', {}, rows.map((r) => (r instanceof Node ? r : h('tr', {}, r.map((c) => h('td', {}, c))))))));
+  const t = h('table', props,
+    h('thead', {}, h('tr', {}, headers.map((x) => h('th', { scope: 'col' }, x)))),
+    h('tbody', {}, rows.map((r) => (r instanceof Node ? r : h('tr', {}, r.map((c) => h('td', {}, c)))))));
+  for (const row of t.tBodies[0].rows) labelCells(t, row);
+  return h('div', { class: 'table-wrap' }, t);
+}
+
+/**
+ * Gives each cell of `row` its column's heading as data-label: on a narrow
+ * window a table is shown as one card per row, each value beside its heading
+ * (styles.css), instead of columns cut off at the window's edge.
+ */
+export function labelCells(tableEl, row) {
+  const head = tableEl?.tHead?.rows[0];
+  if (!head || !row.cells) return;
+  [...row.cells].forEach((td, i) => {
+    const label = head.cells[i]?.textContent || '';
+    if (label) td.dataset.label = label;
+  });
 }
 
 /** A status word with a colour by kind (the CSS knows the kinds). */
@@ -80,28 +95,32 @@ export function errorBox(err, testid) {
 
 /**
  * Keeps one <tr> per key in `tbody` across refreshes, so what the user typed or
- * ticked in a row (a scale count, a checkbox) survives a poll. `create(item)`
- * returns {row, update(item)}; rows of keys no longer present are removed; rows
- * follow the items' order.
+ * ticked in a row (a scale count, a checkbox) survives a poll, and so does the
+ * keyboard focus on a row's button. `create(item)` returns {row, update(item)};
+ * rows of keys no longer present are removed; rows follow the items' order.
+ * A row already in its place is not touched: moving a node out of the document
+ * and back (even appending the last child again) takes the focus from it.
  */
 export function keyedRows(tbody, items, keyOf, create, cache = new Map()) {
-  const seen = new Set();
-  for (const item of items) {
-    const key = keyOf(item);
-    seen.add(key);
-    let entry = cache.get(key);
-    if (!entry) {
-      entry = create(item);
-      cache.set(key, entry);
-    }
-    entry.update(item);
-    tbody.append(entry.row);  // moves an existing row into order
-  }
+  const keys = items.map(keyOf);
+  const seen = new Set(keys);
   for (const [key, entry] of cache) {
     if (!seen.has(key)) {
       entry.row.remove();
       cache.delete(key);
     }
   }
+  let next = tbody.firstChild;
+  items.forEach((item, i) => {
+    let entry = cache.get(keys[i]);
+    if (!entry) {
+      entry = create(item);
+      cache.set(keys[i], entry);
+      labelCells(tbody.parentElement, entry.row);
+    }
+    entry.update(item);
+    if (entry.row === next) next = next.nextSibling;
+    else tbody.insertBefore(entry.row, next);
+  });
   return cache;
 }

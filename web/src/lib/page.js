@@ -2,6 +2,8 @@
 // lifetime. Everything a page starts (polls, sockets, terminals) is tied to
 // onDispose so that leaving the page stops it.
 
+import { Poller } from './poller.js';
+
 export class PageContext {
   /**
    * @param {import('./api.js').ApiClient|null} api
@@ -28,21 +30,19 @@ export class PageContext {
 
   /**
    * Runs `fn` now and again `intervalMs` after each run ends (never two at once),
-   * until the page goes away. `fn` handles its own errors.
+   * until the page goes away; paused while the tab is hidden. `fn` handles its
+   * own errors (one that throws waits longer: Poller).
    */
   poll(fn, intervalMs) {
-    let timer = null;
-    const tick = async () => {
-      timer = null;
-      if (this.disposed) return;
-      try {
-        await fn();
-      } finally {
-        if (!this.disposed) timer = setTimeout(tick, intervalMs);
-      }
-    };
-    this.onDispose(() => timer && clearTimeout(timer));
-    tick();
+    return this.poller(fn, { intervalMs });
+  }
+
+  /** A started Poller (lib/poller.js) that stops when the page goes away. */
+  poller(tick, options) {
+    const p = new Poller(tick, options);
+    this.onDispose(() => p.stop());
+    if (!this.disposed) p.start();
+    return p;
   }
 
   dispose() {

@@ -10,12 +10,20 @@ const ROUTES = [
   ['cluster', /^\/clusters\/([^/]+)$/],
 ];
 
-/** '#/clusters/a%20b' → {name: 'cluster', params: ['a b']}; unknown → clusters. */
+/** '#/clusters/a%20b' → {name: 'cluster', params: ['a b']}; unknown → clusters.
+ * A malformed escape (#/clusters/%E0, typed or pasted) is an unknown route too:
+ * decodeURIComponent throws on it, and a throw here would leave the page blank. */
 export function parseRoute(hash) {
   const path = (hash || '').replace(/^#/, '') || '/clusters';
   for (const [name, re] of ROUTES) {
     const m = re.exec(path);
-    if (m) return { name, params: m.slice(1).map(decodeURIComponent) };
+    if (!m) continue;
+    try {
+      return { name, params: m.slice(1).map(decodeURIComponent) };
+    } catch (err) {
+      if (!(err instanceof URIError)) throw err;
+      break;
+    }
   }
   return { name: 'clusters', params: [] };
 }

@@ -14,7 +14,7 @@ export function eventsSection(page, clusterName) {
       if (page.disposed) return;
       const events = out.Events || [];
       replace(body, events.length ? table(['Time', 'Level', 'Resource', 'Description'],
-        events.map((e) => [formatTime(e.EventTime), badge(e.EventLevel),
+        events.map((e) => [h('span', { class: 'nowrap' }, formatTime(e.EventTime)), badge(e.EventLevel),
           [e.ResourceType, e.InstanceGroupName, e.InstanceId].filter(Boolean).join(' '),
           e.Description || '']), { testid: 'events-table' }) : h('p', {}, 'No events.'));
     } catch (err) {

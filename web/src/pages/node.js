@@ -4,6 +4,7 @@
 
 import { badge, errorBox, field, h, replace } from '../lib/dom.js';
 import { formatTime } from '../lib/format.js';
+import { LOG_MAX_CHARS, LOG_MAX_LINES, LogTail } from '../lib/logtail.js';
 import { href } from '../lib/router.js';
 import { sessionTarget } from '../lib/target.js';
 import { openShell } from './shell.js';
@@ -16,6 +17,10 @@ const LOG_LIMIT = 65536;
 function logSection(page, clusterName, nodeId) {
   const pre = h('pre', { class: 'log', testid: 'node-log', tabindex: '0' });
   const note = h('div');
+  const trimmed = h('p', { class: 'hint', testid: 'log-trimmed', hidden: true },
+    `Showing the end of the log only (the last ${LOG_MAX_CHARS >> 20} MiB or ` +
+    `${LOG_MAX_LINES.toLocaleString('en')} lines); earlier lines were dropped.`);
+  const tail = new LogTail();
   const stream = h('select', { testid: 'log-stream' },
     h('option', { value: 'LifecycleConfig' }, 'Lifecycle scripts'), h('option', { value: 'Agent' }, 'Agent'));
   let token = '';
@@ -23,7 +28,8 @@ function logSection(page, clusterName, nodeId) {
   stream.addEventListener('change', () => {
     generation += 1;
     token = '';
-    replace(pre);
+    tail.clear();
+    trimmed.hidden = true;
   });
   const refresh = async () => {
     const mine = generation;
@@ -32,7 +38,12 @@ function logSection(page, clusterName, nodeId) {
       if (token) req.NextToken = token;
       const out = await page.api.call('HpodGetNodeLogs', req);
       if (page.disposed || mine !== generation) return;
-      if (out.Data) pre.append(document.createTextNode(out.Data));
+      if (out.Data) {
+        const chunk = document.createTextNode(out.Data);
+        pre.append(chunk);
+        tail.push(chunk);
+        trimmed.hidden = !tail.dropped;
+      }
       if (out.NextToken) token = out.NextToken;
       replace(note);
     } catch (err) {
@@ -40,7 +51,7 @@ function logSection(page, clusterName, nodeId) {
     }
   };
   page.poll(refresh, 3000);
-  return h('section', {}, h('h2', {}, 'Log'), field('Stream', stream), note, pre);
+  return h('section', {}, h('h2', {}, 'Log'), field('Stream', stream), note, trimmed, pre);
 }
 
 function faultSection(page, clusterName, nodeId) {

@@ -2,7 +2,7 @@
 // timeline (HpodDescribeRecovery): detected → marked → drained → launched →
 // resumed, each step with its time and detail.
 
-import { badge, errorBox, h, replace, table } from '../lib/dom.js';
+import { badge, errorBox, h, keyedRows, replace, table } from '../lib/dom.js';
 import { formatTime } from '../lib/format.js';
 
 function timeline(rec) {
@@ -20,12 +20,17 @@ function timeline(rec) {
 }
 
 export function recoveriesSection(page, clusterName) {
+  const tableEl = table(['Recovery', 'Node', 'Action', 'Check / reason', 'Phase', 'Status',
+    'Started', 'Finished'], [], { testid: 'recoveries-table' });
+  const tbody = tableEl.querySelector('tbody');
+  const rows = new Map();
   const list = h('div', { testid: 'recoveries' });
   const detail = h('div');
   let open = null;
 
   const show = async (id) => {
     open = id;
+    for (const [key, entry] of rows) entry.button.setAttribute('aria-expanded', String(key === id));
     try {
       const out = await page.api.call('HpodDescribeRecovery', { ClusterName: clusterName,
         RecoveryId: id });
@@ -35,18 +40,30 @@ export function recoveriesSection(page, clusterName) {
     }
   };
 
+  // Rows kept across polls (keyedRows): a recovery's button keeps the keyboard
+  // focus while the cluster page refreshes.
+  const create = (r) => {
+    const id = r.RecoveryId;
+    const button = h('button', { type: 'button', class: 'link', testid: `recovery-${id}`,
+      'aria-expanded': String(open === id), onclick: () => show(id) }, id);
+    const cells = Array.from({ length: 7 }, (_, i) => h('td', { class: i >= 5 ? 'nowrap' : null }));
+    const row = h('tr', { testid: `recovery-row-${id}` }, h('td', {}, button), ...cells);
+    return { row, button, update(x) {
+      const text = [[x.NodeId, x.Hostname].filter(Boolean).join(' '), x.Action || '',
+        [x.Check, x.Reason].filter(Boolean).join(': '), x.Phase || ''];
+      text.forEach((t, i) => replace(cells[i], t));
+      replace(cells[4], badge(x.Status));
+      replace(cells[5], formatTime(x.CreatedTime));
+      replace(cells[6], x.FinishedTime ? formatTime(x.FinishedTime) : '—');
+    } };
+  };
+
   const update = (recs) => {
     // Newest first: the one a user just caused is at the top.
     const sorted = [...recs].sort((a, b) => (b.CreatedTime || 0) - (a.CreatedTime || 0));
-    replace(list, sorted.length ? table(['Recovery', 'Node', 'Action', 'Check / reason', 'Phase',
-      'Status', 'Started', 'Finished'], sorted.map((r) => [
-      h('button', { type: 'button', class: 'link', testid: `recovery-${r.RecoveryId}`,
-        'aria-expanded': String(open === r.RecoveryId), onclick: () => show(r.RecoveryId) },
-      r.RecoveryId),
-      [r.NodeId, r.Hostname].filter(Boolean).join(' '), r.Action || '',
-      [r.Check, r.Reason].filter(Boolean).join(': '), r.Phase || '', badge(r.Status),
-      formatTime(r.CreatedTime), r.FinishedTime ? formatTime(r.FinishedTime) : '—']),
-    { testid: 'recoveries-table' }) : h('p', {}, 'No recoveries.'));
+    keyedRows(tbody, sorted, (r) => r.RecoveryId, create, rows);
+    if (!sorted.length) replace(list, h('p', {}, 'No recoveries.'));
+    else if (list.firstChild !== tableEl) replace(list, tableEl);
     if (open) show(open);
   };
   const el = h('section', {}, h('h2', {}, 'Recoveries'), list, detail);
