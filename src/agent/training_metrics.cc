@@ -1,25 +1,23 @@
 #include "hpod/agent/training_metrics.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
-#include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <utility>
 
-#include "hpod/base/crc32c.h"
+#include "hpod/agent/confined_open.h"
+#include "hpod/agent/event_file.h"
 #include "hpod/base/file_util.h"
 
 namespace hpod::agent {
@@ -31,6 +29,7 @@ using Json = nlohmann::json;
 constexpr std::string_view kEventPrefix = "events.out.tfevents.";
 constexpr std::string_view kTensorBoard = "tensorboard";
 constexpr std::string_view kJsonl = "jsonl";
+constexpr size_t kChunkBytes = 64 * 1024;
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -41,188 +40,29 @@ double MtimeSeconds(const struct stat& st) {
   return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
 }
 
-// ---- protobuf wire format (only what an Event needs) ----
-
-constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
-
-bool ReadVarint(std::string_view& in, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (in.empty()) return false;
-    const auto b = static_cast<uint8_t>(in.front());
-    in.remove_prefix(1);
-    *v |= static_cast<uint64_t>(b & 0x7F) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;  // more than 10 bytes
-}
-
-uint64_t LittleEndian(std::string_view bytes) {
-  uint64_t v = 0;
-  for (size_t i = bytes.size(); i-- > 0;) v = (v << 8) | static_cast<uint8_t>(bytes[i]);
-  return v;
-}
-
-bool ReadFixed(std::string_view& in, size_t n, uint64_t* v) {
-  if (in.size() < n) return false;
-  *v = LittleEndian(in.substr(0, n));
-  in.remove_prefix(n);
-  return true;
-}
-
-bool ReadBytes(std::string_view& in, std::string_view* out) {
-  uint64_t len;
-  if (!ReadVarint(in, &len) || len > in.size()) return false;
-  *out = in.substr(0, len);
-  in.remove_prefix(len);
-  return true;
-}
-
-// Reads one field's key; false at the end or on a malformed key.
-bool ReadKey(std::string_view& in, uint32_t* field, uint32_t* wire_type) {
-  uint64_t key;
-  if (!ReadVarint(in, &key)) return false;
-  *field = static_cast<uint32_t>(key >> 3);
-  *wire_type = static_cast<uint32_t>(key & 7);
-  return *field != 0;
-}
-
-// Skips a field of an unknown number. Groups (wire types 3, 4) are refused: no
-// tensorboard message has had them.
-bool SkipField(std::string_view& in, uint32_t wire_type) {
-  uint64_t ignored;
-  std::string_view bytes;
-  switch (wire_type) {
-    case kVarint:
-      return ReadVarint(in, &ignored);
-    case kFixed64:
-      return ReadFixed(in, 8, &ignored);
-    case kLengthDelimited:
-      return ReadBytes(in, &bytes);
-    case kFixed32:
-      return ReadFixed(in, 4, &ignored);
-    default:
-      return false;
-  }
-}
-
-// Summary.Value: tag = 1, simple_value = 2. False when malformed; `has_simple`
-// says whether it was a scalar.
-bool DecodeValue(std::string_view in, std::string* tag, float* value, bool* has_simple) {
-  *has_simple = false;
-  uint32_t field, wire;
-  while (!in.empty()) {
-    if (!ReadKey(in, &field, &wire)) return false;
-    if (field == 1 && wire == kLengthDelimited) {
-      std::string_view t;
-      if (!ReadBytes(in, &t)) return false;
-      tag->assign(t);
-    } else if (field == 2 && wire == kFixed32) {
-      uint64_t bits;
-      if (!ReadFixed(in, 4, &bits)) return false;
-      const auto b32 = static_cast<uint32_t>(bits);
-      std::memcpy(value, &b32, sizeof(*value));
-      *has_simple = true;
-    } else if (!SkipField(in, wire)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Event: wall_time = 1, step = 2, summary = 5 (Summary.value = 1, repeated).
-bool DecodeEvent(std::string_view in, std::vector<EventScalar>* out, double* event_wall_time) {
-  double& wall_time = *event_wall_time;
-  wall_time = 0;
-  int64_t step = 0;
-  std::vector<std::pair<std::string, float>> values;
-  uint32_t field, wire;
-  while (!in.empty()) {
-    if (!ReadKey(in, &field, &wire)) return false;
-    if (field == 1 && wire == kFixed64) {
-      uint64_t bits;
-      if (!ReadFixed(in, 8, &bits)) return false;
-      std::memcpy(&wall_time, &bits, sizeof(wall_time));
-    } else if (field == 2 && wire == kVarint) {
-      uint64_t v;
-      if (!ReadVarint(in, &v)) return false;
-      step = static_cast<int64_t>(v);  // int64: two's complement
-    } else if (field == 5 && wire == kLengthDelimited) {
-      std::string_view summary;
-      if (!ReadBytes(in, &summary)) return false;
-      while (!summary.empty()) {
-        if (!ReadKey(summary, &field, &wire)) return false;
-        if (field != 1 || wire != kLengthDelimited) {
-          if (!SkipField(summary, wire)) return false;
-          continue;
-        }
-        std::string_view v;
-        if (!ReadBytes(summary, &v)) return false;
-        std::string tag;
-        float value = 0;
-        bool scalar;
-        if (!DecodeValue(v, &tag, &value, &scalar)) return false;
-        if (scalar && !tag.empty()) values.emplace_back(std::move(tag), value);
-      }
-    } else if (!SkipField(in, wire)) {
-      return false;
-    }
-  }
-  for (auto& [tag, value] : values) out->push_back({std::move(tag), step, wall_time, value});
-  return true;
-}
-
-// ---- files ----
-
-// At most `max_bytes` of the file at the start (O_NOFOLLOW: a symlink swapped in
-// after the checks is not followed out of root).
-StatusOr<std::string> ReadPrefix(const std::string& path, int64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return ErrnoStatus(errno, "opening " + path);
-  std::string data;
-  char buf[64 * 1024];
-  while (static_cast<int64_t>(data.size()) < max_bytes) {
-    const size_t want =
-        static_cast<size_t>(std::min<int64_t>(sizeof(buf), max_bytes - data.size()));
-    const ssize_t n = ::read(fd, buf, want);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, "reading " + path);
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return data;
-}
-
-struct DirEntry {
-  std::string name;
-  struct stat st;
-};
-
-// The entries of `dir` with their lstat (an entry that vanished meanwhile is
-// left out). `budget`, when set, is decremented per entry; listing stops at 0.
-StatusOr<std::vector<DirEntry>> ListDir(const std::string& dir, int64_t* budget) {
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
-  if (!d) return ErrnoStatus(errno, "listing " + dir);
-  std::vector<DirEntry> out;
-  while (struct dirent* e = ::readdir(d.get())) {
-    const std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    if (budget != nullptr && (*budget)-- <= 0) break;
-    DirEntry entry{std::string(name), {}};
-    if (::fstatat(::dirfd(d.get()), e->d_name, &entry.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    out.push_back(std::move(entry));
-  }
-  return out;
+// "512 bytes", "64 MiB" (rounded down), for warnings.
+std::string Bytes(int64_t n) {
+  return n < (int64_t{1} << 20) ? std::to_string(n) + " bytes" : std::to_string(n >> 20) + " MiB";
 }
 
 // `path` with "/" between, without doubling it after a root of "/".
 std::string Join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// Up to `max` bytes of `fd` from `offset`.
+StatusOr<std::string> ReadAt(int fd, int64_t offset, size_t max) {
+  std::string data(max, '\0');
+  size_t got = 0;
+  while (got < max) {
+    const ssize_t n = ::pread(fd, data.data() + got, max - got, offset + static_cast<int64_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "reading");
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return data;
 }
 
 // A JSONL line's integer "step", if it is an object with one.
@@ -236,14 +76,16 @@ std::optional<int64_t> StepOf(const Json& line) {
   return static_cast<int64_t>(d);
 }
 
-// The first line of a JSONL file as an object with a numeric "step"? A metrics
-// line is short, so 4 KiB are read first (a data set of *.jsonl shards under
-// /fsx costs a small read per shard), then up to max_line_bytes.
-bool LooksLikeMetricsJsonl(const std::string& path, size_t max_line_bytes) {
-  constexpr int64_t kProbe = 4096;
-  auto head = ReadPrefix(path, kProbe);
+// The first line of the file `name` in `dir_fd` as an object with a numeric
+// "step"? A metrics line is short, so 4 KiB are read first (a data set of *.jsonl
+// shards under /fsx costs a small read per shard), then up to max_line_bytes.
+bool LooksLikeMetricsJsonl(int dir_fd, const std::string& name, size_t max_line_bytes) {
+  constexpr size_t kProbe = 4096;
+  auto file = OpenRegularAt(dir_fd, name);
+  if (!file.ok()) return false;
+  auto head = ReadAt(file->fd.get(), 0, kProbe);
   if (head.ok() && head->find('\n') == std::string::npos && head->size() == kProbe) {
-    head = ReadPrefix(path, static_cast<int64_t>(max_line_bytes));
+    head = ReadAt(file->fd.get(), 0, max_line_bytes);
   }
   if (!head.ok()) return false;
   const size_t nl = head->find('\n');
@@ -273,173 +115,269 @@ struct SeriesBuilder {
   }
 };
 
-using SeriesMap = std::map<std::string, SeriesBuilder>;
+// The series of a run as it is read: the first `max_series` tags met; values of
+// any other tag are dropped at once, and the names of up to kMaxDropped of those
+// tags are kept for the warning.
+class SeriesSet {
+ public:
+  explicit SeriesSet(size_t max_series) : max_series_(max_series) {}
 
-// Resolves `path` inside options.root; kInvalidArgument when it is not.
-StatusOr<std::string> ResolveInsideRoot(const TrainingMetricsOptions& o, const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) return InvalidArgumentError("the run's path is empty");
-  char real_root[PATH_MAX];
-  if (::realpath(o.root.c_str(), real_root) == nullptr) {
-    return FailedPreconditionError(o.root +
-                                   " is not available on this node: " + std::strerror(errno));
+  void Add(std::string_view tag, int64_t step, double wall_time, double value) {
+    auto it = series_.find(tag);
+    if (it == series_.end()) {
+      if (series_.size() >= max_series_) {
+        if (dropped_.count(tag) == 0) {
+          if (dropped_.size() < kMaxDropped) {
+            dropped_.emplace(tag);
+          } else {
+            more_dropped_ = true;
+          }
+        }
+        return;
+      }
+      it = series_.emplace(std::string(tag), SeriesBuilder{}).first;
+    }
+    it->second.Add(step, wall_time, value);
   }
-  const fs::path root = fs::path(o.root).lexically_normal();
-  const fs::path given = fs::path(path).is_absolute() ? fs::path(path) : root / path;
-  const std::string outside = "path " + path + " is outside " + o.root;
-  // By name first, so that whether something exists outside root is never told.
-  const fs::path normal = given.lexically_normal();
-  const fs::path rel = normal.lexically_relative(root);
-  if (rel.empty() || *rel.begin() == "..") return InvalidArgumentError(outside);
-  char real[PATH_MAX];
-  if (::realpath(normal.c_str(), real) == nullptr) {
-    if (errno == ENOENT || errno == ENOTDIR) return NotFoundError("no run at " + path);
-    return ErrnoStatus(errno, "resolving " + path);
+
+  std::map<std::string, SeriesBuilder, std::less<>>& series() { return series_; }
+
+  // "300 tags; the first 256 read are answered"; empty when no tag was dropped.
+  std::string DroppedWarning() const {
+    if (dropped_.empty()) return "";
+    const std::string total = std::to_string(series_.size() + dropped_.size());
+    return (more_dropped_ ? "more than " + total : total) + " tags; the first " +
+           std::to_string(max_series_) + " read are answered";
   }
-  const std::string real_root_s = real_root, real_s = real;
-  const bool inside =
-      real_s == real_root_s || real_root_s == "/" || real_s.rfind(real_root_s + "/", 0) == 0;
-  if (!inside) return InvalidArgumentError(outside + " (after resolving symlinks)");
-  return real_s;
-}
+
+ private:
+  static constexpr size_t kMaxDropped = 4096;
+  const size_t max_series_;
+  std::map<std::string, SeriesBuilder, std::less<>> series_;
+  std::set<std::string, std::less<>> dropped_;
+  bool more_dropped_ = false;
+};
+
+// ---- TensorBoard ----
 
 // The creation time in an event file's name ("events.out.tfevents.<secs>.host…").
 int64_t NameSeconds(const std::string& name) {
   return std::strtoll(name.c_str() + kEventPrefix.size(), nullptr, 10);
 }
 
-Status ReadTensorBoardDir(const TrainingMetricsOptions& o, const std::string& dir,
-                          SeriesMap* series, std::vector<std::string>* warnings) {
-  HPOD_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDir(dir, nullptr));
-  std::vector<std::string> files;
+struct EventFile {
+  std::string name;
+  int64_t size = 0;
+  double created = 0;  // the wall time of its first record, else its name's seconds
+};
+
+// The event files of the directory `dir_fd` in the order they were written,
+// with their sizes; at most max_event_files (the newest).
+StatusOr<std::vector<EventFile>> ListEventFiles(const TrainingMetricsOptions& o, int dir_fd,
+                                                const std::string& dir,
+                                                std::vector<std::string>* warnings) {
+  bool truncated = false;
+  HPOD_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
+                        ListDirAt(dir_fd, o.max_entries, &truncated));
+  if (truncated) {
+    warnings->push_back("looked at only the first " + std::to_string(o.max_entries) +
+                        " entries of " + dir);
+  }
+  std::vector<EventFile> files;
   for (const DirEntry& e : entries) {
-    if (IsEventFileName(e.name) && S_ISREG(e.st.st_mode)) files.push_back(e.name);
+    if (IsEventFileName(e.name) && S_ISREG(e.st.st_mode)) files.push_back({e.name});
   }
   if (files.empty()) {
     return InvalidArgumentError(dir + " holds no TensorBoard event files (events.out.tfevents.*)");
   }
-  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
-    return std::pair(NameSeconds(a), a) < std::pair(NameSeconds(b), b);
+  std::sort(files.begin(), files.end(), [](const EventFile& a, const EventFile& b) {
+    return std::pair(NameSeconds(a.name), a.name) < std::pair(NameSeconds(b.name), b.name);
   });
-  int64_t budget = o.max_read_bytes;
-  std::vector<std::pair<std::string, DecodedEventFile>> decoded_files;
-  for (const std::string& name : files) {
-    if (budget <= 0) {
-      warnings->push_back("stopped reading before " + name + ": the run's files exceed " +
-                          std::to_string(o.max_read_bytes >> 20) + " MiB");
-      break;
-    }
-    auto data = ReadPrefix(Join(dir, name), budget + 1);
-    if (!data.ok()) {
-      warnings->push_back(std::string(data.status().message()));
+  if (files.size() > o.max_event_files) {
+    warnings->push_back(std::to_string(files.size()) + " event files; the newest " +
+                        std::to_string(o.max_event_files) + " (by name) are read");
+    files.erase(files.begin(), files.end() - static_cast<ptrdiff_t>(o.max_event_files));
+  }
+  // The first record (file_version, written at creation) orders two files
+  // created in the same second, which their names cannot (the pid follows the
+  // seconds). A small read per file.
+  EventStreamOptions probe;
+  probe.max_records = 1;
+  probe.chunk_bytes = 4096;
+  probe.max_bytes = 8192;
+  probe.max_record_bytes = 4096;
+  std::vector<EventFile> opened;
+  for (EventFile& f : files) {
+    auto file = OpenRegularAt(dir_fd, f.name);
+    if (!file.ok()) {
+      warnings->push_back(std::string(file.status().message()));
       continue;
     }
-    if (static_cast<int64_t>(data->size()) > budget) {
-      data->resize(budget);
-      warnings->push_back("read only the first " + std::to_string(budget) + " bytes of " + name);
-    }
-    budget -= static_cast<int64_t>(data->size());
-    decoded_files.emplace_back(name, DecodeEventFile(*data));
+    f.size = file->st.st_size;
+    f.created = static_cast<double>(NameSeconds(f.name));
+    auto first = DecodeEventStream(FdSource(file->fd.get()), probe,
+                                   [](std::string_view, int64_t, double, float) {});
+    if (first.ok() && first->first_wall_time) f.created = *first->first_wall_time;
+    opened.push_back(std::move(f));
   }
-  // Oldest writer first: the first record's wall time (file_version, written at
-  // creation) orders two files created in the same second, which their names
-  // cannot (the pid follows the seconds).
-  std::stable_sort(decoded_files.begin(), decoded_files.end(), [](const auto& a, const auto& b) {
-    return a.second.first_wall_time.value_or(NameSeconds(a.first)) <
-           b.second.first_wall_time.value_or(NameSeconds(b.first));
-  });
-  for (const auto& [name, decoded] : decoded_files) {
-    for (const EventScalar& s : decoded.scalars) {
-      (*series)[s.tag].Add(s.step, s.wall_time, static_cast<double>(s.value));
+  std::stable_sort(opened.begin(), opened.end(),
+                   [](const EventFile& a, const EventFile& b) { return a.created < b.created; });
+  return opened;
+}
+
+Status ReadTensorBoardDir(const TrainingMetricsOptions& o, int dir_fd, const std::string& dir,
+                          SeriesSet* series, std::vector<std::string>* warnings) {
+  HPOD_ASSIGN_OR_RETURN(std::vector<EventFile> files, ListEventFiles(o, dir_fd, dir, warnings));
+  // The newest files within the budget; the oldest of them may be read from its
+  // middle (skip bytes first).
+  int64_t left = o.max_read_bytes, total = 0, skip = 0;
+  size_t first = files.size();
+  for (const EventFile& f : files) total += f.size;
+  while (first > 0 && left > 0) {
+    const EventFile& f = files[--first];
+    skip = std::max<int64_t>(0, f.size - left);
+    left -= f.size - skip;
+  }
+  if (first > 0 || skip > 0) {
+    std::string what;
+    if (first > 0) what = std::to_string(first) + " older files";
+    if (skip > 0) {
+      what += (what.empty() ? "the first " : " and the first ") + Bytes(skip) + " of " +
+              files[first].name;
     }
-    if (!decoded.corruption.empty()) {
-      warnings->push_back(name + ": " + decoded.corruption + "; the rest of the file was skipped");
+    warnings->push_back("the run's event files hold " + Bytes(total) + ", more than the " +
+                        Bytes(o.max_read_bytes) + " read per query: the newest are read (" + what +
+                        " skipped)");
+  }
+  for (size_t i = first; i < files.size(); ++i) {
+    const EventFile& f = files[i];
+    auto file = OpenRegularAt(dir_fd, f.name);
+    if (!file.ok()) {
+      warnings->push_back(std::string(file.status().message()));
+      continue;
     }
-    if (decoded.undecodable > 0) {
-      warnings->push_back(name + ": " + std::to_string(decoded.undecodable) +
+    EventStreamOptions read;
+    read.chunk_bytes = kChunkBytes;
+    // Its size when the budget was shared out: what a writer appends meanwhile
+    // is the next query's.
+    const int64_t from = i == first ? skip : 0;
+    read.max_bytes = f.size - from;
+    if (from > 0) {
+      if (::lseek(file->fd.get(), from, SEEK_SET) < 0) {
+        warnings->push_back(std::string(ErrnoStatus(errno, "reading " + f.name).message()));
+        continue;
+      }
+      read.resync = true;
+      read.start_offset = from;
+    }
+    auto stats = DecodeEventStream(
+        FdSource(file->fd.get()), read,
+        [series](std::string_view tag, int64_t step, double wall_time, float value) {
+          series->Add(tag, step, wall_time, static_cast<double>(value));
+        });
+    if (!stats.ok()) {
+      warnings->push_back(f.name + ": " + std::string(stats.status().message()));
+      continue;
+    }
+    if (!stats->corruption.empty()) {
+      warnings->push_back(f.name + ": " + stats->corruption + "; the rest of the file was skipped");
+    }
+    if (stats->undecodable > 0) {
+      warnings->push_back(f.name + ": " + std::to_string(stats->undecodable) +
                           " records could not be decoded and were skipped");
     }
   }
   return OkStatus();
 }
 
-Status ReadJsonl(const TrainingMetricsOptions& o, const std::string& path, SeriesMap* series,
+// ---- JSONL ----
+
+// One line's points; false when it is no metrics line.
+bool AddJsonlLine(const TrainingMetricsOptions& o, std::string_view line, SeriesSet* series) {
+  if (line.size() > o.max_line_bytes) return false;
+  const Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  const std::optional<int64_t> step = StepOf(j);
+  if (!step) return false;
+  double wall_time = 0;
+  for (const char* key : {"wall_time", "time"}) {
+    if (j.contains(key) && j[key].is_number()) {
+      wall_time = j[key].get<double>();
+      break;
+    }
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key == "step" || key == "wall_time" || key == "time" || !value.is_number()) continue;
+    series->Add(key, *step, wall_time, value.get<double>());
+  }
+  return true;
+}
+
+// Reads the lines of `file` in chunks (never more than one line and one chunk
+// held), its last max_read_bytes when it is larger.
+Status ReadJsonl(const TrainingMetricsOptions& o, const OpenedPath& file, SeriesSet* series,
                  std::vector<std::string>* warnings) {
-  HPOD_ASSIGN_OR_RETURN(std::string data, ReadPrefix(path, o.max_read_bytes + 1));
-  if (static_cast<int64_t>(data.size()) > o.max_read_bytes) {
-    data.resize(o.max_read_bytes);
-    warnings->push_back("read only the first " + std::to_string(o.max_read_bytes) + " bytes");
+  const int fd = file.fd.get();
+  const int64_t size = file.st.st_size;
+  const int64_t start = std::max<int64_t>(0, size - o.max_read_bytes);
+  if (start > 0) {
+    if (::lseek(fd, start, SEEK_SET) < 0) return ErrnoStatus(errno, "reading " + file.name);
+    warnings->push_back("the file holds " + Bytes(size) + ", more than the " +
+                        Bytes(o.max_read_bytes) + " read per query: its last " +
+                        Bytes(o.max_read_bytes) + " are read, the older lines skipped");
   }
-  int64_t malformed = 0, line_no = 0, first_bad = 0;
-  size_t pos = 0;
-  while (pos < data.size()) {
-    size_t nl = data.find('\n', pos);
-    const bool last = nl == std::string::npos;
-    std::string_view line(data.data() + pos, (last ? data.size() : nl) - pos);
-    pos = last ? data.size() : nl + 1;
-    ++line_no;
-    if (line.empty()) continue;
-    Json j = line.size() > o.max_line_bytes
-                 ? Json(Json::value_t::discarded)
-                 : Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    const std::optional<int64_t> step = StepOf(j);
-    if (!step) {
-      // A line without its newline is being written: the next read has it whole.
-      if (last) break;
-      if (++malformed == 1) first_bad = line_no;
-      continue;
-    }
-    double wall_time = 0;
-    for (const char* key : {"wall_time", "time"}) {
-      if (j.contains(key) && j[key].is_number()) {
-        wall_time = j[key].get<double>();
-        break;
+  int64_t malformed = 0, line_no = 0, first_bad = 0, read_total = 0;
+  auto bad = [&] {
+    if (++malformed == 1) first_bad = line_no;
+  };
+  std::string carry;          // the line being assembled
+  bool skipping = start > 0;  // the first bytes read are the end of a skipped line
+  bool overlong = false;      // the current line passed max_line_bytes: dropped to its end
+  std::vector<char> buf(kChunkBytes);
+  bool at_end = false;
+  while (!at_end && read_total < o.max_read_bytes) {
+    const size_t want = static_cast<size_t>(
+        std::min<int64_t>(static_cast<int64_t>(buf.size()), o.max_read_bytes - read_total));
+    const ssize_t n = ::read(fd, buf.data(), want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "reading " + file.name);
+    read_total += n;
+    // At the file's size when looked at: lines appended since are the next read's.
+    at_end = n == 0 || start + read_total >= size;
+    std::string_view chunk(buf.data(), static_cast<size_t>(n));
+    while (!chunk.empty()) {
+      const size_t nl = chunk.find('\n');
+      const std::string_view piece = chunk.substr(0, std::min(nl, chunk.size()));
+      if (!skipping && !overlong) {
+        if (carry.size() + piece.size() > o.max_line_bytes) {
+          overlong = true;
+          carry.clear();
+        } else {
+          carry.append(piece);
+        }
       }
-    }
-    for (const auto& [key, value] : j.items()) {
-      if (key == "step" || key == "wall_time" || key == "time" || !value.is_number()) continue;
-      (*series)[key].Add(*step, wall_time, value.get<double>());
+      if (nl == std::string_view::npos) break;
+      chunk.remove_prefix(nl + 1);
+      if (std::exchange(skipping, false)) continue;
+      ++line_no;
+      if (std::exchange(overlong, false)) {
+        bad();
+      } else if (!carry.empty() && !AddJsonlLine(o, carry, series)) {
+        bad();
+      }
+      carry.clear();
     }
   }
+  // A last line without its newline is being written: taken only when it is
+  // already whole, else left for the next read.
+  if (at_end && !skipping && !overlong && !carry.empty()) AddJsonlLine(o, carry, series);
   if (malformed > 0) {
     warnings->push_back(std::to_string(malformed) + " malformed lines skipped (the first is line " +
-                        std::to_string(first_bad) + ")");
+                        std::to_string(first_bad) + (start > 0 ? " of the part read)" : ")"));
   }
   return OkStatus();
 }
 
 }  // namespace
-
-DecodedEventFile DecodeEventFile(std::string_view data) {
-  DecodedEventFile out;
-  size_t pos = 0;
-  while (data.size() - pos >= 12) {
-    const std::string_view header = data.substr(pos, 12);
-    const uint64_t length = LittleEndian(header.substr(0, 8));
-    const auto length_crc = static_cast<uint32_t>(LittleEndian(header.substr(8, 4)));
-    if (MaskCrc32c(Crc32c(header.data(), 8)) != length_crc) {
-      out.corruption = "bad length checksum in the record at offset " + std::to_string(pos);
-      break;
-    }
-    if (length > data.size() - pos - 12 || data.size() - pos - 12 - length < 4) break;  // torn
-    const std::string_view event = data.substr(pos + 12, length);
-    const auto data_crc = static_cast<uint32_t>(LittleEndian(data.substr(pos + 12 + length, 4)));
-    if (MaskCrc32c(Crc32c(event)) != data_crc) {
-      out.corruption = "bad data checksum in the record at offset " + std::to_string(pos);
-      break;
-    }
-    const size_t before = out.scalars.size();
-    double wall_time = 0;
-    if (!DecodeEvent(event, &out.scalars, &wall_time)) {
-      out.scalars.resize(before);
-      ++out.undecodable;
-    } else if (!out.first_wall_time) {
-      out.first_wall_time = wall_time;
-    }
-    pos += 12 + length + 4;
-  }
-  return out;
-}
 
 void Downsample(std::vector<proto::TrainingPoint>& points, size_t max_points) {
   const size_t n = points.size();
@@ -460,40 +398,54 @@ void Downsample(std::vector<proto::TrainingPoint>& points, size_t max_points) {
 }
 
 StatusOr<RunList> ListRuns(const TrainingMetricsOptions& o) {
-  struct stat root_st;
-  if (::stat(o.root.c_str(), &root_st) != 0 || !S_ISDIR(root_st.st_mode)) {
-    return FailedPreconditionError(o.root + " is not a directory on this node");
-  }
+  auto root = OpenRoot(o.root);
+  if (!root.ok()) return FailedPreconditionError(o.root + " is not a directory on this node");
   RunList list;
   int64_t budget = o.max_entries;
-  std::deque<std::pair<std::string, int>> dirs = {{o.root, 0}};
+  // Directories by their path relative to root, each opened beneath root's fd
+  // without following symlinks (one swapped in after the listing is refused).
+  std::deque<std::pair<std::string, int>> dirs = {{"", 0}};
   while (!dirs.empty() && budget > 0) {
-    auto [dir, depth] = dirs.front();
+    auto [rel, depth] = dirs.front();
     dirs.pop_front();
-    auto entries = ListDir(dir, &budget);
+    const std::string dir = rel.empty() ? o.root : Join(o.root, rel);
+    ScopedFd opened;
+    if (!rel.empty()) {
+      auto d = OpenBeneath(root->get(), o.root, rel, Symlinks::kNever);
+      if (!d.ok()) {
+        list.warnings.push_back(std::string(d.status().message()));
+        continue;
+      }
+      if (!S_ISDIR(d->st.st_mode)) continue;  // replaced since it was listed
+      opened = std::move(d->fd);
+    }
+    const int dir_fd = rel.empty() ? root->get() : opened.get();
+    auto entries = ListDirAt(dir_fd, std::numeric_limits<int64_t>::max(), nullptr, &budget);
     if (!entries.ok()) {
-      list.warnings.push_back(std::string(entries.status().message()));
+      list.warnings.push_back(dir + ": " + std::string(entries.status().message()));
       continue;
     }
     proto::TrainingRun events{dir, std::string(kTensorBoard), 0, 0};
     bool has_events = false;
     for (const DirEntry& e : *entries) {
-      const std::string path = Join(dir, e.name);
       if (S_ISDIR(e.st.st_mode)) {
-        if (depth < o.max_depth) dirs.emplace_back(path, depth + 1);
+        if (depth < o.max_depth)
+          dirs.emplace_back(rel.empty() ? e.name : rel + "/" + e.name, depth + 1);
       } else if (!S_ISREG(e.st.st_mode)) {
         continue;  // symlinks are not followed; devices and sockets are no runs
       } else if (IsEventFileName(e.name)) {
         has_events = true;
         events.last_modified = std::max(events.last_modified, MtimeSeconds(e.st));
         events.size_bytes += e.st.st_size;
-      } else if (EndsWith(e.name, ".jsonl") && LooksLikeMetricsJsonl(path, o.max_line_bytes)) {
-        list.runs.push_back({path, std::string(kJsonl), MtimeSeconds(e.st), e.st.st_size});
+      } else if (EndsWith(e.name, ".jsonl") &&
+                 LooksLikeMetricsJsonl(dir_fd, e.name, o.max_line_bytes)) {
+        list.runs.push_back(
+            {Join(dir, e.name), std::string(kJsonl), MtimeSeconds(e.st), e.st.st_size});
       }
     }
     if (has_events) list.runs.push_back(std::move(events));
   }
-  // ListDir leaves the budget below 0 when it stopped in a directory.
+  // ListDirAt leaves the budget below 0 when it stopped in a directory.
   if (budget < 0 || (budget == 0 && !dirs.empty())) {
     list.warnings.push_back("stopped after " + std::to_string(o.max_entries) + " entries under " +
                             o.root + "; runs further down were not looked for");
@@ -516,31 +468,37 @@ StatusOr<RunMetrics> ReadRun(const TrainingMetricsOptions& o, const std::string&
                                 " (got " + std::to_string(max_points) + ")");
   }
   if (max_points == 0) max_points = o.default_max_points;
-  HPOD_ASSIGN_OR_RETURN(std::string real, ResolveInsideRoot(o, path));
-  struct stat st;
-  if (::stat(real.c_str(), &st) != 0) return ErrnoStatus(errno, "reading " + path);
+  if (path.empty()) return InvalidArgumentError("the run's path is empty");
+  HPOD_ASSIGN_OR_RETURN(ScopedFd root, OpenRoot(o.root));
+  // By name first, so that whether something exists outside root is never told.
+  const std::optional<std::string> rel = RelativeUnder(o.root, path);
+  if (!rel) return InvalidArgumentError("path " + path + " is outside " + o.root);
+  auto run = OpenBeneath(root.get(), o.root, *rel, Symlinks::kFollowInside);
+  if (!run.ok()) {
+    if (run.status().code() == StatusCode::kNotFound) return NotFoundError("no run at " + path);
+    return run.status();
+  }
   RunMetrics out;
-  SeriesMap series;
-  if (S_ISDIR(st.st_mode)) {
-    HPOD_RETURN_IF_ERROR(ReadTensorBoardDir(o, real, &series, &out.warnings));
-  } else if (S_ISREG(st.st_mode) && EndsWith(real, ".jsonl")) {
-    HPOD_RETURN_IF_ERROR(ReadJsonl(o, real, &series, &out.warnings));
+  SeriesSet series(o.max_series);
+  if (S_ISDIR(run->st.st_mode)) {
+    const std::string dir = *rel == "." ? o.root : Join(o.root, *rel);
+    HPOD_RETURN_IF_ERROR(ReadTensorBoardDir(o, run->fd.get(), dir, &series, &out.warnings));
+  } else if (S_ISREG(run->st.st_mode) && EndsWith(run->name, ".jsonl")) {
+    HPOD_RETURN_IF_ERROR(ReadJsonl(o, *run, &series, &out.warnings));
   } else {
     return InvalidArgumentError(path + " is neither a TensorBoard log directory nor a .jsonl file");
   }
-  if (series.size() > o.max_series) {
-    out.warnings.push_back(std::to_string(series.size()) + " tags; the first " +
-                           std::to_string(o.max_series) + " are answered");
+  if (std::string dropped = series.DroppedWarning(); !dropped.empty()) {
+    out.warnings.push_back(std::move(dropped));
   }
   // Fewer points per series when all of them would not fit in one answer.
-  const size_t answered = std::min(series.size(), o.max_series);
+  const auto answered = static_cast<int64_t>(series.series().size());
   int64_t per_series = max_points;
-  if (answered > 0 && per_series * static_cast<int64_t>(answered) > o.max_total_points) {
-    per_series = std::max<int64_t>(2, o.max_total_points / static_cast<int64_t>(answered));
+  if (answered > 0 && per_series * answered > o.max_total_points) {
+    per_series = std::max<int64_t>(2, o.max_total_points / answered);
   }
   bool thinned = false;
-  for (auto& [tag, builder] : series) {
-    if (out.series.size() == answered) break;
+  for (auto& [tag, builder] : series.series()) {
     if (builder.non_finite > 0) {
       out.warnings.push_back(tag + ": " + std::to_string(builder.non_finite) +
                              " non-finite values left out");

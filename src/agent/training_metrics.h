@@ -18,15 +18,9 @@
 //   warning; a last line without its newline is being written and is left for
 //   the next read.
 //
-// Event files are TFRecords (src/train/trainer/tfevents.h writes them): uint64
-// length | uint32 masked crc32c(length) | Event | uint32 masked crc32c(Event),
-// little-endian; both checksums are verified. Of an Event only wall_time (1,
-// double), step (2, int64) and summary (5) → value (1, repeated) → {tag (1),
-// simple_value (2, float)} are read; other fields are skipped by wire type, and
-// values without simple_value (histograms, images, tensors) are not scalars.
-// A file ends in a torn record while its writer is running (the normal case
-// during training): reading stops there without a word. A record whose
-// checksum is wrong stops the reading of that file, with a warning.
+// Event files are TFRecords, decoded by event_file.h: a torn last record (a
+// writer mid-write, the normal case during training) ends a file without a word;
+// a record whose checksum is wrong stops the reading of that file, with a warning.
 //
 // A run's points are in step order per tag. When steps go backwards (a run
 // resumed from an older checkpoint re-runs steps, in a new event file or in the
@@ -34,7 +28,23 @@
 // TensorBoard's purge of orphaned data does. Files of one directory are merged
 // oldest first, by the wall time of their first record.
 //
+// Memory and time are bounded per query: files are decoded in chunks straight
+// into the series (no file is held whole), at most `max_read_bytes` of a run are
+// read, at most `max_series` tags are kept (the first ones read; the values of
+// further tags are dropped while reading, with a warning), and directory listings
+// stop at `max_entries`. A run larger than the read budget is read from its
+// newest end, so a live plot keeps moving: the newest event files that fit, the
+// oldest of them from the middle (resynchronised at a record), or the last
+// `max_read_bytes` of a JSONL file; a warning says what was skipped.
+//
+// Paths are opened component by component beneath the root's fd
+// (confined_open.h), so nothing outside the root is reached even while paths
+// under it change; symlinks that stay inside the root are followed by ReadRun,
+// never by ListRuns.
+//
 // Thread contract: free functions; safe from any thread (they only read files).
+// A call blocks as long as the filesystem does (a hung /fsx blocks in the
+// kernel): TrainingQueryRunner runs them on a thread it can abandon.
 
 #include <cstddef>
 #include <cstdint>
@@ -54,8 +64,11 @@ struct TrainingMetricsOptions {
   // ListRuns: directories this far below root are looked into (root is 0).
   int max_depth = 5;
   // ListRuns: directory entries looked at, in breadth-first order; then it stops
-  // with a warning (a huge /fsx must not cost a walk of all of it).
+  // with a warning (a huge /fsx must not cost a walk of all of it). ReadRun: the
+  // entries of a run's directory looked at.
   int64_t max_entries = 20000;
+  // ReadRun: event files of one run read (the newest by name), with a warning.
+  size_t max_event_files = 1000;
   // ListRuns: the newest this many runs are returned.
   size_t max_runs = 200;
   // ReadRun: points per series when the caller asks for 0, and the most it may ask.
@@ -64,10 +77,11 @@ struct TrainingMetricsOptions {
   // ReadRun: all series together; fewer per series when many tags would exceed it
   // (the answer is one channel frame, and hpodd reads frames up to 8 MiB).
   int64_t max_total_points = 50000;
-  // ReadRun: tags answered (the first ones in tag order).
+  // ReadRun: tags kept while reading and answered (the first ones read).
   size_t max_series = 256;
-  // ReadRun: bytes read from a run's files together; the rest is left, with a warning.
-  int64_t max_read_bytes = int64_t{256} << 20;
+  // ReadRun: bytes read from a run's files together, from the newest end; the
+  // older rest is left, with a warning.
+  int64_t max_read_bytes = int64_t{64} << 20;
   // A JSONL line longer than this is malformed; ListRuns reads at most this much
   // of a *.jsonl file to look at its first line.
   size_t max_line_bytes = 64 * 1024;
@@ -92,8 +106,8 @@ StatusOr<RunList> ListRuns(const TrainingMetricsOptions& options);
 // downsampled to `max_points` (0: default_max_points; more than max_points_limit
 // is kInvalidArgument). kInvalidArgument when `path` is outside root (by its
 // name or after resolving symlinks) or is neither a directory with event files
-// nor a *.jsonl file; kNotFound when it does not exist; kFailedPrecondition
-// when root does not.
+// nor a *.jsonl file (a FIFO or device is refused without blocking); kNotFound
+// when it does not exist; kFailedPrecondition when root does not.
 StatusOr<RunMetrics> ReadRun(const TrainingMetricsOptions& options, const std::string& path,
                              int64_t max_points);
 
@@ -102,29 +116,6 @@ api::agentproto::TrainingResult AnswerTrainingQuery(const TrainingMetricsOptions
                                                     const api::agentproto::TrainingQuery& query);
 
 // ---- the parts, for tests ----
-
-// One scalar of one event.
-struct EventScalar {
-  std::string tag;
-  int64_t step = 0;
-  double wall_time = 0;
-  float value = 0;
-};
-
-struct DecodedEventFile {
-  std::vector<EventScalar> scalars;  // in file order
-  // Set when a record failed its checksum: what and at which offset (the rest
-  // of the file was not read). A torn last record is not corruption.
-  std::string corruption;
-  // Records whose checksums held but whose Event could not be decoded (skipped).
-  int64_t undecodable = 0;
-  // The wall time of the first decoded record (the file_version event a writer
-  // starts with); none when there is none.
-  std::optional<double> first_wall_time;
-};
-
-// Decodes the records of one event file's bytes.
-DecodedEventFile DecodeEventFile(std::string_view data);
 
 // Keeps at most `max_points` of `points`, evenly spaced by index and always the
 // first and the last (max_points 1 keeps the last).

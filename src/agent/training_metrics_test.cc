@@ -15,9 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "hpod/agent/event_file.h"
 #include "hpod/agent/test_util.h"
+#include "hpod/agent/tfevents_test_util.h"
 #include "hpod/agent/training_queries.h"
-#include "hpod/base/crc32c.h"
 
 namespace hpod::agent {
 namespace {
@@ -25,78 +26,19 @@ namespace {
 namespace fs = std::filesystem;
 namespace proto = api::agentproto;
 using nlohmann::json;
+using testing::Bytes;
+using testing::Event;
+using testing::FileVersion;
+using testing::Fixed;
+using testing::Key;
+using testing::Record;
+using testing::ScalarFile;
 using testing::TempDir;
+using testing::Value;
+using testing::Varint;
 using testing::WriteTestFile;
 
 const std::string kFixture = std::string(HPOD_AGENT_TESTDATA) + "/hpod_train_run";
-
-// ---- a hand-written encoder of the records (the agent may not link src/train) ----
-
-void Varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7F) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-void Fixed(std::string& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
-}
-void Key(std::string& out, uint32_t field, uint32_t wire) { Varint(out, (field << 3) | wire); }
-void Bytes(std::string& out, uint32_t field, std::string_view b) {
-  Key(out, field, 2);
-  Varint(out, b.size());
-  out += b;
-}
-std::string Value(const std::string& tag, float v) {
-  std::string value;
-  Bytes(value, 1, tag);
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  Key(value, 2, 5);
-  Fixed(value, bits, 4);
-  return value;
-}
-std::string Event(double wall_time, int64_t step, const std::vector<std::string>& values,
-                  const std::string& extra = "") {
-  std::string summary, event;
-  for (const auto& v : values) Bytes(summary, 1, v);
-  uint64_t bits;
-  std::memcpy(&bits, &wall_time, 8);
-  Key(event, 1, 1);
-  Fixed(event, bits, 8);
-  Key(event, 2, 0);
-  Varint(event, static_cast<uint64_t>(step));
-  event += extra;
-  Bytes(event, 5, summary);
-  return event;
-}
-std::string Record(std::string_view data) {
-  std::string r;
-  Fixed(r, data.size(), 8);
-  Fixed(r, MaskCrc32c(Crc32c(r.data(), 8)), 4);
-  r += data;
-  Fixed(r, MaskCrc32c(Crc32c(data)), 4);
-  return r;
-}
-std::string FileVersion(double wall_time) {
-  std::string e;
-  uint64_t bits;
-  std::memcpy(&bits, &wall_time, 8);
-  Key(e, 1, 1);
-  Fixed(e, bits, 8);
-  Bytes(e, 3, "brain.Event:2");
-  return Record(e);
-}
-// An event file of one scalar tag: (step, value) pairs, wall time 1000 + step.
-std::string ScalarFile(const std::string& tag, const std::vector<std::pair<int64_t, float>>& points,
-                       double created = 1000) {
-  std::string file = FileVersion(created);
-  for (const auto& [step, v] : points) {
-    file += Record(Event(1000.0 + static_cast<double>(step), step, {Value(tag, v)}));
-  }
-  return file;
-}
 
 std::map<std::string, std::vector<proto::TrainingPoint>> ByTag(const RunMetrics& m) {
   std::map<std::string, std::vector<proto::TrainingPoint>> out;
@@ -333,7 +275,8 @@ TEST(TrainingMetricsTest, PathsOutsideTheRootAreRefused) {
         root + "/../nonexistent"}) {
     auto m = ReadRun(o, path, 0);
     ASSERT_FALSE(m.ok()) << path;
-    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << path << ": " << m.status().ToString();
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument)
+        << path << ": " << m.status().ToString();
     EXPECT_NE(m.status().message().find("is outside " + root), std::string::npos) << path;
   }
   EXPECT_TRUE(ReadRun(o, root + "/alias", 0).ok());
@@ -463,13 +406,24 @@ TEST(TrainingMetricsTest, ReadRunBoundsPointsPerSeriesAndPerAnswer) {
   ASSERT_EQ(m->series.size(), 3u);
   EXPECT_EQ(m->series[0].tag, "m0");
   EXPECT_EQ(m->series[0].points.size(), 100u);  // 300 / 3
-  EXPECT_EQ(m->warnings[0], "10 tags; the first 3 are answered");
+  EXPECT_EQ(m->warnings[0], "10 tags; the first 3 read are answered");
   EXPECT_EQ(ReadRun(o, "m.jsonl", o.max_points_limit + 1).status().code(),
             StatusCode::kInvalidArgument);
+  // Over the read budget: the newest lines, so that a live plot keeps moving.
   o.max_read_bytes = 1000;
+  o.max_series = 256;
   m = ReadRun(o, "m.jsonl", 0);
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->warnings[0], "read only the first 1000 bytes");
+  ASSERT_EQ(m->warnings.size(), 1u);
+  EXPECT_EQ(m->warnings[0], "the file holds " + std::to_string(lines.size()) +
+                                " bytes, more than the 1000 bytes read per query: its last 1000 "
+                                "bytes are read, the older lines skipped");
+  ASSERT_EQ(m->series.size(), 10u);
+  const auto& newest = m->series[0].points;
+  ASSERT_FALSE(newest.empty());
+  EXPECT_EQ(newest.back().step, 500);
+  EXPECT_GT(newest.front().step, 480);  // ~1000 bytes of ~150-byte lines
+  for (size_t i = 1; i < newest.size(); ++i) EXPECT_EQ(newest[i].step, newest[i - 1].step + 1);
 }
 
 // ---- queries ----
@@ -510,7 +464,9 @@ TEST(TrainingMetricsTest, AnswersQueriesOnItsOwnThread) {
   // A full queue refuses at once.
   replies.clear();
   {
-    TrainingQueryRunner runner(Under(kFixture), reply, /*max_queued=*/0);
+    TrainingQueryRunnerOptions refuse_all;
+    refuse_all.max_queued = 0;
+    TrainingQueryRunner runner(Under(kFixture), reply, refuse_all);
     runner.Submit(proto::TrainingQuery{"t-5", "list_runs", "", 0}.ToJson());
     ASSERT_TRUE(wait_for(1));
   }

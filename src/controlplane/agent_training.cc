@@ -38,6 +38,12 @@ StatusOr<proto::TrainingResult> AgentService::QueryTraining(const std::string& i
     MutexLock lock(mu_);
     training_.erase(query.id);
   }
+  if (!sent) {
+    // The connection is closing (its close callback has not run yet): the same
+    // as a disconnect before the answer, not a timeout.
+    return UnavailableError("the agent of " + instance_id +
+                            " disconnected before the query could be sent");
+  }
   if (!ready) {
     return DeadlineExceededError("no answer from the agent of " + instance_id + " within " +
                                  std::to_string(timeout.count()) + " ms");

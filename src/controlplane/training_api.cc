@@ -1,6 +1,7 @@
 #include "hpod/controlplane/training_api.h"
 
 #include <algorithm>
+#include <chrono>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -56,11 +57,36 @@ StatusOr<TrainingApi::Answer> TrainingApi::Ask(const std::string& cluster_name,
     return std::tuple(a.group_name != controller_group, a.group_name, a.ordinal) <
            std::tuple(b.group_name != controller_group, b.group_name, b.ordinal);
   });
+  if (in_flight_.exchange(true)) {
+    return ResourceExhaustedError(
+               "another training query is being answered (hpodd asks one at a time); retry "
+               "shortly")
+        .WithAwsType("ThrottlingException");
+  }
+  struct Release {
+    std::atomic<bool>& flag;
+    ~Release() { flag.store(false); }
+  } release{in_flight_};
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  int asked = 0;
+  bool out_of_time = false;
+  Status refused;  // the last node's FAILED_PRECONDITION (no /fsx there)
   for (const store::NodeRecord& n : nodes) {
+    if (asked >= options_.max_nodes) break;
     if (!agents_->Liveness(n.instance_id).connected) continue;
-    auto result = agents_->QueryTraining(n.instance_id, query, options_.timeout);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      out_of_time = true;
+      break;
+    }
+    ++asked;
+    auto result = agents_->QueryTraining(n.instance_id, query, left);
     // Gone between the two calls: the next node may still answer.
-    if (!result.ok() && result.status().code() == StatusCode::kFailedPrecondition) continue;
+    if (!result.ok() && result.status().code() == StatusCode::kFailedPrecondition) {
+      --asked;
+      continue;
+    }
     if (!result.ok() && result.status().code() == StatusCode::kDeadlineExceeded) {
       return UnavailableError(std::string(result.status().message()) + "; try again");
     }
@@ -71,9 +97,22 @@ StatusOr<TrainingApi::Answer> TrainingApi::Ask(const std::string& cluster_name,
       if (agent.code() == StatusCode::kInvalidArgument || agent.code() == StatusCode::kNotFound) {
         return InvalidArgumentError(agent.message());
       }
+      // This node has no /fsx (not mounted yet, or lost): another may.
+      if (agent.code() == StatusCode::kFailedPrecondition) {
+        refused = agent.Annotate("the agent of " + n.instance_id);
+        continue;
+      }
       return agent.Annotate("the agent of " + n.instance_id);
     }
     return Answer{n.instance_id, std::move(*result)};
+  }
+  if (!refused.ok()) {
+    return refused.Annotate("no node of cluster " + name + " could read /fsx (" +
+                            std::to_string(asked) + " asked)");
+  }
+  if (out_of_time) {
+    return UnavailableError("no answer from the nodes of cluster " + name + " within " +
+                            std::to_string(options_.timeout.count()) + " ms; try again");
   }
   return FailedPreconditionError(
       "Cluster " + name +

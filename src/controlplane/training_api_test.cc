@@ -266,9 +266,108 @@ TEST_F(TrainingApiTest, SilenceIsATimeoutAndAStrayAnswerIsIgnored) {
           .ok());
   auto late = call.get();
   EXPECT_EQ(late.status().code(), StatusCode::kUnavailable) << late.status().ToString();
-  EXPECT_NE(late.status().message().find("no answer from the agent of i-00000000000000001 within "
-                                         "300 ms"),
-            std::string::npos);
+  // Within what was left of the query's 300 ms when the node was asked.
+  EXPECT_EQ(
+      late.status().message().rfind("no answer from the agent of i-00000000000000001 within ", 0),
+      0u)
+      << late.status().message();
+}
+
+TEST_F(TrainingApiTest, OneQueryAtATimeTheOthersAreThrottledAtOnce) {
+  EXPECT_EQ(TrainingApiOptions{}.timeout, std::chrono::milliseconds(5000));
+  auto controller = Connect(kController);
+  TrainingApi api(*store_, agents_.get());
+  auto first = CallAsync(api, "HpodListTrainingRuns", {{"ClusterName", "demo"}});
+  json q = Next(*controller);  // the first is now waiting for the agent
+  const auto start = std::chrono::steady_clock::now();
+  auto second = api.Call("HpodGetTrainingMetrics", {{"ClusterName", "demo"}, {"Path", "tb"}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  ASSERT_EQ(second.status().code(), StatusCode::kResourceExhausted) << second.status().ToString();
+  const api::ApiError error = api::ToApiError(second.status());
+  EXPECT_EQ(error.type, "ThrottlingException");
+  EXPECT_EQ(error.http_status, 400);
+  // An unknown cluster is still told as such, not throttled.
+  EXPECT_EQ(
+      api::ToApiError(api.Call("HpodListTrainingRuns", {{"ClusterName", "nope"}}).status()).type,
+      "ResourceNotFound");
+  proto::TrainingResult r;
+  r.id = q["id"];
+  ASSERT_TRUE(controller->Send(r.ToJson().dump(), false).ok());
+  ASSERT_TRUE(first.get().ok());
+  // The slot is free again.
+  auto third = CallAsync(api, "HpodListTrainingRuns", {{"ClusterName", "demo"}});
+  q = Next(*controller);
+  r.id = q["id"];
+  ASSERT_TRUE(controller->Send(r.ToJson().dump(), false).ok());
+  EXPECT_TRUE(third.get().ok());
+}
+
+TEST_F(TrainingApiTest, ANodeWithoutFsxPassesTheQueryToTheNext) {
+  auto controller = Connect(kController);
+  auto worker = Connect(kWorker);
+  TrainingApi api(*store_, agents_.get());
+  auto call = CallAsync(api, "HpodListTrainingRuns", {{"ClusterName", "demo"}});
+  json q = Next(*controller);
+  auto no_fsx = [](const json& query) {
+    return proto::TrainingResult::Failed(query["id"],
+                                         FailedPreconditionError("/fsx is not a directory on "
+                                                                 "this node"))
+        .ToJson()
+        .dump();
+  };
+  ASSERT_TRUE(controller->Send(no_fsx(q), false).ok());
+  q = Next(*worker);
+  ASSERT_EQ(q["op"], "list_runs");
+  proto::TrainingResult r;
+  r.id = q["id"];
+  r.runs = {{"/fsx/tb", "tensorboard", 1700000000, 1}};
+  ASSERT_TRUE(worker->Send(r.ToJson().dump(), false).ok());
+  auto out = call.get();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)["NodeId"], kWorker);
+  // When every node asked says so: a ConflictException naming the last.
+  call = CallAsync(api, "HpodListTrainingRuns", {{"ClusterName", "demo"}});
+  ASSERT_TRUE(controller->Send(no_fsx(Next(*controller)), false).ok());
+  ASSERT_TRUE(worker->Send(no_fsx(Next(*worker)), false).ok());
+  auto none = call.get();
+  ASSERT_EQ(none.status().code(), StatusCode::kFailedPrecondition) << none.status().ToString();
+  EXPECT_EQ(api::ToApiError(none.status()).type, "ConflictException");
+  EXPECT_EQ(none.status().message(),
+            "no node of cluster demo could read /fsx (2 asked): the agent of "
+            "i-00000000000000002: /fsx is not a directory on this node");
+  // At most max_nodes are asked.
+  TrainingApi one(*store_, agents_.get(), TrainingApiOptions{std::chrono::seconds(5), 1});
+  call = CallAsync(one, "HpodListTrainingRuns", {{"ClusterName", "demo"}});
+  ASSERT_TRUE(controller->Send(no_fsx(Next(*controller)), false).ok());
+  EXPECT_NE(call.get().status().message().find("(1 asked)"), std::string::npos);
+}
+
+// A connection that is closing: it takes no more frames.
+class ClosingSocket : public http::WebSocket {
+ public:
+  bool Send(std::string, bool) override { return false; }
+  void Close(std::string_view) override {}
+  const std::string& remote_address() const override { return address_; }
+
+ private:
+  std::string address_ = "unix";
+};
+
+TEST_F(TrainingApiTest, AQueryThatCannotBeSentIsADisconnectNotATimeout) {
+  http::Request upgrade;
+  upgrade.method = "GET";
+  upgrade.target = "/agent/v1/channel";
+  upgrade.headers = {{"X-Hpod-Instance-Id", kController},
+                     {"Authorization", "HpodBootstrap " + agents_->BootstrapToken(kController)}};
+  auto accepted = agents_->HandleAgentUpgrade(upgrade, std::make_shared<ClosingSocket>());
+  ASSERT_TRUE(std::holds_alternative<http::WebSocketCallbacks>(accepted));
+  const auto start = std::chrono::steady_clock::now();
+  auto result = agents_->QueryTraining(kController, proto::TrainingQuery{"", "list_runs", "", 0},
+                                       std::chrono::seconds(20));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status().ToString();
+  EXPECT_EQ(result.status().message(),
+            "the agent of i-00000000000000001 disconnected before the query could be sent");
 }
 
 }  // namespace

@@ -128,6 +128,39 @@ test('failed calls reject with ApiError', async () => {
   await assert.rejects(down.call('ListClusters'), /Could not reach hpodd: Failed to fetch/);
 });
 
+test('throttled calls are retried with backoff, then given up', async () => {
+  const throttled = { ok: false, status: 400,
+    text: async () => '{"__type":"ThrottlingException","message":"another training query is being answered"}' };
+  const answers = [throttled, throttled, { ok: true, status: 200, text: async () => '{"Series":[]}' }];
+  const waits = [];
+  const dates = [];
+  const client = new ApiClient({ accessKeyId: 'A', secretAccessKey: 'S', region: 'r' },
+    { host: 'h', origin: 'http://h' }, async (u, init) => {
+      dates.push(Object.fromEntries(init.headers)['X-Amz-Date']);
+      return answers.shift();
+    }, () => new Date(Date.UTC(2025, 0, 2, 3, 4, 5 + dates.length)), async (ms) => { waits.push(ms); });
+  assert.deepEqual(await client.call('HpodGetTrainingMetrics', { ClusterName: 'c', Path: 'p' }), { Series: [] });
+  assert.equal(dates.length, 3);
+  assert.equal(new Set(dates).size, 3, 'each attempt is signed anew');
+  assert.equal(waits.length, 2);
+  assert.ok(waits[0] >= 50 && waits[0] < 150 && waits[1] >= 100 && waits[1] < 300, String(waits));
+  // Always throttled: the fourth answer is the caller's; other errors are not retried.
+  let calls = 0;
+  const busy = new ApiClient({ accessKeyId: 'A', secretAccessKey: 'S', region: 'r' },
+    { host: 'h', origin: 'http://h' }, async () => { calls += 1; return throttled; }, () => new Date(),
+    async () => {});
+  await assert.rejects(busy.call('HpodListTrainingRuns'), (e) => e.type === 'ThrottlingException');
+  assert.equal(calls, 4);
+  calls = 0;
+  const refused = new ApiClient({ accessKeyId: 'A', secretAccessKey: 'S', region: 'r' },
+    { host: 'h', origin: 'http://h' }, async () => {
+      calls += 1;
+      return { ok: false, status: 400, text: async () => '{"__type":"ResourceLimitExceeded","message":"x"}' };
+    }, () => new Date(), async () => {});
+  await assert.rejects(refused.call('ListClusters'), (e) => e.type === 'ResourceLimitExceeded');
+  assert.equal(calls, 1);
+});
+
 test('listAll follows NextToken', async () => {
   const pages = [{ ClusterSummaries: [1, 2], NextToken: 't' }, { ClusterSummaries: [3] }];
   const bodies = [];

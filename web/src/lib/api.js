@@ -41,6 +41,9 @@ export function parseError(status, text) {
   return new ApiError(type, message, status);
 }
 
+/** Retries of a throttled call: after about 100, 200 and 400 ms. */
+const THROTTLE_RETRIES = 3;
+
 /**
  * One signed-in client. `fetchFn` and `now` are injectable for tests.
  *
@@ -52,19 +55,36 @@ export class ApiClient {
    *     region: string}} creds
    * @param {{host: string, origin: string}} location  the page's location (endpoint)
    */
-  constructor(creds, location, fetchFn = globalThis.fetch.bind(globalThis), now = () => new Date()) {
+  constructor(creds, location, fetchFn = globalThis.fetch.bind(globalThis), now = () => new Date(),
+    sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))) {
     this.creds = creds;
     this.location = location;
     this.fetchFn = fetchFn;
     this.now = now;
+    this.sleep = sleep;
   }
 
   /**
    * Calls `SageMaker.<operation>` with `input`; resolves to the parsed response
    * object, rejects with an ApiError (the API's own type and message, or type ""
-   * when the network failed).
+   * when the network failed). A ThrottlingException is retried after a short
+   * jittered backoff, as the AWS SDKs do (hpodd answers one training query at a
+   * time, and a page's polls may meet).
    */
   async call(operation, input = {}) {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        return await this.callOnce(operation, input);
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.type !== 'ThrottlingException' ||
+            attempt >= THROTTLE_RETRIES) throw err;
+        await this.sleep((100 << attempt) * (0.5 + Math.random()));
+      }
+    }
+  }
+
+  /** One signed request (signed anew each time: the signature carries the time). */
+  async callOnce(operation, input) {
     const body = JSON.stringify(input);
     // location.host leaves out a default port, as the Host header the browser
     // sends does, so the signed host is the one hpodd sees.
