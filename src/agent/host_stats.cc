@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -115,6 +116,12 @@ StatusOr<MemInfo> ParseMeminfo(std::string_view text) {
   return MemInfo{*total, *available};
 }
 
+int64_t StatvfsBytes(uint64_t blocks, uint64_t fragment_size) {
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (fragment_size != 0 && blocks > kMax / fragment_size) return static_cast<int64_t>(kMax);
+  return static_cast<int64_t>(blocks * fragment_size);
+}
+
 bool IsMountPoint(std::string_view mountinfo, std::string_view path) {
   for (std::string_view line : Lines(mountinfo)) {
     std::vector<std::string_view> f = Fields(line);
@@ -195,9 +202,8 @@ bool HostSampler::Pass(Shared& s) {
       s.latest.erase(path);
       continue;
     }
-    const auto frsize = static_cast<int64_t>(st.f_frsize);
-    proto::HostFilesystem fs{path, static_cast<int64_t>(st.f_blocks) * frsize,
-                             static_cast<int64_t>(st.f_bavail) * frsize};
+    proto::HostFilesystem fs{path, StatvfsBytes(st.f_blocks, st.f_frsize),
+                             StatvfsBytes(st.f_bavail, st.f_frsize)};
     s.latest[path] = Shared::Answer{std::move(fs), s.clock->SteadyNow()};
   }
   MutexLock lock(s.mu);

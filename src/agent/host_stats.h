@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,11 @@ struct MemInfo {
 // bytes. kInvalidArgument when either is missing (MemAvailable exists since Linux
 // 3.14) or malformed.
 StatusOr<MemInfo> ParseMeminfo(std::string_view text);
+
+// `blocks` × `fragment_size` (statvfs's f_blocks or f_bavail × f_frsize) in bytes,
+// saturated at INT64_MAX: FUSE and object-store mounts report 8 EiB and more, and
+// the wire's integers (and Prometheus's precision) end there.
+int64_t StatvfsBytes(uint64_t blocks, uint64_t fragment_size);
 
 // Whether `path` is a mount point in /proc/self/mountinfo's text (field 5, with
 // the kernel's octal escapes such as "\040" for a space undone).

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace hpod::agent {
 namespace {
@@ -68,6 +69,19 @@ TEST(HostStatsTest, ParsesMeminfoInBytes) {
   ASSERT_FALSE(old_kernel.ok());
   EXPECT_NE(old_kernel.status().message().find("MemAvailable"), std::string_view::npos);
   EXPECT_FALSE(ParseMeminfo("MemTotal: lots kB\nMemAvailable: 1 kB\n").ok());
+}
+
+TEST(HostStatsTest, HugeFilesystemsSaturateInsteadOfOverflowing) {
+  EXPECT_EQ(StatvfsBytes(1000, 4096), 4096000);
+  EXPECT_EQ(StatvfsBytes(0, 4096), 0);
+  EXPECT_EQ(StatvfsBytes(1000, 0), 0);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  // What FUSE and object-store mounts report: 2^51 blocks of 4 KiB is 8 EiB,
+  // one past int64's range (and a negative size before, which hpodd refused).
+  EXPECT_EQ(StatvfsBytes(uint64_t{1} << 51, 4096), kMax);
+  EXPECT_EQ(StatvfsBytes((uint64_t{1} << 51) - 1, 4096), kMax - 4095);
+  EXPECT_EQ(StatvfsBytes(std::numeric_limits<uint64_t>::max(), 1 << 20), kMax);
+  EXPECT_EQ(StatvfsBytes(std::numeric_limits<uint64_t>::max(), 1), kMax);
 }
 
 TEST(HostStatsTest, FindsMountPointsInMountinfo) {

@@ -186,7 +186,15 @@ StatusOr<Heartbeat> Heartbeat::FromJson(const Json& j) {
   r.Obj("lifecycle", &h.lifecycle, ParseLifecycleState);
   r.Int("uptime_s", &h.uptime_s);
   r.Obj("slurm", &h.slurm, ParseSlurmStatus);
-  r.Obj("host", &h.host, internal::ParseHostStats);
+  // Read apart: a malformed `host` is dropped, the heartbeat counts.
+  if (auto it = j.find("host"); r.status().ok() && it != j.end() && !it->is_null()) {
+    auto host = internal::ParseHostStats(*it, {kType, "host."});
+    if (host.ok()) {
+      h.host = std::move(*host);
+    } else {
+      h.host_error = std::string(host.status().message());
+    }
+  }
   return r.Done(std::move(h));
 }
 Json Heartbeat::ToJson() const {

@@ -163,6 +163,11 @@ struct Heartbeat {
   // The node's host figures (agent_protocol_host.h); absent from older agents and
   // until the agent's first sample.
   std::optional<HostStats> host;
+  // Why `host` was present but could not be read (FromJson then leaves `host`
+  // absent and the heartbeat still reads: its figures are an extra, the beat is
+  // what keeps the node alive); empty otherwise. Not on the wire. (`{}` lets
+  // brace-initialisers leave it out without -Wmissing-field-initializers.)
+  std::string host_error{};
 
   static StatusOr<Heartbeat> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

@@ -66,12 +66,21 @@ StatusOr<HostStats> ParseHostStats(const Json& j, Ctx ctx) {
     HPOD_ASSIGN_OR_RETURN(HostFilesystem f,
                           ParseFilesystem((*it)[i], {ctx.what, ctx.prefix + "filesystems[" +
                                                                    std::to_string(i) + "]."}));
-    h.filesystems.push_back(std::move(f));
+    bool seen = false;
+    for (const auto& kept : h.filesystems) seen = seen || kept.mountpoint == f.mountpoint;
+    if (IsHostMountpoint(f.mountpoint) && !seen) h.filesystems.push_back(std::move(f));
   }
   return h;
 }
 
 }  // namespace internal
+
+bool IsHostMountpoint(std::string_view mountpoint) {
+  for (std::string_view m : kHostMountpoints) {
+    if (m == mountpoint) return true;
+  }
+  return false;
+}
 
 StatusOr<HostCpuSeconds> HostCpuSeconds::FromJson(const Json& j) {
   return ParseCpu(j, {"cpu_seconds", ""});

@@ -6,13 +6,16 @@
 // Prometheus scrape target serves a whole cluster. Same conventions as
 // agent_protocol.h (FromJson/ToJson; unknown fields ignored; null reads as absent).
 // An agent older than the field sends no `host`: hpodd then exports no host
-// figures for the node.
+// figures for the node. A `host` hpodd cannot read costs only the figures, never
+// the heartbeat (Heartbeat::host_error): a node whose heartbeats were refused
+// would be taken for dead and replaced.
 //
 // Thread contract: plain values and pure functions.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hpod/base/status.h"
@@ -49,12 +52,20 @@ struct HostFilesystem {
   bool operator==(const HostFilesystem&) const = default;
 };
 
+// The filesystems `host.filesystems` may report: the node disk and /fsx. The
+// reader drops any other entry, and all but the first of each mountpoint, so
+// that an agent cannot make hpodd keep, or GET /metrics export, more.
+inline constexpr std::string_view kHostMountpoints[] = {"/", "/fsx"};
+bool IsHostMountpoint(std::string_view mountpoint);
+
 struct HostStats {
   HostCpuSeconds cpu_seconds;
   int64_t memory_total_bytes = 0;      // /proc/meminfo MemTotal
   int64_t memory_available_bytes = 0;  // /proc/meminfo MemAvailable
   // The node disk ("/") and /fsx when it is mounted; a filesystem whose statvfs
   // did not answer recently (a hung /fsx) is left out rather than sent stale.
+  // FromJson keeps only kHostMountpoints, the first entry of each (others are
+  // still checked: a malformed entry fails the whole object).
   std::vector<HostFilesystem> filesystems;
 
   static StatusOr<HostStats> FromJson(const nlohmann::json& j);

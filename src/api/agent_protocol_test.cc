@@ -192,17 +192,10 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
        "heartbeat: field 'lifecycle.exit_code' must be an integer"},
       {"nested object", Parse<Heartbeat>(R"({"seq":1,"slurm":"up"})"),
        "heartbeat: field 'slurm' must be an object"},
-      {"host memory", Parse<Heartbeat>(R"({"seq":1,"host":{"memory_total_bytes":1.5}})"),
-       "heartbeat: field 'host.memory_total_bytes' must be an integer"},
-      {"host cpu", Parse<Heartbeat>(R"({"seq":1,"host":{"cpu_seconds":{"idle":"1"}}})"),
-       "heartbeat: field 'host.cpu_seconds.idle' must be a number"},
-      {"host cpu negative", Parse<Heartbeat>(R"({"seq":1,"host":{"cpu_seconds":{"user":-1}}})"),
-       "heartbeat: field 'host.cpu_seconds.user' must not be negative"},
-      {"host filesystems", Parse<Heartbeat>(R"({"seq":1,"host":{"filesystems":{}}})"),
-       "heartbeat: field 'host.filesystems' must be an array"},
-      {"host filesystem", Parse<Heartbeat>(R"({"seq":1,"host":{"filesystems":[
-                                   {"mountpoint":"/"},{"size_bytes":1}]}})"),
-       "heartbeat: field 'host.filesystems[1].mountpoint' is missing"},
+      {"host memory", Parse<HostStats>(R"({"memory_total_bytes":1.5})"),
+       "host: field 'memory_total_bytes' must be an integer"},
+      {"host filesystem", Parse<HostStats>(R"({"filesystems":[{"mountpoint":"/"},{}]})"),
+       "host: field 'filesystems[1].mountpoint' is missing"},
       {"bad state", Parse<LifecycleReport>(R"({"type":"lifecycle","state":"Done"})"),
        "lifecycle: field 'state' must be one of NotStarted, Running, Succeeded, Failed"},
       {"hello agent missing", Parse<Hello>(R"({"type":"hello","protocol_version":1})"),
@@ -277,6 +270,58 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
   EXPECT_EQ(*MessageType(json::parse(R"({"type":"log"})")), "log");
   // A hello without a version comes from an agent older than the field: version 1.
   EXPECT_EQ(Hello::FromJson(json::parse(R"({"agent_version":"0.0.9"})"))->protocol_version, 1);
+}
+
+TEST(AgentProtocolTest, UnreadableHostFiguresCostOnlyTheFigures) {
+  // The heartbeat keeps the node alive: a `host` hpodd cannot read is dropped
+  // and said why, the rest of the heartbeat reads.
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {R"({"memory_total_bytes":1.5})",
+       "heartbeat: field 'host.memory_total_bytes' must be an integer"},
+      {R"({"cpu_seconds":{"idle":"1"}})",
+       "heartbeat: field 'host.cpu_seconds.idle' must be a number"},
+      {R"({"cpu_seconds":{"user":-1}})",
+       "heartbeat: field 'host.cpu_seconds.user' must not be negative"},
+      {R"({"filesystems":{}})", "heartbeat: field 'host.filesystems' must be an array"},
+      {R"({"filesystems":[{"mountpoint":"/"},{"size_bytes":1}]})",
+       "heartbeat: field 'host.filesystems[1].mountpoint' is missing"},
+      {R"({"filesystems":[{"mountpoint":"/fsx","size_bytes":-9223372036854775808}]})",
+       "heartbeat: field 'host.filesystems[0].size_bytes' must not be negative"},
+      {R"("busy")", "heartbeat: field 'host' must be an object"}};
+  for (const auto& [host, want] : cases) {
+    const std::string text =
+        std::string(R"({"type":"heartbeat","seq":9,"uptime_s":3,"slurm":{"daemon":"running"},)") +
+        R"("host":)" + host + "}";
+    auto h = Heartbeat::FromJson(json::parse(text));
+    ASSERT_TRUE(h.ok()) << host << ": " << h.status().ToString();
+    EXPECT_EQ(h->seq, 9);
+    EXPECT_EQ(h->uptime_s, 3);
+    EXPECT_TRUE(h->slurm.has_value());
+    EXPECT_FALSE(h->host.has_value()) << host;
+    EXPECT_EQ(h->host_error, want) << host;
+  }
+  // The rest of a heartbeat is still read strictly.
+  EXPECT_FALSE(Heartbeat::FromJson(json::parse(R"({"seq":"9","host":{}})")).ok());
+  auto fine = Heartbeat::FromJson(json::parse(R"({"seq":1,"host":{"memory_total_bytes":5}})"));
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(fine->host_error, "");
+  EXPECT_EQ(fine->host->memory_total_bytes, 5);
+}
+
+TEST(AgentProtocolTest, HostKeepsOnlyTheNodeDiskAndFsxOnce) {
+  // Every other mountpoint would be a series hpodd exports for ever.
+  json j = {{"filesystems", json::array()}};
+  for (int i = 0; i < 1000; ++i) {
+    j["filesystems"].push_back({{"mountpoint", "/mnt/" + std::to_string(i)}, {"size_bytes", i}});
+  }
+  j["filesystems"].push_back({{"mountpoint", "/fsx"}, {"size_bytes", 7}});
+  j["filesystems"].push_back({{"mountpoint", "/fsx"}, {"size_bytes", 8}});
+  j["filesystems"].push_back({{"mountpoint", "/"}, {"size_bytes", 9}});
+  auto h = HostStats::FromJson(j);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->filesystems, (std::vector<HostFilesystem>{{"/fsx", 7, 0}, {"/", 9, 0}}));
+  EXPECT_TRUE(IsHostMountpoint("/"));
+  EXPECT_FALSE(IsHostMountpoint("/fsx/"));
 }
 
 // PROTOCOL.md, parsed: heading "### `name` (agent → hpodd | hpodd → agent | object)"

@@ -17,6 +17,8 @@ namespace {
 
 constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 constexpr size_t kMaxLogChunk = 64 * 1024;
+// The `error` frame's frame_type for a heartbeat read without its `host`.
+constexpr char kBadHost[] = "heartbeat.host";
 
 std::string HashSecret(const std::string& secret) { return HexEncode(Sha256(secret)); }
 
@@ -242,12 +244,25 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
   } else if (type == proto::Heartbeat::kType) {
     auto beat = Parse<proto::Heartbeat>(ch, msg);
     if (!beat) return;
+    bool first_bad_host = false;
     {
       MutexLock lock(mu_);
       ch->last_heartbeat = clock_.SteadyNow();
       // Kept while an agent that stopped sending them is connected: the figures
       // are then its last, as a scrape of a node_exporter that hung would be.
       if (beat->host) ch->host = std::move(beat->host);
+      // Figures it sends but hpodd cannot read are not its last: none is shown.
+      if (!beat->host_error.empty()) {
+        ch->host.reset();
+        first_bad_host = !ch->refused_types(*this).count(kBadHost);
+      }
+    }
+    // The heartbeat counted; its figures are dropped. Said once per connection
+    // (the agent sends the same bad figures every beat), under its own key, so
+    // that a heartbeat refused whole is still reported.
+    if (first_bad_host) {
+      Refuse(ch, kBadHost,
+             beat->host_error + " (the heartbeat counts; its host figures are dropped)");
     }
     if (beat->lifecycle) HandleLifecycle(ch, *beat->lifecycle);
     if (beat->slurm) HandleSlurmState(ch, *beat->slurm);

@@ -395,6 +395,50 @@ TEST_F(AgentServiceTest, MalformedFramesAreRefusedAndTheChannelKeepsWorking) {
           "Lifecycle scripts Running"}));
 }
 
+TEST_F(AgentServiceTest, AHeartbeatWithUnreadableHostFiguresStillCounts) {
+  std::string secret;
+  auto ws = Register(&secret);
+  const json good = {{"memory_total_bytes", 1 << 30}, {"memory_available_bytes", 1 << 29}};
+  ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", 1}, {"host", good}}.dump(), false).ok());
+  ASSERT_TRUE(WaitFor([&] { return agents_->Liveness(kNode1).last_heartbeat.has_value(); }));
+  auto host = [&]() -> std::optional<api::agentproto::HostStats> {
+    for (const auto& a : agents_->Snapshot()) {
+      if (a.instance_id == kNode1) return a.host;
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(host().has_value());
+  EXPECT_EQ(host()->memory_total_bytes, 1 << 30);
+
+  // A negative size (what an overflowing statvfs product sent) spoils the host
+  // figures only: the heartbeat counts, or the node would be taken for dead.
+  clock_.AdvanceTime(seconds(5));
+  const json bad = {{"filesystems", json::array({{{"mountpoint", "/fsx"}, {"size_bytes", -1}}})}};
+  for (int seq = 2; seq <= 4; ++seq) {
+    ASSERT_TRUE(
+        ws->Send(json{{"type", "heartbeat"}, {"seq", seq}, {"host", bad}}.dump(), false).ok());
+  }
+  // Said once per connection: the frame after the first answer is get_config's.
+  json error = Next(*ws);
+  EXPECT_EQ(error["type"], "error");
+  EXPECT_EQ(error["frame_type"], "heartbeat.host");
+  EXPECT_EQ(error["message"],
+            "heartbeat: field 'host.filesystems[0].size_bytes' must not be negative (the "
+            "heartbeat counts; its host figures are dropped)");
+  ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+  EXPECT_EQ(Next(*ws)["type"], "config_pending");
+  EXPECT_EQ(agents_->Liveness(kNode1).last_heartbeat, clock_.SteadyNow());
+  EXPECT_FALSE(host().has_value()) << "figures hpodd cannot read are not shown as the last ones";
+  EXPECT_EQ(NodeEvents(),
+            (std::vector<std::string>{"hpodd refused a frame from the hpod agent: heartbeat: field "
+                                      "'host.filesystems[0].size_bytes' must not be negative (the "
+                                      "heartbeat counts; its host figures are dropped)"}));
+  // A heartbeat refused whole is still reported, under its own type.
+  ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", "x"}}.dump(), false).ok());
+  EXPECT_EQ(Next(*ws)["frame_type"], "heartbeat");
+  EXPECT_EQ(NodeEvents().size(), 2u);
+}
+
 TEST_F(AgentServiceTest, HelloOfAnotherProtocolVersionIsRefused) {
   std::string secret;
   Register(&secret)->Close();

@@ -198,8 +198,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, *d->node_api_, clock, ao,
                                                d->metrics_.get());
   // What is, computed at each scrape from one read of the store (metrics_state.h).
-  d->metrics_->AddCollector([self](Exposition& out) {
+  // Finished recoveries are folded once, not re-read at every scrape.
+  auto recoveries = std::make_shared<RecoveryFiguresCache>();
+  d->metrics_->AddCollector([self, recoveries](Exposition& out) {
     StateInputs in;
+    in.recoveries = recoveries.get();
     if (self->agents_ != nullptr) {
       in.agents = self->agents_->Snapshot();
       in.slurm_nodes = [self](const std::string& id) { return self->agents_->SlurmNodes(id); };

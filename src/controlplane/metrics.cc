@@ -5,6 +5,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "hpod/api/model.h"
 #include "hpod/base/crypto.h"
 #include "hpod/base/file_util.h"
+#include "hpod/controlplane/metrics_labels.h"
 
 namespace hpod::controlplane {
 
@@ -32,10 +34,27 @@ prometheus::Labels ToLabels(const Exposition::Labels& labels) {
 
 void SetLabels(prometheus::ClientMetric& m, const Exposition::Labels& labels) {
   // The serializer writes them in this order; sorted, as the registry's are.
-  for (const auto& [k, v] : ToLabels(labels)) m.label.push_back({k, v});
+  // Every value bounded and valid UTF-8, wherever it came from (metrics_labels.h).
+  for (const auto& [k, v] : ToLabels(labels)) m.label.push_back({k, BoundedLabelValue(v)});
 }
 
 }  // namespace
+
+// ---- HistogramCounts ----
+
+void HistogramCounts::Observe(double value) {
+  // The first bucket whose bound is >= value (Prometheus's `le`), as
+  // prometheus::Histogram::Observe counts it.
+  const auto at = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
+  ++counts[static_cast<size_t>(at)];
+  sum += value;
+}
+
+void HistogramCounts::Add(const HistogramCounts& other) {
+  HPOD_CHECK(other.bounds == bounds);
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += other.counts[i];
+  sum += other.sum;
+}
 
 // ---- Exposition ----
 
@@ -70,9 +89,16 @@ void Exposition::Counter(const std::string& name, const std::string& help, const
 
 void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
                            const std::vector<double>& buckets, const std::vector<double>& values) {
-  // prometheus-cpp's own histogram does the bucketing (cumulative counts, +Inf).
-  prometheus::Histogram h(buckets);
-  for (double v : values) h.Observe(v);
+  HistogramCounts counts(buckets);
+  for (double v : values) counts.Observe(v);
+  Histogram(name, help, labels, counts);
+}
+
+void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
+                           const HistogramCounts& counts) {
+  // prometheus-cpp's own histogram writes the buckets (cumulative counts, +Inf).
+  prometheus::Histogram h(counts.bounds);
+  h.ObserveMultiple(std::vector<double>(counts.counts.begin(), counts.counts.end()), counts.sum);
   prometheus::ClientMetric m = h.Collect();
   SetLabels(m, labels);
   Family(name, help, static_cast<int>(prometheus::MetricType::Histogram)).metric.push_back(m);

@@ -20,11 +20,13 @@
 #include <prometheus/metric_family.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hpod/base/clock.h"
@@ -37,6 +39,20 @@ class Registry;
 }
 
 namespace hpod::controlplane {
+
+// A histogram's observations, bucketed: what a figure folded once and kept (the
+// finished recoveries' durations, metrics_recoveries.h) holds instead of every
+// value. Plain value; Add requires the same bounds.
+struct HistogramCounts {
+  explicit HistogramCounts(std::vector<double> bounds = {})
+      : bounds(std::move(bounds)), counts(this->bounds.size() + 1, 0) {}
+  void Observe(double value);
+  void Add(const HistogramCounts& other);
+
+  std::vector<double> bounds;    // upper bounds, increasing (+Inf is implied)
+  std::vector<uint64_t> counts;  // per bucket, not cumulative; the last is above every bound
+  double sum = 0;
+};
 
 // Builds the families of one scrape (collectors append to it). Samples of one
 // name accumulate into one family, in the order first seen. Not thread-safe: one
@@ -51,6 +67,8 @@ class Exposition {
   // A histogram of `values` over `buckets` (upper bounds, increasing; +Inf added).
   void Histogram(const std::string& name, const std::string& help, const Labels& labels,
                  const std::vector<double>& buckets, const std::vector<double>& values);
+  void Histogram(const std::string& name, const std::string& help, const Labels& labels,
+                 const HistogramCounts& counts);
   // Families of another source (the registry), appended as they are.
   void Append(std::vector<prometheus::MetricFamily> families);
 

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
+#include "hpod/api/agent_protocol_host.h"
 #include "hpod/api/states.h"
-#include "hpod/controlplane/recovery.h"
+#include "hpod/controlplane/metrics_labels.h"
 
 namespace hpod::controlplane {
 
@@ -12,102 +14,7 @@ namespace {
 
 using Labels = Exposition::Labels;
 
-const std::vector<double> kRecoveryBuckets = {1,  2,   5,   10,  15,  20,   30,   45,  60,
-                                              90, 120, 180, 300, 600, 1200, 1800, 3600};
-const std::vector<double> kPhaseBuckets = {0.1, 0.25, 0.5, 1,   2,   5,   10,
-                                           20,  30,   60,  120, 300, 600, 1800};
-
-constexpr std::string_view kKinds[] = {"Reboot", "Replace"};
-constexpr std::string_view kOutcomes[] = {kRecoverySucceeded, kRecoveryFailed, kRecoveryReported,
-                                          kRecoveryCancelled};
 constexpr std::string_view kVerdicts[] = {"Healthy", "Reboot", "Replace"};
-
-// Which phase a timeline step enters (recovery_reconciler.cc writes the steps);
-// steps inside a phase (RebootRequested, Launched, LifecycleDone, ...) enter none.
-std::optional<RecoveryPhase> PhaseEnteredBy(std::string_view step) {
-  if (step == "Detected") return RecoveryPhase::kDetected;
-  if (step == "Marked") return RecoveryPhase::kMarked;
-  if (step == "Drained" || step == "StepsCancelled") return RecoveryPhase::kDrained;
-  if (step == "Rebooted" || step == "Terminated") return RecoveryPhase::kLaunched;
-  if (step == "Resumed") return RecoveryPhase::kResumed;
-  return std::nullopt;
-}
-
-std::string Kind(const store::RecoveryRecord& r) {
-  return ParseRecoveryAction(r.action) ? r.action : "unknown";
-}
-
-// Per cluster, what its recoveries add up to.
-struct RecoveryFigures {
-  std::map<std::pair<std::string, std::string>, int> finished;  // (kind, outcome)
-  std::map<std::string, int> in_progress;                       // by kind
-  std::map<std::string, std::vector<double>> durations;         // by kind
-  std::map<std::string, std::pair<double, double>> last;        // kind → (finished, duration)
-  std::map<std::string, std::vector<double>> phases;            // by phase
-  bool any = false;
-};
-
-RecoveryFigures Recoveries(const std::vector<store::RecoveryRecord>& records) {
-  RecoveryFigures f;
-  for (const auto& r : records) {
-    f.any = true;
-    const std::string kind = Kind(r);
-    if (RecoveryActive(r)) {
-      ++f.in_progress[kind];
-    } else {
-      ++f.finished[{kind, r.status}];
-    }
-    if (r.status == kRecoverySucceeded && r.finished >= r.created && r.created > 0) {
-      const double took = r.finished - r.created;
-      f.durations[kind].push_back(took);
-      auto& last = f.last[kind];
-      if (r.finished >= last.first) last = {r.finished, took};
-    }
-    for (const auto& [phase, seconds] : RecoveryPhaseDurations(r)) {
-      f.phases[phase].push_back(seconds);
-    }
-  }
-  return f;
-}
-
-void EmitRecoveries(const std::string& cluster, const RecoveryFigures& f, Exposition& out) {
-  for (std::string_view kind : kKinds) {
-    const std::string k(kind);
-    for (std::string_view outcome : kOutcomes) {
-      auto it = f.finished.find({k, std::string(outcome)});
-      out.Counter("hpod_recoveries_total", "Finished node recoveries by kind and outcome",
-                  {{"cluster_name", cluster}, {"kind", k}, {"outcome", std::string(outcome)}},
-                  it == f.finished.end() ? 0 : it->second);
-    }
-    auto running = f.in_progress.find(k);
-    out.Gauge("hpod_recoveries_in_progress", "Node recoveries in progress",
-              {{"cluster_name", cluster}, {"kind", k}},
-              running == f.in_progress.end() ? 0 : running->second);
-  }
-  if (!f.any) return;
-  for (std::string_view kind : kKinds) {
-    const std::string k(kind);
-    auto d = f.durations.find(k);
-    out.Histogram("hpod_recovery_duration_seconds",
-                  "Succeeded node recoveries: from detection to the node back in service",
-                  {{"cluster_name", cluster}, {"kind", k}}, kRecoveryBuckets,
-                  d == f.durations.end() ? std::vector<double>{} : d->second);
-    if (auto last = f.last.find(k); last != f.last.end()) {
-      out.Gauge("hpod_recovery_last_duration_seconds",
-                "The latest succeeded node recovery's duration (detection to back in service)",
-                {{"cluster_name", cluster}, {"kind", k}}, last->second.second);
-    }
-  }
-  for (RecoveryPhase p : {RecoveryPhase::kDetected, RecoveryPhase::kMarked, RecoveryPhase::kDrained,
-                          RecoveryPhase::kLaunched}) {
-    const std::string name(RecoveryPhaseName(p));
-    auto v = f.phases.find(name);
-    out.Histogram("hpod_recovery_phase_duration_seconds",
-                  "Time node recoveries spent in each phase (recovery.h)",
-                  {{"cluster_name", cluster}, {"phase", name}}, kPhaseBuckets,
-                  v == f.phases.end() ? std::vector<double>{} : v->second);
-  }
-}
 
 template <typename E>
 std::map<std::string, int> ZeroCounts() {
@@ -131,7 +38,13 @@ void EmitHost(const Labels& node, const api::agentproto::HostStats& h, Expositio
             static_cast<double>(h.memory_total_bytes));
   out.Gauge("hpod_node_memory_available_bytes", "The node's MemAvailable (/proc/meminfo)", node,
             static_cast<double>(h.memory_available_bytes));
+  std::set<std::string> seen;
   for (const auto& fs : h.filesystems) {
+    // Only the filesystems node_exporter's dashboards ask for, once each; the
+    // protocol's reader drops others already (api/agent_protocol_host.h).
+    if (!api::agentproto::IsHostMountpoint(fs.mountpoint) || !seen.insert(fs.mountpoint).second) {
+      continue;
+    }
     Labels l = node;
     l.push_back({"mountpoint", fs.mountpoint});
     out.Gauge("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)", l,
@@ -143,32 +56,6 @@ void EmitHost(const Labels& node, const api::agentproto::HostStats& h, Expositio
 }
 
 }  // namespace
-
-std::vector<std::pair<std::string, double>> RecoveryPhaseDurations(const store::RecoveryRecord& r) {
-  // The first time each phase was entered, in phase order.
-  std::map<RecoveryPhase, double> entered;
-  if (r.created > 0) entered[RecoveryPhase::kDetected] = r.created;
-  if (r.timeline.is_array()) {
-    for (const auto& s : r.timeline) {
-      if (!s.is_object() || !s.contains("step") || !s["step"].is_string()) continue;
-      auto time = s.find("time");
-      if (time == s.end() || !time->is_number()) continue;
-      auto phase = PhaseEnteredBy(s["step"].get<std::string>());
-      if (phase && !entered.count(*phase)) entered[*phase] = time->get<double>();
-    }
-  }
-  std::vector<std::pair<std::string, double>> out;
-  for (auto it = entered.begin(); it != entered.end(); ++it) {
-    auto next = std::next(it);
-    if (next == entered.end()) break;
-    // A phase skipped (a Reboot's Drained → Launched is never skipped, but a
-    // record may be cut short) leaves its predecessor's time to the next one.
-    if (next->second >= it->second) {
-      out.push_back({std::string(RecoveryPhaseName(it->first)), next->second - it->second});
-    }
-  }
-  return out;
-}
 
 Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
   HPOD_ASSIGN_OR_RETURN(std::vector<std::string> ids, tx.ListClusterIds());
@@ -189,7 +76,6 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
   for (const auto& [id, cluster] : names) {
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(id));
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(id));
-    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(id));
     std::map<std::string, int> group_status = ZeroCounts<api::InstanceGroupStatus>();
     // (group, status) → count; every group gets every status, so "0 Running"
     // is a sample rather than an absent series.
@@ -221,12 +107,15 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
                 {{"cluster_name", cluster}, {"instance_group", key.first}, {"status", key.second}},
                 count);
     }
-    EmitRecoveries(cluster, Recoveries(recoveries), out);
+    HPOD_ASSIGN_OR_RETURN(RecoveryFigures recoveries, in.recoveries != nullptr
+                                                          ? in.recoveries->Figures(tx, id)
+                                                          : ReadRecoveryFigures(tx, id));
+    EmitRecoveries(cluster, recoveries, out);
     if (in.slurm_nodes) {
       if (auto table = in.slurm_nodes(id)) {
         std::map<std::string, int> states;
-        for (const auto& n : table->nodes) ++states[n.state];
-        for (const auto& [state, count] : states) {
+        for (const auto& n : table->nodes) ++states[SlurmStateLabel(n.state)];
+        for (const auto& [state, count] : CapSlurmStates(std::move(states))) {
           out.Gauge("hpod_slurm_nodes", "Nodes in the controller's Slurm table, by state",
                     {{"cluster_name", cluster}, {"state", state}}, count);
         }
@@ -252,7 +141,16 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
               node, std::max(0.0, std::chrono::duration<double>(in.steady_now - since).count()));
     if (a.host) EmitHost(node, *a.host, out);
     if (!a.health_verdict.empty()) ++verdicts[name->second][a.health_verdict];
-    for (const auto& check : a.failing_checks) ++failing[{name->second, check}];
+    // A node counts once per check label (an agent may repeat a name, and
+    // names hpodd does not know all read "other").
+    std::set<std::string> checks;
+    for (const auto& check : a.failing_checks) checks.insert(HealthCheckLabel(check));
+    for (const auto& check : checks) ++failing[{name->second, check}];
+  }
+  if (in.recoveries != nullptr) {
+    std::set<std::string> ids;
+    for (const auto& [id, cluster] : names) ids.insert(id);
+    in.recoveries->Retain(ids);
   }
   for (const auto& [cluster, counts] : verdicts) {
     for (const auto& [verdict, n] : counts) {

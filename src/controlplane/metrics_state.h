@@ -13,6 +13,7 @@
 //                                               ("Running" is in service)
 //   hpod_node_info{cluster_name,instance_group,node,hostname,private_ip}   1 per node
 //   hpod_slurm_nodes{cluster_name,state}        the controller's Slurm table by state
+//                                               (Slurm's own names, else "other")
 //   hpod_recoveries_total{cluster_name,kind,outcome}   finished recoveries (kind
 //                                               Reboot|Replace; outcome Succeeded|Failed|
 //                                               Reported|Cancelled)
@@ -27,10 +28,15 @@
 //   hpod_node_health_verdicts{cluster_name,verdict}   connected nodes by their latest health
 //                                               report's verdict (Healthy|Reboot|Replace)
 //   hpod_health_check_failing_nodes{cluster_name,check}   nodes whose check fails or hangs
+//                                               (hpod's checks by name, else "other")
 //   hpod_node_cpu_seconds_total{cluster_name,node,mode}   host figures from the heartbeats
 //   hpod_node_memory_total_bytes / _available_bytes{cluster_name,node}
 //   hpod_node_filesystem_size_bytes / _avail_bytes{cluster_name,node,mountpoint}
+//                                               (mountpoint "/" or "/fsx" only)
 //   hpod_work_queue_depth                       keys queued or delayed
+//
+// Labels that agents supply are bounded (metrics_labels.h): a misbehaving agent
+// cannot add series beyond a fixed set per node and cluster.
 //
 // Counters computed from durable records (hpod_recoveries_total, the recovery
 // histograms) only grow, except when a cluster is deleted with its records: its
@@ -48,6 +54,7 @@
 #include "hpod/base/status.h"
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/metrics.h"
+#include "hpod/controlplane/metrics_recoveries.h"
 #include "hpod/store/store.h"
 
 namespace hpod::controlplane {
@@ -59,14 +66,12 @@ struct StateInputs {
   std::function<std::optional<SlurmNodesReport>(const std::string& cluster_id)> slurm_nodes;
   std::chrono::steady_clock::time_point steady_now;
   size_t work_queue_depth = 0;
+  // Folds finished recoveries once across scrapes (hpodd keeps one); without
+  // it, every recovery record is read (metrics_recoveries.h).
+  RecoveryFiguresCache* recoveries = nullptr;
 };
 
 // Appends the families above, reading the store through `tx`.
 Status CollectState(store::ReadTx& tx, const StateInputs& inputs, Exposition& out);
-
-// A recovery's time in each phase it left, from its timeline (the first step that
-// enters each phase: Detected, Marked, Drained|StepsCancelled, Rebooted|Terminated,
-// Resumed), in phase order.
-std::vector<std::pair<std::string, double>> RecoveryPhaseDurations(const store::RecoveryRecord& r);
 
 }  // namespace hpod::controlplane

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+
 #include "hpod/controlplane/metrics_test_util.h"
 
 namespace hpod::controlplane {
@@ -131,6 +134,175 @@ TEST_F(MetricsStateTest, AgentsHeartbeatsHealthAndHostFigures) {
   EXPECT_EQ(s.count(Key("hpod_node_memory_total_bytes",
                         {{"cluster_name", "demo"}, {"node", "i-00000000000000003"}})),
             0u);
+}
+
+// Scrape cost with a long recovery history (a cluster that ran for months): the
+// figure is printed, not asserted (a loaded CI host must not fail it).
+TEST_F(MetricsStateTest, ScrapeTimeWithTenThousandRecoveries) {
+  Status st = store_->Write([](store::WriteTx& tx) -> Status {
+    for (int i = 0; i < 10000; ++i) {
+      store::RecoveryRecord r;
+      r.recovery_id = "rcv-" + std::to_string(100000000000 + i);
+      r.cluster_id = "c1";
+      r.group_name = "workers";
+      r.instance_id = "i-00000000000000002";
+      r.action = i % 3 ? "Replace" : "Reboot";
+      r.source = "HealthCheck";
+      r.check = "disk:/";
+      r.status = i % 10 ? "Succeeded" : "Failed";
+      r.phase = "Resumed";
+      r.created = 1600000000.0 + 100 * i;
+      r.finished = r.created + 20;
+      r.timeline = nlohmann::json::array({{{"step", "Detected"}, {"time", r.created}},
+                                          {{"step", "Marked"}, {"time", r.created + 1}},
+                                          {{"step", "Drained"}, {"time", r.created + 3}},
+                                          {{"step", "Terminated"}, {"time", r.created + 5}},
+                                          {{"step", "Launched"}, {"time", r.created + 6}},
+                                          {{"step", "Resumed"}, {"time", r.created + 20}}});
+      HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
+    }
+    return OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  // The fixture's Reboot is still in progress; finish it, as a recovery does, so
+  // that every record can be folded.
+  st = store_->Write([](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::RecoveryRecord b, tx.GetRecovery("rcv-bbbbbbbbbbbb"));
+    b.status = "Failed";
+    b.finished = b.created + 30;
+    return tx.PutRecovery(b);
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  RecoveryFiguresCache cache;
+  for (bool cached : {false, true}) {
+    for (int round = 0; round < 3; ++round) {
+      StateInputs in = testing::Inputs(now_);
+      if (cached) in.recoveries = &cache;
+      const auto start = std::chrono::steady_clock::now();
+      auto s = Scrape(in);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      std::printf("[ scrape ] 10002 recoveries, %s, round %d: %.2f ms\n",
+                  cached ? "finished ones folded once (hpodd)" : "every record read", round, ms);
+      EXPECT_EQ(s[Key("hpod_recoveries_total",
+                      {{"cluster_name", "demo"}, {"kind", "Replace"}, {"outcome", "Succeeded"}})],
+                1 + 6000);
+    }
+  }
+}
+
+// The cache's figures are a full read's, at every step of a cluster's history,
+// while it reads only what was written since the oldest recovery in progress.
+TEST_F(MetricsStateTest, FoldedRecoveriesMatchAFullReadAndOnlyNewRecordsAreRead) {
+  RecoveryFiguresCache cache;
+  size_t read = 0;
+  auto check = [&](size_t want_read, const char* when) {
+    StateInputs full = testing::Inputs(now_);
+    Scrape(full);
+    const std::string expected = text_;
+    StateInputs in = testing::Inputs(now_);
+    in.recoveries = &cache;
+    Scrape(in);
+    EXPECT_EQ(text_, expected) << when;
+    Status s = store_->Read(
+        [&](store::ReadTx& tx) -> Status { return cache.Figures(tx, "c1", &read).status(); });
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(read, want_read) << when;
+  };
+  auto put = [&](store::RecoveryRecord r) {
+    ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutRecovery(r); }).ok());
+  };
+  store::RecoveryRecord in_progress;
+  ASSERT_TRUE(store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(in_progress, tx.GetRecovery("rcv-bbbbbbbbbbbb"));
+                    return OkStatus();
+                  })
+                  .ok());
+  // The fixture: a finished Replace (folded), then a Reboot in progress (read
+  // at every scrape).
+  check(1, "fixture");
+  // Recoveries that finish after the one in progress started are read until it
+  // finishes: nothing before it is folded past it.
+  for (int i = 0; i < 20; ++i) {
+    store::RecoveryRecord r = in_progress;
+    r.recovery_id = "rcv-c" + std::to_string(1000 + i);
+    r.action = i % 2 ? "Replace" : "Reboot";
+    r.status = i % 4 ? "Succeeded" : "Cancelled";
+    r.created = 1700000300 + i;
+    r.finished = r.created + 7 + i;
+    put(r);
+  }
+  check(21, "20 finished after the one in progress");
+  // It moves on (written again, still in progress): written last now, it no
+  // longer holds back the 20 written before; then it finishes, and a scrape
+  // reads nothing more.
+  in_progress.phase = "Drained";
+  in_progress.timeline.push_back({{"step", "Drained"}, {"time", 1700000201.0}});
+  put(in_progress);
+  check(1, "the one in progress moved on");
+  in_progress.status = "Succeeded";
+  in_progress.finished = 1700000250;
+  put(in_progress);
+  check(0, "all finished");
+  // A new one in progress is read (and what is folded is not read again).
+  store::RecoveryRecord next = in_progress;
+  next.recovery_id = "rcv-dddddddddddd";
+  next.status = "InProgress";
+  next.finished = 0;
+  put(next);
+  check(1, "a new one in progress");
+  // A cluster deleted with its records is forgotten.
+  ASSERT_TRUE(store_->Write([](store::WriteTx& tx) { return tx.DeleteCluster("c1"); }).ok());
+  StateInputs in = testing::Inputs(now_);
+  in.recoveries = &cache;
+  Scrape(in);
+  EXPECT_EQ(text_.find("hpod_recoveries_total{"), std::string::npos);
+}
+
+// A misbehaving agent cannot add series: agent-supplied label values outside
+// hpodd's vocabulary read "other", and lists are bounded.
+TEST_F(MetricsStateTest, AgentSuppliedLabelsAreBounded) {
+  StateInputs in = testing::Inputs(now_);
+  AgentSnapshot& a = in.agents[0];
+  a.host->filesystems.push_back({"/mnt/any", 1, 1});
+  a.host->filesystems.push_back({"/", 999, 999});  // a second "/": the first one counts
+  a.failing_checks = {"disk:/fsx", "disk:/fsx", "evil-1", "evil-2", std::string(500, 'x')};
+  in.agents[1].failing_checks = {"evil-3", "gpu"};
+  in.slurm_nodes = [](const std::string& id) -> std::optional<SlurmNodesReport> {
+    if (id != "c1") return std::nullopt;
+    SlurmNodesReport r;
+    r.nodes = {{"a", "IDLE", "", "1"}, {"b", "DOWN+FAIL", "", "1"}, {"c", "HACKED", "", "1"}};
+    for (int i = 0; i < 200; ++i) {
+      r.nodes.push_back({"n" + std::to_string(i), "IDLE+X" + std::to_string(i), "", "1"});
+    }
+    return r;
+  };
+  auto s = Scrape(in);
+  const std::map<std::string, std::string> n2 = {{"cluster_name", "demo"},
+                                                 {"node", "i-00000000000000002"}};
+  EXPECT_EQ(text_.find("/mnt/any"), std::string::npos);
+  auto root = n2;
+  root["mountpoint"] = "/";
+  EXPECT_EQ(s[Key("hpod_node_filesystem_size_bytes", root)], 10.0 * (1LL << 30));
+  auto failing = [&](const std::string& check) {
+    return s[Key("hpod_health_check_failing_nodes", {{"cluster_name", "demo"}, {"check", check}})];
+  };
+  EXPECT_EQ(failing("disk:/fsx"), 1) << "a node counts once per check";
+  EXPECT_EQ(failing("other"), 2) << "two nodes with checks hpodd does not know";
+  EXPECT_EQ(failing("gpu"), 1);
+  EXPECT_EQ(text_.find("evil"), std::string::npos);
+  auto slurm = [&](const std::string& state) {
+    return s[Key("hpod_slurm_nodes", {{"cluster_name", "demo"}, {"state", state}})];
+  };
+  EXPECT_EQ(slurm("IDLE"), 1);
+  EXPECT_EQ(slurm("DOWN+FAIL"), 1);
+  EXPECT_EQ(slurm("other"), 201);
+  EXPECT_EQ(text_.find("HACKED"), std::string::npos);
+  size_t series = 0;
+  for (const auto& [key, value] : s) series += key.rfind("hpod_slurm_nodes{", 0) == 0;
+  EXPECT_EQ(series, 3u);
 }
 
 TEST_F(MetricsStateTest, WithoutAgentsTheStoreStillCounts) {

@@ -95,9 +95,34 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveries(const std::string
   return out;
 }
 
+StatusOr<std::vector<WrittenRecovery>> SqliteTx::ListRecoveriesWrittenAfter(
+    const std::string& cluster_id, int64_t after) {
+  // `+cluster_id` keeps SQLite off the by-cluster index: the rowid range is the
+  // bounded part (the writes since `after`), a cluster's index entries are not.
+  HPOD_ASSIGN_OR_RETURN(Statement s,
+                        Prepare("SELECT ", kCols,
+                                ", rowid FROM recoveries WHERE rowid>? AND +cluster_id=? "
+                                "ORDER BY rowid"));
+  s.Bind(1, after).Bind(2, cluster_id);
+  std::vector<WrittenRecovery> out;
+  while (true) {
+    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
+    out.push_back({s.Int(6), std::move(r)});
+  }
+  return out;
+}
+
 Status SqliteTx::PutRecovery(const RecoveryRecord& r) {
+  // The rowid is the write position (ListRecoveriesWrittenAfter): one above every
+  // row's, the record's own old one included. A plain REPLACE happens to pick the
+  // new rowid before it deletes the old row, but SQLite does not promise that;
+  // a rewrite that kept the highest rowid would go unseen by the metrics.
   HPOD_ASSIGN_OR_RETURN(
-      Statement s, Prepare("INSERT OR REPLACE INTO recoveries(", kCols, ") VALUES(?,?,?,?,?,?)"));
+      Statement s,
+      Prepare("INSERT OR REPLACE INTO recoveries(rowid, ", kCols,
+              ") VALUES((SELECT IFNULL(MAX(rowid), 0) + 1 FROM recoveries),?,?,?,?,?,?)"));
   s.Bind(1, r.recovery_id).Bind(2, r.cluster_id).Bind(3, r.instance_id).Bind(4, r.status);
   s.Bind(5, r.created).Bind(6, Body(r).dump());
   return s.Run();

@@ -72,6 +72,8 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::string> GetSetting(const std::string& key) override;
   StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) override;
   StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) override;
+  StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(const std::string& cluster_id,
+                                                                    int64_t after) override;
 
   Status PutCluster(const ClusterRecord& c) override;
   Status DeleteCluster(const std::string& id) override;

@@ -384,6 +384,57 @@ TEST(SqliteStoreTest, RecoveriesRoundTripInOrderAndGoWithTheirCluster) {
                   .ok());
 }
 
+TEST(SqliteStoreTest, RecoveryWritesMovePastEveryPositionSeen) {
+  auto store = Memory();
+  auto put = [&](const std::string& id, const std::string& cluster, const std::string& status) {
+    RecoveryRecord r;
+    r.recovery_id = id;
+    r.cluster_id = cluster;
+    r.status = status;
+    r.created = 1;
+    ASSERT_TRUE(store->Write([&](WriteTx& tx) { return tx.PutRecovery(r); }).ok());
+  };
+  auto after = [&](const std::string& cluster, int64_t position) {
+    std::vector<WrittenRecovery> out;
+    Status s = store->Read([&](ReadTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(out, tx.ListRecoveriesWrittenAfter(cluster, position));
+      return OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  };
+  put("rcv-1", "a", "Succeeded");
+  put("rcv-2", "b", "InProgress");
+  put("rcv-3", "a", "InProgress");
+  auto all = after("a", 0);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].record.recovery_id, "rcv-1");
+  EXPECT_EQ(all[1].record.recovery_id, "rcv-3");
+  EXPECT_LT(all[0].position, all[1].position);
+  const int64_t seen = all[1].position;
+  EXPECT_TRUE(after("a", seen).empty());
+  // rcv-3 holds the highest position: rewriting it (it finished) must still move
+  // it past `seen`, or a reader waiting beyond `seen` would never see the change.
+  put("rcv-3", "a", "Succeeded");
+  auto changed = after("a", seen);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].record.status, "Succeeded");
+  EXPECT_GT(changed[0].position, seen);
+  EXPECT_EQ(after("a", 0).size(), 2u) << "a rewrite replaces the record";
+  // The other cluster's records are not in the answer, nor counted twice.
+  ASSERT_EQ(after("b", 0).size(), 1u);
+  EXPECT_EQ(after("b", 0)[0].record.recovery_id, "rcv-2");
+  // Positions freed by a deleted cluster come after every one `a` has seen.
+  const int64_t seen_a = changed[0].position;
+  put("rcv-4", "c", "InProgress");
+  put("rcv-5", "c", "InProgress");
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.DeleteCluster("c"); }).ok());
+  put("rcv-6", "a", "InProgress");
+  auto fresh = after("a", seen_a);
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0].record.recovery_id, "rcv-6");
+}
+
 TEST(SqliteStoreTest, EventsNewestFirstWithSeqPagination) {
   auto store = Memory();
   ASSERT_TRUE(store

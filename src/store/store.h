@@ -62,6 +62,12 @@ struct EventQuery {
   int limit = 100;
 };
 
+// A recovery record with its write position (ReadTx::ListRecoveriesWrittenAfter).
+struct WrittenRecovery {
+  int64_t position = 0;
+  RecoveryRecord record;
+};
+
 class ReadTx {
  public:
   virtual ~ReadTx() = default;
@@ -94,6 +100,16 @@ class ReadTx {
   virtual StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) = 0;
   // A cluster's recoveries, oldest first.
   virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) = 0;
+  // A cluster's recoveries written (PutRecovery) after write position `after` (0:
+  // all of them), in write order, each with its position. Every PutRecovery gives
+  // its record a position above that of every record the store holds, so a
+  // reader that has seen a cluster's records up to position P learns of each
+  // later write, new record or changed one, by asking for those after P, and
+  // reads only those (GET /metrics folds finished recoveries, which never change,
+  // once). Positions are SQLite rowids: a VACUUM renumbers them, and hpodd never
+  // runs one.
+  virtual StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(
+      const std::string& cluster_id, int64_t after) = 0;
 };
 
 class WriteTx : public ReadTx {

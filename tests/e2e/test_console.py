@@ -344,9 +344,13 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(problems["errors"], [])
         # The only thing the policy blocks is xterm's inline styling (styles.css
         # carries the same rules): nothing from script-, connect-, img-, font-src...
+        # A <style> xterm adds may be reported after it left the terminal (a closed
+        # shell), outside .xterm: it is known by the same source line.
+        xterm = {v["source"] for v in problems["csp"] if v["where"] == "xterm"}
         unexpected = [v for v in problems["csp"]
                       if not (v["directive"] in ("style-src", "style-src-elem", "style-src-attr")
-                              and v["blocked"] == "inline" and v["where"] == "xterm")]
+                              and v["blocked"] == "inline" and
+                              (v["where"] == "xterm" or v["source"] in xterm))]
         self.assertEqual(unexpected, [], problems["csp"])
         print("console e2e: %.0f s; screenshots in %s" % (time.time() - started, self.artifacts),
               file=sys.stderr)
