@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <system_error>
 #include <utility>
+
+#include "hpod/base/file_util.h"
 
 namespace hpod::controlplane {
 namespace {
@@ -94,9 +94,9 @@ StatusOr<std::unique_ptr<Console>> Console::Load(const std::string& dir,
       return ResourceExhaustedError("console directory " + dir + " holds more than " +
                                     std::to_string(options.max_total_bytes >> 20) + " MiB");
     }
-    std::ifstream in(real, std::ios::binary);
-    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) return InternalError("cannot read " + real.string());
+    // Read with read(2) (base/file_util): a stream's istreambuf_iterator throws on
+    // a read error, and no exception may leave Open.
+    HPOD_ASSIGN_OR_RETURN(std::string content, ReadFile(real.string()));
     if (content.size() != size) return InternalError(real.string() + " changed while read");
     c->total_bytes_ += size;
     c->files_[key] = File{std::move(content), ContentTypeFor(key)};

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "hpod/base/file_util.h"
 #include "hpod/base/subprocess.h"
 #include "hpod/provider/local/local_provider.h"
 
@@ -55,8 +56,11 @@ std::vector<std::string> ProcessesMentioning(const std::string& needle) {
   for (const auto& e : fs::directory_iterator("/proc")) {
     std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // read(2), not an istreambuf_iterator: a process that exits while it is read
+    // makes the stream throw (ESRCH), and processes of other tests come and go.
+    auto text = ReadFile((e.path() / "cmdline").string());
+    if (!text.ok()) continue;
+    std::string cmd = *text;
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
     if (cmd.find(needle) != std::string::npos) out.push_back(name + ": " + cmd);
   }
