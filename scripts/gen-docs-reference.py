@@ -316,7 +316,7 @@ def run_help(build, name, args):
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
                "HPOD_DATA_DIR": "/var/lib/hpod"}
         p = subprocess.run([name] + args, executable=path, env=env, cwd=home,
-                           capture_output=True, text=True, timeout=60)
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     text = (p.stdout + p.stderr).replace(home, "$HOME")
     if name == "hpod-data":  # its --threads default is the machine's CPU count
         text = re.sub(r"^(  --threads .*=)\d+$", r"\1<nproc>", text, flags=re.M)
@@ -349,7 +349,13 @@ def cli_md(build):
            "`hpod-data` (its data tool). Every `hpod` command also answers "
            "`hpod <command> help`.", "",
            "- [hpod](#hpod)", "- [hpodd](#hpodd)", "- [hpod-train](#hpod-train)",
-           "- [hpod-data](#hpod-data)", "", "## hpod", ""]
+           "- [hpod-data](#hpod-data)", ""]
+    # A session the doc check runs (tests/docs/check_docs.py): what works with no daemon.
+    plan = run_help(build, "hpod-train", ["--model", "ci", "--data", "synthetic", "--dry-run"])
+    out += ["What works without a daemon, as a session (`...` stands for lines left out):", "",
+            "```console", "$ hpod --version", run_help(build, "hpod", ["--version"]).rstrip(),
+            "$ hpod-train --model ci --data synthetic --dry-run"]
+    out += plan.splitlines()[:3] + ["...", "```", "", "## hpod", ""]
     top = run_help(build, "hpod", ["help"])
     out += block("### hpod help", top)
     seen = {}  # help text -> the command that printed it first (aliases print the same)

@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,7 +69,8 @@ class Cli:
         for line in section.splitlines():
             if line.strip():
                 cmd = line.split()[0]
-                self.hpod_cmds[cmd] = set(FLAG_RE.findall(synopsis(self.help("hpod", cmd, "help"))))
+                text = synopsis(self.help("hpod", cmd, "help"))
+                self.hpod_cmds[cmd] = set(FLAG_RE.findall(text))
         gl = top.split("Global options", 1)[1].split("\n\n", 1)[0]
         self.hpod_globals = set(FLAG_RE.findall(gl)) | {"--help", "-h"}
         self.hpod_global_values = set(re.findall(r"(--[\w-]+) (?:[A-Z]+|\w+(?:\|\w+)+)\b", gl))
@@ -97,7 +99,8 @@ class Cli:
 
     def help(self, tool, *args):
         p = subprocess.run([tool] + list(args), executable=self.path(tool), cwd=self.home,
-                           env=clean_env(self.home), capture_output=True, text=True, timeout=60)
+                           env=clean_env(self.home), stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
         return p.stdout + p.stderr
 
     def cli11_tool(self, tool):
@@ -373,15 +376,19 @@ class Session:
             os.symlink(os.path.join(self.cli.root, "examples"),
                        os.path.join(tmp, "work", "examples"))
             for k, (command, shown) in enumerate(blocks):
+                # Its own process group, so that a timeout ends everything it started.
+                p = subprocess.Popen(["bash", "-c", command], cwd=os.path.join(tmp, "work"),
+                                     env=clean_env(os.path.join(tmp, "home"), self.dirs),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
                 try:
-                    p = subprocess.run(["bash", "-c", command], cwd=os.path.join(tmp, "work"),
-                                       env=clean_env(os.path.join(tmp, "home"), self.dirs),
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, timeout=60)
+                    output = p.communicate(timeout=60)[0]
                 except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.communicate()
                     problems.append((k, "did not finish within 60 s"))
                     continue
-                lines = p.stdout.splitlines()
+                lines = output.splitlines()
                 if p.returncode != 0:
                     last = next((x for x in reversed(lines) if x.strip()), "")
                     problems.append((k, f"exited {p.returncode}: {last.strip()[:160]}"))
