@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "hpod/agent/source_fetch.h"
 #include "hpod/agent/test_util.h"
 
 namespace hpod::agent {
@@ -138,7 +139,7 @@ TEST_F(LifecycleTest, FetchFailureIsTheUserMessage) {
   spec.on_create = "on_create.sh";
   LifecycleStatus done = runner->Run(spec, resource_config_, nullptr);
   EXPECT_EQ(done.state, LifecycleState::kFailed);
-  EXPECT_EQ(done.message, "No objects found under " + spec.source_uri);
+  EXPECT_EQ(done.message, "No objects found under " + spec.source_uri + " " + kFileSourceHint);
 }
 
 TEST(LifecycleSpecTest, Parses) {

@@ -162,7 +162,7 @@ Status FetchFile(const FetchOptions& options, const fs::path& dest) {
   fs::path source(uri.substr(7));  // after "file://"
   std::error_code ec;
   if (!fs::is_directory(source, ec) || fs::is_empty(source, ec)) {
-    return FailedPreconditionError("No objects found under " + uri);
+    return FailedPreconditionError("No objects found under " + uri + " " + kFileSourceHint);
   }
   // copy_file keeps permission bits, so executable helpers stay executable.
   fs::copy(source, dest, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);

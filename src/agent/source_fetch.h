@@ -34,6 +34,15 @@
 
 namespace hpod::agent {
 
+// Appended to "No objects found under file://...": a file:// source is read on
+// the node itself, and a local node has its
+// own /tmp, /run, /var/log, /var/spool and /fsx, so a host directory there (or
+// one removed since CreateCluster checked it) is not found.
+inline constexpr char kFileSourceHint[] =
+    "(file:// sources are read on the node itself; a local hpod node has its own /tmp, /run, "
+    "/var/log, /var/spool and /fsx, not the host's: put the lifecycle scripts in a directory "
+    "the nodes share with the host, e.g. under /var/tmp or /srv, or use an s3:// source)";
+
 struct S3Access {
   std::string endpoint;  // "http://127.0.0.1:8080" (path-style: <endpoint>/<bucket>/<key>)
   std::string region = "us-east-1";

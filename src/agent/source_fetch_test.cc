@@ -229,7 +229,9 @@ TEST(FileFetchTest, CopiesTreeKeepingModes) {
 
   options.source_uri = "file://" + dir.path() + "/nothing/";
   EXPECT_EQ(FetchSource(options, dir / "dest2", RealClock::Get()).message(),
-            "No objects found under " + options.source_uri);
+            "No objects found under " + options.source_uri + " " + kFileSourceHint);
+  // The hint says why a node may not see a host directory, and what to do.
+  EXPECT_NE(std::string(kFileSourceHint).find("has its own /tmp"), std::string::npos);
 }
 
 }  // namespace

@@ -88,13 +88,33 @@ Status CheckSupportedGroupFields(const json& group, const std::string& path) {
   return OkStatus();
 }
 
+Status CheckLifecycleSourceVisible(const json& group, const std::string& path,
+                                   const provider::Provider& provider) {
+  auto lc = group.find("LifeCycleConfig");
+  if (lc == group.end() || !lc->is_object()) return OkStatus();
+  const std::string uri = lc->value("SourceS3Uri", "");
+  if (uri.rfind("file://", 0) != 0) return OkStatus();
+  const std::string dir = uri.substr(7);
+  if (dir.empty() || dir[0] != '/') return OkStatus();  // not a host path hpodd can judge
+  const std::string hidden = provider.NodePrivateDirOf(dir);
+  if (hidden.empty()) return OkStatus();
+  return InvalidArgumentError(
+      path + ".LifeCycleConfig.SourceS3Uri of instance group '" +
+      group.value("InstanceGroupName", "") + "' is " + uri + ", which the nodes cannot see: " +
+      "each node has its own " + hidden + ", so the host's " + dir +
+      " is not there. Put the lifecycle scripts in a directory the nodes share with the host "
+      "(e.g. under /var/tmp or /srv), or use an s3:// source");
+}
+
 ClusterApi::ClusterApi(store::Store& store, const Clock& clock, const ControlPlaneOptions& options,
-                       PageTokenCodec tokens, std::function<void(const std::string&)> wake)
+                       PageTokenCodec tokens, std::function<void(const std::string&)> wake,
+                       const provider::Provider* provider)
     : store_(store),
       clock_(clock),
       options_(options),
       tokens_(std::move(tokens)),
-      wake_(std::move(wake)) {}
+      wake_(std::move(wake)),
+      provider_(provider) {}
 
 bool ClusterApi::IsReadOnly(const std::string& op) {
   static const std::set<std::string> kReadOnly = {
@@ -151,6 +171,7 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
     const json& g = req["InstanceGroups"][i];
     std::string path = "InstanceGroups[" + std::to_string(i) + "]";
     HPOD_RETURN_IF_ERROR(CheckSupportedGroupFields(g, path));
+    if (provider_) HPOD_RETURN_IF_ERROR(CheckLifecycleSourceVisible(g, path, *provider_));
     if (!names.insert(g["InstanceGroupName"].get<std::string>()).second) {
       return InvalidArgumentError("Instance group name '" +
                                   g["InstanceGroupName"].get<std::string>() +
@@ -230,6 +251,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
       const json& g = req["InstanceGroups"][i];
       std::string path = "InstanceGroups[" + std::to_string(i) + "]";
       HPOD_RETURN_IF_ERROR(CheckSupportedGroupFields(g, path));
+      if (provider_) HPOD_RETURN_IF_ERROR(CheckLifecycleSourceVisible(g, path, *provider_));
       std::string name = g["InstanceGroupName"];
       if (!named.insert(name).second) {
         return InvalidArgumentError("Instance group name '" + name + "' is used more than once");

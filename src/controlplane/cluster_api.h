@@ -3,7 +3,8 @@
 // The SageMaker cluster operations. A handler validates semantics the model
 // cannot express (unique group names, supported features, state preconditions),
 // writes the user's desired state in one store transaction, and wakes the
-// cluster's reconciler; it never calls a provider. Requests arrive already
+// cluster's reconciler; it never changes anything at a provider (it only asks
+// whether the nodes can see a file:// lifecycle source). Requests arrive already
 // decoded and validated against the model (api/codec.h).
 //
 // Thread contract: safe for concurrent calls (all state lives in the Store).
@@ -17,6 +18,7 @@
 #include "hpod/base/status.h"
 #include "hpod/controlplane/options.h"
 #include "hpod/controlplane/pagination.h"
+#include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
 
 namespace hpod::controlplane {
@@ -24,8 +26,11 @@ namespace hpod::controlplane {
 class ClusterApi {
  public:
   // `wake` is called with a cluster id after a handler changed that cluster.
+  // `provider` (may be null) says which file:// lifecycle sources its nodes
+  // cannot see (CheckLifecycleSourceVisible).
   ClusterApi(store::Store& store, const Clock& clock, const ControlPlaneOptions& options,
-             PageTokenCodec tokens, std::function<void(const std::string&)> wake);
+             PageTokenCodec tokens, std::function<void(const std::string&)> wake,
+             const provider::Provider* provider = nullptr);
 
   // Runs `operation` on a validated request; the result is the response body.
   StatusOr<nlohmann::ordered_json> Call(const api::Operation& operation,
@@ -61,11 +66,18 @@ class ClusterApi {
   const ControlPlaneOptions options_;
   const PageTokenCodec tokens_;
   const std::function<void(const std::string&)> wake_;
+  const provider::Provider* const provider_;
 };
 
 // Refuses request members hpod stores but cannot honour yet, naming the field
 // and why (a field is never silently ignored). `path` prefixes member names.
 Status CheckSupportedClusterFields(const nlohmann::json& req);
 Status CheckSupportedGroupFields(const nlohmann::json& group, const std::string& path);
+// A file:// lifecycle source under a directory the provider's nodes have their
+// own of (a host path they cannot see) is a ValidationException naming the group,
+// the path and what to do, instead of a node failing minutes later with "No
+// objects found".
+Status CheckLifecycleSourceVisible(const nlohmann::json& group, const std::string& path,
+                                   const provider::Provider& provider);
 
 }  // namespace hpod::controlplane

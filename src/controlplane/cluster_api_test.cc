@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hpod/api/errors.h"
 #include "hpod/controlplane/test_harness.h"
 
 namespace hpod::controlplane {
@@ -75,6 +76,47 @@ TEST(ClusterApiTest, RefusesWhatItCannotHonour) {
             StatusCode::kInvalidArgument);
   // Nothing was written by the refused calls.
   EXPECT_EQ(h.Call("ListClusters", json::object())->at("ClusterSummaries").size(), 0u);
+}
+
+// Nodes with their own /tmp cannot read a host's file:///tmp/... source: refused
+// at once (a ValidationException naming the group, the path and what to do),
+// rather than each node failing minutes later with "No objects found".
+TEST(ClusterApiTest, RefusesALifecycleSourceTheNodesCannotSee) {
+  provider::FakeProviderOptions po;
+  po.node_private_dirs = {"/tmp"};
+  Harness h(po);
+  auto at = [](const std::string& group, const std::string& uri) {
+    json g = Harness::Group(group, 1);
+    g["LifeCycleConfig"]["SourceS3Uri"] = uri;
+    return g;
+  };
+  auto r = h.Call("CreateCluster", CreateReq("demo", {at("ctl", "file:///var/tmp/lcs/"),
+                                                      at("workers", "file:///tmp/lcs/")}));
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(api::ToApiError(r.status()).type, "ValidationException");
+  EXPECT_EQ(r.status().message(),
+            "InstanceGroups[1].LifeCycleConfig.SourceS3Uri of instance group 'workers' is "
+            "file:///tmp/lcs/, which the nodes cannot see: each node has its own /tmp, so the "
+            "host's /tmp/lcs/ is not there. Put the lifecycle scripts in a directory the nodes "
+            "share with the host (e.g. under /var/tmp or /srv), or use an s3:// source");
+  EXPECT_EQ(h.Call("ListClusters", json::object())->at("ClusterSummaries").size(), 0u);
+
+  // Elsewhere it is fine, and UpdateCluster checks the groups it is given too.
+  ASSERT_TRUE(h.Call("CreateCluster", CreateReq("demo", {at("ctl", "file:///var/tmp/lcs/"),
+                                                         at("workers", "file:///srv/lcs/")}))
+                  .ok());
+  h.Converge();
+  auto up = h.Call("UpdateCluster",
+                   {{"ClusterName", "demo"}, {"InstanceGroups", {at("more", "file:///tmp/x/")}}});
+  EXPECT_EQ(up.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(up.status().message().find("instance group 'more'"), std::string::npos)
+      << up.status().message();
+  EXPECT_EQ(h.Describe("demo")["ClusterStatus"], "InService");
+
+  // A provider whose nodes see the host's files (the fake's default) takes any path.
+  Harness plain;
+  EXPECT_TRUE(
+      plain.Call("CreateCluster", CreateReq("demo", {at("workers", "file:///tmp/lcs/")})).ok());
 }
 
 TEST(ClusterApiTest, Quotas) {

@@ -188,9 +188,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   qo.workers = options.reconcile_workers;
   d->queue_ = std::make_unique<WorkQueue>(
       clock, qo, [router](const std::string& key) { return (*router)(key); });
-  d->api_ =
-      std::make_unique<ClusterApi>(*d->store_, clock, options.control_plane, PageTokenCodec(secret),
-                                   [self](const std::string& id) { self->queue_->Add(id); });
+  d->api_ = std::make_unique<ClusterApi>(
+      *d->store_, clock, options.control_plane, PageTokenCodec(secret),
+      [self](const std::string& id) { self->queue_->Add(id); }, d->provider_.get());
   d->node_api_ =
       std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_, d->provider_.get());
   ApiServerOptions ao;

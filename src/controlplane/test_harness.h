@@ -23,8 +23,9 @@ class Harness {
     queue_ = std::make_unique<WorkQueue>(clock_, WorkQueueOptions{}, [this](const std::string& k) {
       return reconciler_->Reconcile(k);
     });
-    api_ = std::make_unique<ClusterApi>(*store_, clock_, options_, PageTokenCodec("secret"),
-                                        [this](const std::string& id) { queue_->Add(id); });
+    api_ = std::make_unique<ClusterApi>(
+        *store_, clock_, options_, PageTokenCodec("secret"),
+        [this](const std::string& id) { queue_->Add(id); }, provider_.get());
   }
 
   StatusOr<nlohmann::ordered_json> Call(const std::string& op, const nlohmann::json& req) {

@@ -94,6 +94,13 @@ class Provider {
   // auto-resume supervisor) on every node it launches; empty: it did not, and
   // plugstack.conf lists none.
   virtual std::string NodeSpankPlugin() const { return ""; }
+  // Whether the provider's nodes see `host_path` (an absolute path on the machine
+  // hpodd runs on: a file:// lifecycle source) as the host does. Returns the
+  // node-private directory that hides it from them ("/tmp": each local node has its
+  // own), or "" when they see the host's files there (the default: nothing is
+  // private). CreateCluster/UpdateCluster refuse a hidden source at once; the nodes
+  // would only fail minutes later with "No objects found".
+  virtual std::string NodePrivateDirOf(const std::string& host_path) const { return ""; }
   // Restarts the node's processes, keeping its identity, address and local disk
   // (EC2 RebootInstances). The node is kPending until it is up again. Idempotent
   // per `request_id`: a second call with the id of the last reboot does nothing

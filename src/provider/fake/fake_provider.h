@@ -35,6 +35,9 @@ struct FakeProviderOptions {
   int capacity = 1 << 30;
   // Terminate takes effect after this long (the node is Terminating meanwhile).
   std::chrono::milliseconds terminating_for{0};
+  // Directories the nodes have their own of (NodePrivateDirOf); none by default:
+  // fake nodes see every host path.
+  std::set<std::string> node_private_dirs;
 };
 
 class FakeProvider final : public Provider {
@@ -48,6 +51,7 @@ class FakeProvider final : public Provider {
   // Heals a broken node in place (same id and address); a repeated request id is
   // a no-op, as the interface asks.
   Status Reboot(const std::string& instance_id, const std::string& request_id) override;
+  std::string NodePrivateDirOf(const std::string& host_path) const override;
 
   // Test hooks.
   struct Action {

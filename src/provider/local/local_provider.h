@@ -49,6 +49,7 @@
 #include "hpod/base/thread_annotations.h"
 #include "hpod/provider/local/ipv4.h"
 #include "hpod/provider/local/node_host.h"
+#include "hpod/provider/local/node_init.h"
 #include "hpod/provider/provider.h"
 
 namespace hpod::provider::local {
@@ -120,6 +121,11 @@ class LocalProvider final : public Provider {
   // Nodes run hpod-agent unless a stand-in program was configured (tests).
   bool RunsAgents() const override { return options_.node_program.empty(); }
   std::string NodeSpankPlugin() const override;
+  // Each node has its own /tmp, /run, /var/log, /var/spool, /var/lib/hpod-agent
+  // and /fsx (node_init.h, PlanMounts).
+  std::string NodePrivateDirOf(const std::string& host_path) const override {
+    return local::NodePrivateDirOf(host_path);
+  }
 
   // Leaves running nodes alone. With `remove_guard`, also removes the guard route,
   // but only when no node remains (the guard is what keeps their traffic local).

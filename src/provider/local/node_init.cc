@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -110,6 +111,29 @@ std::vector<MountStep> PlanMounts(const NodeInitConfig& c) {
   // Last: sources above may live under the host's /tmp.
   steps.push_back({K::kBind, d + "/tmp", "/tmp", "", false});
   return steps;
+}
+
+std::string NodePrivateDirOf(const std::string& host_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::path(host_path), ec);
+  if (ec) p = fs::path(host_path).lexically_normal();
+  // The targets do not depend on the config's sources (PlanMounts is pure), so
+  // any config gives the node's private directories.
+  NodeInitConfig c;
+  c.node_disk = "/node-disk";
+  c.agent_socket_dir = "/agent-socket";
+  std::string hidden;
+  for (const MountStep& s : PlanMounts(c)) {
+    if (s.kind == MountStep::Kind::kOverlay) continue;
+    const fs::path target(s.target);
+    auto [t, q] = std::mismatch(target.begin(), target.end(), p.begin(), p.end());
+    // The outermost target wins: /run hides /run/hpod/x, not /run/hpod.
+    if (t == target.end() && (hidden.empty() || s.target.size() < hidden.size())) {
+      hidden = s.target;
+    }
+  }
+  return hidden;
 }
 
 namespace {

@@ -61,6 +61,12 @@ struct MountStep {
 // /tmp last. Pure, so the order is unit-tested.
 std::vector<MountStep> PlanMounts(const NodeInitConfig& c);
 
+// The directory of PlanMounts that hides the host's `host_path` from a node (a
+// bind or tmpfs target at or above it: "/tmp", "/run", "/var/log", ...), or ""
+// when the node sees the host's files there (the /opt overlay reads through to
+// the host's /opt). Symlinks are resolved on the host first (/var/run is /run).
+std::string NodePrivateDirOf(const std::string& host_path);
+
 // The agent's state dir inside the node, and where agent.json appears there.
 inline constexpr char kAgentStateDir[] = "/var/lib/hpod-agent";
 inline constexpr char kAgentConfigInNode[] = "/var/lib/hpod-agent/agent.json";

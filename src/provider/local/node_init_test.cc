@@ -80,5 +80,23 @@ TEST(PlanMountsTest, NoSocketDirForTcpEndpoints) {
   for (const auto& s : PlanMounts(c)) EXPECT_NE(s.target, "/run/hpod");
 }
 
+// A file:// lifecycle source there would be empty on the nodes: CreateCluster
+// refuses it (cluster_api.cc) with the directory this names.
+TEST(NodePrivateDirTest, NamesTheNodesOwnDirectoryThatHidesAHostPath) {
+  EXPECT_EQ(NodePrivateDirOf("/tmp/lcs/"), "/tmp");
+  EXPECT_EQ(NodePrivateDirOf("/tmp"), "/tmp");
+  EXPECT_EQ(NodePrivateDirOf("/tmp/a/../b"), "/tmp");
+  EXPECT_EQ(NodePrivateDirOf("/run/hpod/x"), "/run");
+  EXPECT_EQ(NodePrivateDirOf("/var/log/scripts"), "/var/log");
+  EXPECT_EQ(NodePrivateDirOf("/var/spool/x"), "/var/spool");
+  EXPECT_EQ(NodePrivateDirOf("/fsx/scripts"), "/fsx");
+  // Seen by the nodes: the host's own files (and /opt, an overlay over the host's).
+  EXPECT_EQ(NodePrivateDirOf("/var/tmp/lcs/"), "");
+  EXPECT_EQ(NodePrivateDirOf("/srv/lcs"), "");
+  EXPECT_EQ(NodePrivateDirOf("/opt/lcs"), "");
+  EXPECT_EQ(NodePrivateDirOf("/tmpfoo/lcs"), "");
+  EXPECT_EQ(NodePrivateDirOf("/tmp/../var/tmp/lcs"), "");
+}
+
 }  // namespace
 }  // namespace hpod::provider::local
