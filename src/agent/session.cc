@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "hpod/agent/slurm_node.h"
 #include "hpod/base/signals.h"
 #include "hpod/base/subprocess.h"
 
@@ -24,6 +25,20 @@ namespace {
 
 using Json = nlohmann::json;
 using std::chrono::milliseconds;
+
+// Shells on a node of a cluster without Slurm answer Slurm's commands with a hint
+// (instead of Slurm's "DNS SRV lookup failed") through bash functions exported in
+// the session's environment. Why this mechanism: the node's /etc and /root are
+// the host's (shared with the host and every other node: hpod never writes there,
+// so no /etc/profile.d or .bashrc); a wrapper directory on PATH does not survive
+// a login shell (/etc/profile resets PATH, and sessions run `bash -l` or `bash
+// -lc CMD`); exported functions (BASH_FUNC_<name>%%) survive `bash -l`, reach
+// child bash processes (a script that calls sinfo), and take precedence over
+// PATH. Only sessions of such nodes get them: Slurm clusters are unchanged.
+std::string ShellFunctionFor(std::string_view command) {
+  std::string hint = NoSlurmHint(command);  // no single quote in it
+  return "() { echo '" + hint + "' >&2; return 1; }";
+}
 
 // The child of a session and the descriptors that reach it: a Subprocess on a PTY,
 // or (without a PTY) a child of our own with pipes, because Subprocess has no
@@ -47,11 +62,14 @@ class SessionChild {
     }
     std::error_code ec;
     const std::string cwd = std::filesystem::is_directory("/root", ec) ? "/root" : "/";
+    const std::map<std::string, std::string> extra_env = SessionEnvironment(kNoSlurmMarker);
     if (request.pty) {
       SubprocessOptions options;
       options.argv = argv;
       options.cwd = cwd;
-      options.env = {{"TERM", "xterm-256color"}, {"HOME", "/root"}};
+      options.env = extra_env;
+      options.env["TERM"] = "xterm-256color";
+      options.env["HOME"] = "/root";
       int master = -1;
       HPOD_ASSIGN_OR_RETURN(child->pty_child_,
                             Subprocess::Start(options, &master, request.rows, request.cols));
@@ -74,6 +92,7 @@ class SessionChild {
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::string_view(*e).rfind("HOME=", 0) != 0) env_strings.emplace_back(*e);
     }
+    for (const auto& [k, v] : extra_env) env_strings.push_back(k + "=" + v);
     std::vector<char*> cenv;
     for (auto& e : env_strings) cenv.push_back(e.data());
     cenv.push_back(nullptr);
@@ -162,6 +181,25 @@ class SessionChild {
 };
 
 }  // namespace
+
+const char* const kSlurmCommands[7] = {"sinfo",  "squeue",   "sbatch", "srun",
+                                       "salloc", "scontrol", "scancel"};
+
+std::string NoSlurmHint(std::string_view command) {
+  return std::string(command) +
+         ": this hpod cluster has no Slurm (no instance group has a Slurm role); see "
+         "/opt/hpod/motd";
+}
+
+std::map<std::string, std::string> SessionEnvironment(const std::string& no_slurm_marker) {
+  std::map<std::string, std::string> env;
+  std::error_code ec;
+  if (!std::filesystem::exists(no_slurm_marker, ec)) return env;
+  for (const char* command : kSlurmCommands) {
+    env["BASH_FUNC_" + std::string(command) + "%%"] = ShellFunctionFor(command);
+  }
+  return env;
+}
 
 StatusOr<SessionRequest> ParseSessionRequest(const Json& message) {
   HPOD_ASSIGN_OR_RETURN(auto open, api::agentproto::OpenSession::FromJson(message));

@@ -9,6 +9,7 @@
 // it is safe to run many at once.
 
 #include <atomic>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -32,6 +33,19 @@ StatusOr<SessionRequest> ParseSessionRequest(const nlohmann::json& message);
 
 // Frame kinds (the first byte of each binary message).
 enum class FrameKind : unsigned char { kData = 0, kResize = 1, kExit = 2, kError = 3, kEof = 4 };
+
+// Slurm's user commands (sinfo, squeue, sbatch, srun, salloc, scontrol, scancel).
+extern const char* const kSlurmCommands[7];
+
+// The one line each of kSlurmCommands prints (to stderr, exit status 1) in a
+// session on a node of a cluster without Slurm, e.g. "sinfo: this hpod cluster has
+// no Slurm (no instance group has a Slurm role); see /opt/hpod/motd".
+std::string NoSlurmHint(std::string_view command);
+
+// What a session adds to its shell's environment: when `no_slurm_marker` exists
+// (slurm_node.h, kNoSlurmMarker), a bash function per Slurm command, exported
+// (BASH_FUNC_<name>%%) so that it answers with NoSlurmHint; otherwise nothing.
+std::map<std::string, std::string> SessionEnvironment(const std::string& no_slurm_marker);
 
 std::string EncodeFrame(FrameKind kind, std::string_view payload);
 std::string EncodeExitFrame(int32_t status);

@@ -72,8 +72,14 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
   HPOD_ASSIGN_OR_RETURN(api::agentproto::SlurmRole r, api::agentproto::SlurmRole::FromJson(m));
   SlurmSpec s;
   s.role = std::move(r.role);
+  if (s.role == "none") {
+    s.node_name = std::move(r.node_name);
+    s.motd = std::move(r.motd);
+    return s;
+  }
   if (s.role != "controller" && s.role != "login" && s.role != "compute") {
-    return InvalidArgumentError("slurm.role '" + s.role + "' is not controller, login or compute");
+    return InvalidArgumentError("slurm.role '" + s.role +
+                                "' is not controller, login, compute or none");
   }
   s.node_name = std::move(r.node_name);
   s.controller_addr = std::move(r.controller_addr);
@@ -100,9 +106,10 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
 // Whether `desired` differs from what was applied in anything ApplySpec acts on.
 static bool NeedsApply(const std::optional<SlurmSpec>& desired,
                        const std::optional<SlurmSpec>& applied) {
-  return desired && (!applied || desired->conf_hash != applied->conf_hash ||
-                     desired->munge_key != applied->munge_key ||
-                     desired->controller_addr != applied->controller_addr);
+  return desired &&
+         (!applied || desired->role != applied->role || desired->conf_hash != applied->conf_hash ||
+          desired->munge_key != applied->munge_key ||
+          desired->controller_addr != applied->controller_addr);
 }
 
 struct SlurmNode::Daemon {
@@ -127,6 +134,20 @@ SlurmNode::SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback
 SlurmNode::~SlurmNode() { Stop(); }
 
 void SlurmNode::Apply(SlurmSpec spec) {
+  // The no-Slurm marker and motd are written here, not on the worker: hpodd's next
+  // message may open a session, which must already find them.
+  if (spec.role == "none") {
+    Status s =
+        WriteIfChanged(options_.no_slurm_marker,
+                       "this hpod cluster has no Slurm; see " + options_.motd_path + "\n", 0644)
+            .status();
+    if (s.ok() && !spec.motd.empty())
+      s = WriteIfChanged(options_.motd_path, spec.motd, 0644).status();
+    if (!s.ok()) spdlog::warn("cannot mark the node as having no Slurm: {}", s.message());
+  } else {
+    std::error_code ec;
+    fs::remove(options_.no_slurm_marker, ec);
+  }
   MutexLock lock(mu_);
   desired_ = std::move(spec);
   cv_.notify_all();
@@ -171,7 +192,7 @@ void SlurmNode::Loop() {
       MutexLock lock(mu_);
       auto wake = [&]() REQUIRES(mu_) { return stopping_ || NeedsApply(desired_, applied_); };
       // Nodes without a Slurm role (or before it arrives) cost no wakeups.
-      if (applied_) {
+      if (applied_ && applied_->role != "none") {
         // Daemons starting, restarting or being reconfigured are watched closely;
         // settled ones once a second (a dead one is noticed within that).
         const bool settled =
@@ -188,6 +209,18 @@ void SlurmNode::Loop() {
       }
       if (stopping_) break;
       desired = desired_;
+    }
+    if (NeedsApply(desired, applied_) && desired->role == "none") {
+      // Nothing to run (Apply wrote the motd and the marker); daemons of an earlier
+      // role stop.
+      if (daemon_) StopDaemon(*daemon_);
+      if (munged_) StopDaemon(*munged_);
+      daemon_.reset();
+      munged_.reset();
+      reconfigure_pending_ = false;
+      applied_ = desired;
+      SetState("none", "");
+      continue;
     }
     if (NeedsApply(desired, applied_)) {
       bool restart_ctld = false, reconfigure = false;
@@ -215,7 +248,7 @@ void SlurmNode::Loop() {
       const Daemon& main = daemon_ ? *daemon_ : *munged_;
       SetState(main.ready ? "running" : "starting", "");
     }
-    if (!applied_) continue;
+    if (!applied_ || applied_->role == "none") continue;
     Supervise(*munged_);
     if (daemon_) {
       // slurmctld and slurmd authenticate through munged from their first message.
@@ -323,7 +356,7 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
     munged_->options.argv = argv;
     munged_->options.output_file = munge_log + "/munged.out";
   }
-  const bool first = !applied_;
+  const bool first = !applied_ || applied_->role == "none";
   if (spec.role != "login") {
     std::vector<std::string> argv;
     std::string out;

@@ -9,7 +9,11 @@
 //    (slurm.user.conf created once, never rewritten) and `slurmctld -D`;
 //  - compute: `slurmd -D --conf-server <controller>` (configless: slurmd fetches
 //    the config from slurmctld and clients find it via /run/slurm/conf);
-//  - login: the same files as the controller, for clients only (no daemon).
+//  - login: the same files as the controller, for clients only (no daemon);
+//  - none (a cluster without Slurm): no daemon; the motd says why and a marker
+//    (kNoSlurmMarker) makes shell sessions answer Slurm's commands with a hint
+//    (session.h). Both are written in Apply, on the caller's thread, so a session
+//    that hpodd opens after the message finds them.
 // A daemon that exits is restarted with exponential backoff; each exit and
 // restart is reported (`slurm_state`, which hpodd records as an event).
 //
@@ -48,9 +52,13 @@
 
 namespace hpod::agent {
 
+// Present while the node's cluster has no Slurm (node-private: every node has its
+// own /run, and it never lands on the host's shared /opt).
+inline constexpr char kNoSlurmMarker[] = "/run/hpod-no-slurm";
+
 // hpodd's `slurm` message.
 struct SlurmSpec {
-  std::string role;  // "controller" | "login" | "compute"
+  std::string role;  // "controller" | "login" | "compute" | "none"
   std::string node_name;
   std::string controller_addr;               // "10.77.1.10"
   std::string munge_key;                     // raw key bytes
@@ -63,8 +71,8 @@ struct SlurmSpec {
 };
 
 // kInvalidArgument naming the field for a malformed message (api::agentproto::
-// SlurmRole), an unknown role, a munge key that is not base64url of ≥ 32 bytes, or a
-// file name that is not a plain name.
+// SlurmRole), an unknown role, a munge key that is not base64url of ≥ 32 bytes (role
+// "none" has none), or a file name that is not a plain name.
 StatusOr<SlurmSpec> ParseSlurmSpec(const nlohmann::json& message);
 
 struct SlurmNodeOptions {
@@ -74,6 +82,7 @@ struct SlurmNodeOptions {
   std::string log_dir = "/var/log";
   std::string spool_dir = "/var/spool";
   std::string motd_path = "/opt/hpod/motd";
+  std::string no_slurm_marker = kNoSlurmMarker;
   // Programs (looked up in PATH); tests substitute scripts.
   std::string munged = "munged";
   std::string slurmctld = "slurmctld";

@@ -117,6 +117,7 @@ class SlurmNodeTest : public ::testing::Test {
     options_.log_dir = tmp_ / "log";
     options_.spool_dir = tmp_ / "spool";
     options_.motd_path = tmp_ / "motd";
+    options_.no_slurm_marker = tmp_ / "run/hpod-no-slurm";
     options_.munged = tmp_ / "bin/munged";
     options_.slurmctld = tmp_ / "bin/slurmctld";
     options_.slurmd = tmp_ / "bin/slurmd";
@@ -294,6 +295,35 @@ TEST_F(SlurmNodeTest, LoginWritesFilesAndRunsNoDaemon) {
   EXPECT_EQ(Count("munged.argv"), 1u);
   EXPECT_FALSE(fs::exists(rec_ + "/slurmctld.argv"));
   EXPECT_FALSE(fs::exists(rec_ + "/slurmd.argv"));
+}
+
+// A cluster without Slurm: the motd and the marker sessions read are there as
+// soon as Apply returns (hpodd may open a session with its next message), no
+// daemon runs, and the state says role "none" (hpodd's acknowledgement). A real
+// role later takes the marker away.
+TEST_F(SlurmNodeTest, NoneWritesTheMotdAndMarkerAtOnceAndRunsNothing) {
+  Start();
+  auto none = ParseSlurmSpec(json{{"type", "slurm"},
+                                  {"role", "none"},
+                                  {"node_name", "ip-10-0-0-2"},
+                                  {"controller_addr", ""},
+                                  {"munge_key", ""},
+                                  {"motd", "no Slurm here\n"}});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  node_->Apply(*none);
+  EXPECT_EQ(ReadTestFile(options_.motd_path), "no Slurm here\n");
+  EXPECT_TRUE(fs::exists(options_.no_slurm_marker));
+  ASSERT_TRUE(WaitFor([&] { return node_->State().role == "none"; }));
+  EXPECT_EQ(node_->State().daemon, "none");
+  EXPECT_EQ(node_->ControllerTarget(), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(fs::exists(rec_ + "/munged.argv"));
+  EXPECT_FALSE(fs::exists(options_.munge_dir + "/munge.key"));
+
+  node_->Apply(Spec("compute", "h1"));
+  EXPECT_FALSE(fs::exists(options_.no_slurm_marker));
+  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().ToJson().dump();
+  EXPECT_EQ(node_->State().role, "compute");
 }
 
 TEST_F(SlurmNodeTest, AKilledDaemonIsRestarted) {

@@ -336,7 +336,7 @@ struct OpenSession {
 // The `slurm` message: the node's part of Slurm.
 struct SlurmRole {
   static constexpr std::string_view kType = "slurm";
-  std::string role;  // controller | login | compute
+  std::string role;  // controller | login | compute | none (the cluster has no Slurm)
   std::string node_name;
   std::string controller_addr;
   std::string munge_key;  // base64url

@@ -244,6 +244,10 @@ void NodeReconciler::FromAgent(const NodeRecord& n,
       change->message = plan->error;
     } else if (plan && plan->mode == Mode::kWaiting) {
       if (!was_running) change->status = ClusterInstanceStatus::kPending;
+    } else if (plan && plan->mode == Mode::kNone) {
+      // Tells the node it has no Slurm; not awaited (a node without Slurm is
+      // Running once its scripts succeeded).
+      slurm_.SyncNode(slurm, n);
     } else if (plan && plan->mode == Mode::kSlurm) {
       // Running only once the node's part of Slurm is up, as the user will use it
       // right away.

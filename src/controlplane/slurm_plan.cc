@@ -72,6 +72,24 @@ std::string Motd(const std::string& role, const std::string& controller_name, bo
 
 }  // namespace
 
+// What a user meets on a node of a cluster whose groups declare no Slurm role,
+// where `sinfo` would otherwise fail with Slurm's own "DNS SRV lookup failed".
+const char kNoSlurmMotd[] =
+    "\n"
+    "  hpod cluster node: this cluster has no Slurm (no sinfo, sbatch or srun here).\n"
+    "  Why: no instance group has a SlurmConfig, and the lifecycle source has no\n"
+    "       provisioning_parameters.json naming controller_group and worker_groups.\n"
+    "  To get Slurm: add provisioning_parameters.json to the lifecycle source (as in\n"
+    "       hpod's examples/lifecycle/base-config/), or a SlurmConfig to each instance\n"
+    "       group; then recreate the cluster.\n"
+    "\n";
+
+const char kNoSlurmEvent[] =
+    "This cluster has no Slurm: no instance group has a SlurmConfig, and the lifecycle source "
+    "has no provisioning_parameters.json naming controller_group and worker_groups. To get "
+    "Slurm, add that file (as in examples/lifecycle/base-config/) or a SlurmConfig to each "
+    "instance group, and recreate the cluster.";
+
 std::string MungeKeySetting(const std::string& cluster_id) {
   return "cluster/" + cluster_id + "/munge_key";
 }
@@ -269,6 +287,14 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
     m.stand_in_gpus = g->second;
     m.gpu_device_dir = options.gpu_device_dir;
   }
+  return m.ToJson();
+}
+
+json NoSlurmMessage(const NodeRecord& node) {
+  api::agentproto::SlurmRole m;
+  m.role = "none";  // controller_addr, munge_key: empty (nothing to run)
+  m.node_name = node.hostname;
+  m.motd = kNoSlurmMotd;
   return m.ToJson();
 }
 

@@ -60,7 +60,7 @@ class SlurmAgents {
 
 struct SlurmPlan {
   enum class Mode {
-    kNone,     // no roles anywhere: a cluster without Slurm
+    kNone,     // no roles anywhere (no SlurmConfig, no file): a cluster without Slurm
     kWaiting,  // roles come from provisioning_parameters.json, not reported yet
     kError,    // the roles are contradictory; `error` says what to fix
     kSlurm,
@@ -114,5 +114,12 @@ nlohmann::json ProvisioningParametersFor(const std::vector<store::GroupRecord>& 
 // The `slurm` message for one node of a ready plan.
 nlohmann::json SlurmMessage(const SlurmPlan& plan, const store::NodeRecord& node,
                             const SlurmOptions& options);
+
+// For a cluster without Slurm (Mode::kNone): the `slurm` message of role "none"
+// (the agent writes this motd and makes Slurm's commands say there is no Slurm),
+// and the cluster event that says so once, both naming why and what to do.
+extern const char kNoSlurmMotd[];
+extern const char kNoSlurmEvent[];
+nlohmann::json NoSlurmMessage(const store::NodeRecord& node);
 
 }  // namespace hpod::controlplane

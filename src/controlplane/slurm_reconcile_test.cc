@@ -130,7 +130,29 @@ TEST_F(SlurmReconcileTest, NoSlurmConfigAndNoParametersMeansPlainNodes) {
   Pass();
   for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Running");
   EXPECT_EQ(ClusterStatus(), "InService");
-  EXPECT_EQ(agents_.SentTotal(), 0u);
+  // Each node is told that it has no Slurm, and why (its motd), until its agent
+  // says it knows; `sinfo` there then says so instead of "DNS SRV lookup failed".
+  for (const auto& n : Nodes()) {
+    auto sent = agents_.Sent(n.instance_id);
+    ASSERT_FALSE(sent.empty()) << n.instance_id;
+    EXPECT_EQ(sent.back()["role"], "none");
+    EXPECT_EQ(sent.back()["node_name"], n.hostname);
+    EXPECT_EQ(sent.back()["motd"], kNoSlurmMotd);
+    EXPECT_EQ(sent.back()["munge_key"], "");
+    agents_.Ack(n.instance_id, "none");
+  }
+  const size_t sent = agents_.SentTotal();
+  Pass();
+  EXPECT_EQ(agents_.SentTotal(), sent);
+  EXPECT_EQ(ClusterStatus(), "InService");
+  // One cluster event says so too, once.
+  auto events =
+      h_.Call("ListClusterEvents", {{"ClusterName", "demo"}, {"ResourceType", "Cluster"}});
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  int said = 0;
+  for (const auto& e : (*events)["Events"]) said += e.value("Description", "") == kNoSlurmEvent;
+  EXPECT_EQ(said, 1);
+  EXPECT_NE(std::string(kNoSlurmMotd).find("provisioning_parameters.json"), std::string::npos);
 }
 
 TEST_F(SlurmReconcileTest, ProvisioningParametersGiveTheRoles) {

@@ -6,10 +6,17 @@
 #include <cmath>
 
 #include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/events.h"
 
 namespace hpod::controlplane {
 
 using store::NodeRecord;
+
+namespace {
+std::string NoSlurmNotedSetting(const std::string& cluster_id) {
+  return "cluster/" + cluster_id + "/no_slurm_noted";
+}
+}  // namespace
 
 SlurmReconciler::SlurmReconciler(store::Store& store, const Clock& clock,
                                  const ControlPlaneOptions& options, SlurmAgents* agents)
@@ -30,6 +37,7 @@ StatusOr<SlurmReconciler::Pass> SlurmReconciler::Begin(const std::string& cluste
       });
     });
     if (clocks.empty()) removals_.erase(cluster_id);
+    if (!in_play) noted_no_slurm_.erase(cluster_id);
   }
   if (!in_play || agents_ == nullptr) return pass;
   pass.report = agents_->SlurmNodes(cluster_id);
@@ -44,12 +52,43 @@ StatusOr<SlurmReconciler::Pass> SlurmReconciler::Begin(const std::string& cluste
   }
   HPOD_ASSIGN_OR_RETURN(SlurmPlan plan,
                         BuildSlurmPlan(store_, cluster_id, options_.slurm, draining));
+  if (plan.mode == SlurmPlan::Mode::kNone) NoteNoSlurm(cluster_id);
   pass.plan = std::move(plan);
   return pass;
 }
 
+void SlurmReconciler::NoteNoSlurm(const std::string& cluster_id) {
+  {
+    MutexLock lock(mu_);
+    if (noted_no_slurm_.count(cluster_id)) return;
+  }
+  Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+    auto noted = tx.GetSetting(NoSlurmNotedSetting(cluster_id));
+    if (noted.ok()) return OkStatus();
+    if (noted.status().code() != StatusCode::kNotFound) return noted.status();
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(cluster_id));
+    HPOD_RETURN_IF_ERROR(tx.PutSetting(NoSlurmNotedSetting(cluster_id), "1"));
+    return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kWarn, kNoSlurmEvent);
+  });
+  if (!s.ok()) {
+    spdlog::warn("recording that cluster {} has no Slurm: {}", cluster_id, s.ToString());
+    return;
+  }
+  MutexLock lock(mu_);
+  noted_no_slurm_.insert(cluster_id);
+}
+
 bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
   const SlurmPlan& plan = *pass.plan;
+  if (plan.mode == SlurmPlan::Mode::kNone) {
+    // Without Slurm a node's `sinfo` would fail with Slurm's own "DNS SRV lookup
+    // failed"; the agent says plainly that there is no Slurm instead (motd, and a
+    // hint where Slurm's commands would fail). Resent until acknowledged.
+    nlohmann::json state = agents_->SlurmState(n.instance_id);
+    if (state.is_object() && state.value("role", "") == "none") return true;
+    agents_->Send(n.instance_id, NoSlurmMessage(n));
+    return false;
+  }
   auto role = plan.role_of.find(n.instance_id);
   if (role == plan.role_of.end()) return false;  // no address yet
   nlohmann::json state = agents_->SlurmState(n.instance_id);

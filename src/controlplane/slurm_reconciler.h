@@ -46,7 +46,9 @@ class SlurmReconciler {
   StatusOr<Pass> Begin(const std::string& cluster_id, const std::vector<store::NodeRecord>& nodes,
                        bool in_play);
   // Brings one node's Slurm in step with the plan; returns whether the node's part
-  // is up (controller: slurmctld answers; compute: registered).
+  // is up (controller: slurmctld answers; compute: registered). In a cluster
+  // without Slurm (Mode::kNone) it tells the node so (NoSlurmMessage) until the
+  // agent reports role "none", and returns whether it has.
   bool SyncNode(Pass& pass, const store::NodeRecord& n);
   // Whether a node being removed may be terminated now; queues its drain while
   // Slurm still has it undrained.
@@ -61,6 +63,9 @@ class SlurmReconciler {
  private:
   // Starts the removal clock of a node on first call; true once it ran out.
   bool RemovalTimedOut(const std::string& cluster_id, const std::string& instance_id) EXCLUDES(mu_);
+  // Records kNoSlurmEvent once per cluster (a setting keeps it once across
+  // restarts of hpodd).
+  void NoteNoSlurm(const std::string& cluster_id) EXCLUDES(mu_);
 
   store::Store& store_;
   const Clock& clock_;
@@ -72,6 +77,8 @@ class SlurmReconciler {
       GUARDED_BY(mu_);
   // Since when a node whose scripts succeeded waits for Slurm, by instance id.
   std::map<std::string, std::chrono::steady_clock::time_point> waits_ GUARDED_BY(mu_);
+  // Clusters without Slurm whose event is recorded (saves a store write per pass).
+  std::set<std::string> noted_no_slurm_ GUARDED_BY(mu_);
 };
 
 }  // namespace hpod::controlplane
