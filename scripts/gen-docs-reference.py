@@ -238,11 +238,13 @@ def api_md(models):
            "- A node that fails later is `Failure` and its group `Degraded` while the cluster "
            "stays `InService`; with `NodeRecovery=Automatic` it is rebooted or replaced.", "",
            "More in [compatibility.md](../compatibility.md).", "",
-           "**Who may call what.** An `admin` key may call every operation. A `user` key "
+           "## Who may call what", "",
+           "An `admin` key may call every operation. A `user` key "
            "(`hpodd create-key --role user`) may call only: " +
            ", ".join("`" + o + "`" for o in sorted(models.read_only)) +
            "; anything else answers `AccessDeniedException`.", "",
-           "**Errors every operation may return**, besides those listed with it: "
+           "## Errors every operation may return", "",
+           "Besides those listed with each operation: "
            "`ValidationException` (a request that does not fit the model or that hpod cannot "
            "honour), `AccessDeniedException`, `UnrecognizedClientException` / "
            "`InvalidSignatureException` / `MissingAuthenticationTokenException` (credentials), "
@@ -279,8 +281,9 @@ def api_md(models):
             out += [f"Response (`{spec['output']}`):", ""]
             out += models.member_rows(spec["output"]) + [""]
             errors = [e["shape"] if isinstance(e, dict) else e for e in spec.get("errors", [])]
-            out += ["Errors: " + (", ".join("`" + e + "`" for e in errors) or "none") +
-                    " (and those above).", ""]
+            common = "[the common ones](#errors-every-operation-may-return)"
+            out += [("Errors: " + ", ".join("`" + e + "`" for e in errors) + ", besides " +
+                     common if errors else "Errors: only " + common) + ".", ""]
     out += ["## Shapes", "",
             "Every structure the requests and responses above use, and the enums too long to "
             "list inline.",
@@ -324,6 +327,8 @@ def run_help(build, name, args):
 
 
 def hpod_commands(top_help):
+    if "Commands:\n" not in top_help:
+        sys.exit("gen-docs-reference: `hpod help` has no 'Commands:' list to read")
     section = top_help.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
     return [line.split()[0] for line in section.splitlines() if line.strip()]
 
@@ -402,7 +407,7 @@ def main():
                 diff = difflib.unified_diff(old.splitlines(), text.splitlines(),
                                             "committed/" + name, "generated/" + name,
                                             lineterm="", n=1)
-                sys.stderr.write("\n".join(list(diff)[:40]) + "\n")
+                sys.stderr.write("\n".join(list(diff)[:12]) + "\n")
         elif old != text:
             os.makedirs(args.out, exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:

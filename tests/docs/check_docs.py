@@ -64,6 +64,9 @@ class Cli:
             if not os.access(self.path(tool), os.X_OK):
                 sys.exit(f"check_docs: {self.path(tool)} is missing: build it first")
         top = self.help("hpod", "help")
+        if "Commands:\n" not in top or "Global options" not in top:
+            sys.exit("check_docs: `hpod help` lists no 'Commands:' or 'Global options': "
+                     "update Cli in tests/docs/check_docs.py to its new format")
         section = top.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
         self.hpod_cmds = {}
         for line in section.splitlines():
