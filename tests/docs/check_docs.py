@@ -12,11 +12,14 @@ What is checked (the conventions for writers):
   the compiled-in botocore model (src/api/sagemaker_cluster_model.json) for aws,
   the Makefile for make. Other fences (```text, ```json, ```python, ...) are not read.
 - Inline code spans in prose that start with one of the four tools and a space.
+  In plain fences and inline spans a line whose command word is an unknown word
+  without a '-' (`hpodd ready on ...`) is taken for prose or output, not a command.
 - ```console blocks whose lines start with "$ " are shell sessions and are RUN: each
-  command in bash (cwd a temp dir holding a link to the repo's examples/, HOME a
-  temp dir, the built binaries first on PATH, no daemon), must exit 0, and the
-  lines shown after it must be its output (stdout and stderr), whitespace
-  normalized, blank lines ignored, a line "..." or "…" standing for any lines.
+  command in its own bash (a block's commands share a temp cwd holding a link to the
+  repo's examples/; HOME a temp dir; the built binaries first on PATH; no daemon, no
+  cluster; stdin empty; 60 s at most), must exit 0, and the lines shown after it
+  must be its output (stdout and stderr), whitespace normalized, blank lines
+  ignored, a line "..." or "…" standing for any lines.
 Placeholders (<name>, …, ...) are accepted wherever a word or a value goes.
 """
 import argparse
