@@ -158,23 +158,27 @@ StatusOr<IniFile> ParseIni(std::string_view text) {
 
 StatusOr<Settings> ResolveSettings(const ConfigFlags& flags, const Environment& env) {
   Settings s;
-  bool named = true;
-  if (flags.profile.has_value()) {
-    s.profile = *flags.profile;
-  } else if (auto p = GetEnv(env, "AWS_DEFAULT_PROFILE")) {
-    s.profile = *p;
-  } else if (auto q = GetEnv(env, "AWS_PROFILE")) {
-    s.profile = *q;
-  } else {
-    s.profile = "default";
-    named = false;
-  }
+  std::optional<std::string> chosen = flags.profile;
+  if (!chosen) chosen = GetEnv(env, "HPOD_PROFILE");
+  if (!chosen) chosen = GetEnv(env, "AWS_DEFAULT_PROFILE");
+  if (!chosen) chosen = GetEnv(env, "AWS_PROFILE");
   s.config_file = ExpandPath(GetEnv(env, "AWS_CONFIG_FILE").value_or("~/.aws/config"), env);
   s.credentials_file =
       ExpandPath(GetEnv(env, "AWS_SHARED_CREDENTIALS_FILE").value_or("~/.aws/credentials"), env);
   HPOD_ASSIGN_OR_RETURN(IniFile config, LoadIni(s.config_file));
   HPOD_ASSIGN_OR_RETURN(IniFile credentials, LoadIni(s.credentials_file));
   auto profiles = ConfigProfiles(config);
+  const bool named = chosen.has_value();
+  if (named) {
+    s.profile = *chosen;
+  } else if (profiles.count(kHpodProfile) || credentials.count(kHpodProfile)) {
+    // What `hpodd init` writes: with it, a bare `hpod list-clusters` reaches that
+    // hpodd (its region and endpoint_url) rather than AWS's [default], which
+    // belongs to the user's real AWS account.
+    s.profile = kHpodProfile;
+  } else {
+    s.profile = "default";
+  }
   auto it = profiles.find(s.profile);
   if (it != profiles.end()) s.profile_config = it->second;
   // botocore only insists on a profile that was asked for by name (even

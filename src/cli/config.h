@@ -4,8 +4,12 @@
 // from the process environment and the shared files, so that an existing
 // ~/.aws setup works unchanged:
 //
-//   profile      --profile, else AWS_DEFAULT_PROFILE, else AWS_PROFILE, else "default".
-//                A named profile must exist in the config or credentials file.
+//   profile      --profile, else HPOD_PROFILE, else AWS_DEFAULT_PROFILE, else
+//                AWS_PROFILE, else "hpod" when that profile exists (`hpodd init`
+//                writes it), else "default". A named profile must exist in the
+//                config or credentials file. (The one difference from the AWS CLI's
+//                order: `hpod` talks to hpodd, so hpodd's profile comes before AWS's
+//                [default].)
 //   credentials  AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN] (skipped
 //                when --profile is given, as botocore does), then the credentials
 //                file's [name] section, then the config file's profile section.
@@ -32,6 +36,9 @@
 #include "hpod/base/status.h"
 
 namespace hpod::cli {
+
+// The profile `hpodd init` writes, used when none is chosen (see above).
+inline constexpr char kHpodProfile[] = "hpod";
 
 // The process environment as a value, so that tests need no setenv.
 using Environment = std::map<std::string, std::string>;

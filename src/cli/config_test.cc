@@ -103,6 +103,41 @@ TEST(ResolveSettingsTest, ProfileValuesAndPrecedence) {
   EXPECT_EQ(s->endpoint_url, "http://flag:2");
 }
 
+// `hpodd init` writes [profile hpod] (region, endpoint_url) and [hpod] credentials:
+// a bare `hpod` command uses them, before AWS's [default]; anything chosen by name
+// (flag or environment) still wins.
+TEST(ResolveSettingsTest, HpodProfileIsTheDefaultWhenPresent) {
+  TempHome home;
+  home.Write(".aws/config",
+             "[default]\nregion = us-east-2\n"
+             "[profile hpod]\nregion = us-west-2\nendpoint_url = http://127.0.0.1:8451\n");
+  home.Write(".aws/credentials", "[hpod]\naws_access_key_id = A\naws_secret_access_key = S\n");
+  Environment env = home.Env();
+  StatusOr<Settings> s = ResolveSettings({}, env);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->profile, "hpod");
+  EXPECT_EQ(s->region, "us-west-2");
+  EXPECT_EQ(s->endpoint_url, "http://127.0.0.1:8451");
+  StatusOr<ResolvedCredentials> c = ResolveCredentials(*s, false, env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->credentials.access_key_id, "A");
+
+  env["AWS_PROFILE"] = "default";
+  EXPECT_EQ(ResolveSettings({}, env)->region, "us-east-2");
+  env.erase("AWS_PROFILE");
+  env["HPOD_PROFILE"] = "default";
+  EXPECT_EQ(ResolveSettings({}, env)->profile, "default");
+  env.erase("HPOD_PROFILE");
+  ConfigFlags flags;
+  flags.profile = "default";
+  EXPECT_EQ(ResolveSettings(flags, env)->region, "us-east-2");
+
+  // Only in the credentials file is enough, as for a named profile.
+  TempHome creds_only;
+  creds_only.Write(".aws/credentials", "[hpod]\naws_access_key_id = B\naws_secret_access_key = T\n");
+  EXPECT_EQ(ResolveSettings({}, creds_only.Env())->profile, "hpod");
+}
+
 TEST(ResolveSettingsTest, UnknownNamedProfileFails) {
   TempHome home;
   Environment env = home.Env();
