@@ -93,6 +93,8 @@ std::vector<OptionDef> Table(TrainOptions* o) {
       {"progress", &o->progress,
        "progress line: auto (\\r on a terminal, a line per update in job logs), "
        "tty, lines, none"},
+      {"progress_interval", &o->progress_interval_s,
+       "in job logs (not a terminal), seconds between progress lines at least"},
       {"log_interval", &o->log_interval, "steps between progress/TensorBoard updates"},
       {"metrics_jsonl", &o->metrics_jsonl,
        "append one JSON line per step (step, loss, lr, norms, timings) to this "
@@ -376,6 +378,7 @@ Status Validate(TrainOptions* o) {
   HPOD_RETURN_IF_ERROR(finite_nonneg("lr", o->lr));
   HPOD_RETURN_IF_ERROR(finite_nonneg("weight_decay", o->weight_decay));
   HPOD_RETURN_IF_ERROR(finite_nonneg("grad_clip", o->grad_clip));
+  HPOD_RETURN_IF_ERROR(finite_nonneg("progress_interval", o->progress_interval_s));
   if (o->lr == 0) return InvalidArgumentError("--lr must be greater than 0");
   if (o->min_lr < 0) o->min_lr = o->lr / 10;
   if (o->min_lr > o->lr) {

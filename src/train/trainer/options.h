@@ -71,6 +71,8 @@ struct TrainOptions {
   // Output.
   std::string tensorboard_dir;
   std::string progress = "auto";  // auto, tty, lines, none
+  // Not a terminal (a job log): at most one progress line per this many seconds.
+  double progress_interval_s = 10;
   int64_t log_interval = 1;
   std::string metrics_jsonl;  // one JSON line per step
   std::string summary_json;

@@ -61,6 +61,17 @@ TEST(OptionsTest, ConfigFileThenFlagsOverride) {
   std::filesystem::remove(path);
 }
 
+// Job logs get a progress line at most every --progress-interval seconds (10 by
+// default, as before the flag existed).
+TEST(OptionsTest, ProgressInterval) {
+  auto p = Parse({"--data", "synthetic"});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->options.progress_interval_s, 10);
+  p = Parse({"--data", "synthetic", "--progress-interval", "1.5"});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->options.progress_interval_s, 1.5);
+}
+
 TEST(OptionsTest, ErrorsAreOneLineNamingTheField) {
   struct Case {
     std::vector<std::string> args;
@@ -75,6 +86,7 @@ TEST(OptionsTest, ErrorsAreOneLineNamingTheField) {
       {{"--data", "synthetic", "--seq-len", "0"}, "--seq-len"},
       {{"--data", "synthetic", "--matmul", "mkl"}, "--matmul"},
       {{"--data", "synthetic", "--progress", "fancy"}, "--progress"},
+      {{"--data", "synthetic", "--progress-interval", "-1"}, "--progress-interval"},
       {{"--data", "synthetic", "--beta2", "1.5"}, "--beta2"},
       {{"--data", "synthetic", "--lr", "0"}, "--lr"},
       {{"--data", "synthetic", "--lr", "1e-3", "--min-lr", "1"}, "--min-lr"},

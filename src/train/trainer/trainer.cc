@@ -262,6 +262,7 @@ Status Trainer::RunImpl(struct Run& r, std::FILE* out, std::FILE* err) {
     po.initial = r.step;
     if (o.progress == "tty") po.is_tty = true;
     if (o.progress == "lines") po.is_tty = false;
+    po.noninteractive_interval_s = o.progress_interval_s;
     bar.emplace(err, RealClock::Get(), po);  // stderr, as tqdm
   }
   // Every rank is set up (rank 0 cleaned stale temp directories before any
