@@ -43,15 +43,17 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
   o.agent_binary = FindProgram("hpod-agent");
   o.agent_endpoint = "unix://" + ctx.agent_socket;
   o.node_disk_mb = ctx.node_disk_mb;
-  // hpod's SPANK plugin (auto-resume): installed beside hpodd, or in the build
+  // hpod's SPANK plugin (auto-resume): installed (<prefix>/lib/hpod/ beside
+  // <prefix>/bin/hpodd, as `make install` puts it), beside hpodd, or in the build
   // tree (build/src/slurm/spank/ next to build/cmd/hpodd/). Without it clusters
   // run, and `--auto-resume` is an unknown option, as before the plugin existed.
   {
     std::error_code ec;
     fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    const fs::path up = self.parent_path().parent_path();
     for (const fs::path& p :
-         {self.parent_path() / "spank_hpod.so", self.parent_path().parent_path().parent_path() /
-                                                    "src" / "slurm" / "spank" / "spank_hpod.so"}) {
+         {up / "lib" / "hpod" / "spank_hpod.so", self.parent_path() / "spank_hpod.so",
+          up.parent_path() / "src" / "slurm" / "spank" / "spank_hpod.so"}) {
       if (!ec && fs::exists(p, ec)) {
         o.spank_plugin = p.string();
         break;
