@@ -1,12 +1,17 @@
 #include "hpodd_main.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <iostream>
@@ -18,6 +23,7 @@
 #include "hpod/controlplane/daemon.h"
 #include "hpod/controlplane/init.h"
 #include "hpod/controlplane/metrics.h"
+#include "hpod/store/backup.h"
 #include "hpod/store/store.h"
 
 namespace hpod::cmd {
@@ -49,6 +55,33 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
+// One hpodd per data dir: a second one would adopt the first one's nodes, take
+// over (and on exit remove) its agent socket, remove its guard route when it has
+// no nodes, and reconcile the same clusters until its own API port fails to
+// bind. An flock on <data-dir>/hpodd.lock, held until exit, keeps it out. The
+// descriptor is close-on-exec: nodes, which outlive hpodd, must not hold it.
+// Returns an error message, or "" when the lock is ours (or the data dir does
+// not exist: Daemon::Start then says to run init).
+std::string LockDataDir(const std::string& data_dir) {
+  const std::string path = (std::filesystem::path(data_dir) / "hpodd.lock").string();
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return errno == ENOENT ? "" : "cannot open " + path + ": " + std::strerror(errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return "another hpodd" + (holder.empty() ? std::string() : " (pid " + holder + ")") +
+           " serves data dir " + data_dir + " (it holds " + path + "); stop it first";
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    spdlog::warn("cannot write the pid into {}: {}", path, std::strerror(errno));
+  }
+  return "";  // fd stays open, and the lock held, until the process exits
+}
+
 int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& context,
              const ProviderFactory& make_provider, const char* provider_description) {
   // The stop signals are blocked in every thread (started before any other)
@@ -61,6 +94,7 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& 
   });
   if (!watcher.ok()) return Fail(watcher.status().message());
   signal(SIGPIPE, SIG_IGN);
+  if (std::string busy = LockDataDir(options.data_dir); !busy.empty()) return Fail(busy);
 
   const Clock& clock = RealClock::Get();
   auto provider = make_provider(clock, context);
@@ -86,6 +120,9 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
               const char* provider_description) {
   CLI::App app{"hpodd: the hpod control plane (SageMaker HyperPod cluster API)", "hpodd"};
   app.require_subcommand(0, 1);
+  // Subcommands inherit this: `hpodd metrics-token --data-dir D` means what
+  // `hpodd --data-dir D metrics-token` does, as scripts and docs write both.
+  app.fallthrough();
   std::string data_dir = DefaultDataDir();
   std::string log_level = "info";
   app.add_option("--data-dir", data_dir, "State directory (env HPOD_DATA_DIR)")
@@ -195,6 +232,12 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
       ->capture_default_str();
   keys->add_option("--description", description, "Free text kept with the key");
 
+  // backup
+  auto* backup = app.add_subcommand(
+      "backup", "Copy the store to FILE (mode 0600, never overwritten), safely while hpodd serves");
+  std::string backup_file;
+  backup->add_option("FILE", backup_file, "Where the copy goes (must not exist)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -262,6 +305,18 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     // The secret is shown once, here, and never logged.
     std::printf("[%s]\naws_access_key_id = %s\naws_secret_access_key = %s\n", role.c_str(),
                 k->access_key_id.c_str(), k->secret_access_key.c_str());
+    return 0;
+  }
+
+  if (app.got_subcommand(backup)) {
+    // A consistent snapshot through SQLite's backup API on its own connections
+    // (store/backup.h): hpodd keeps serving, and its writes wait for nothing.
+    std::string path = controlplane::StorePath(data_dir);
+    if (!std::filesystem::exists(path)) return Fail("no store at " + path + "; run hpodd init");
+    auto r = store::BackupSqliteStore(path, backup_file);
+    if (!r.ok()) return Fail(r.status().message());
+    std::printf("Backed up %s to %s (%lld bytes, schema version %d)\n", path.c_str(),
+                backup_file.c_str(), static_cast<long long>(r->bytes), r->schema_version);
     return 0;
   }
 
