@@ -1,13 +1,17 @@
 # hpod: thin entry points. CMake builds, ctest tests; this file only wires them.
 #   make             install missing Debian packages, build
 #   make test        ... and run every test (unit, e2e, a short fuzz run)
-#   make quickstart  start hpodd and show how to talk to it
+#   make quickstart  the seed's whole journey: install, start hpodd, a 1+4 Slurm cluster,
+#                    data, an --auto-resume training job through a node failure
+#   make quickstart-down  delete the quickstart's cluster and stop its hpodd
+#   make install     install into $(PREFIX) (bin/, lib/hpod/, share/hpod/)
 #   make corpus      the real training data (KJV + Austen from Debian packages) in build/data
 BUILD ?= build
 JOBS ?= $(shell nproc)
+PREFIX ?= $(or $(HPOD_PREFIX),/usr/local)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all deps build test unit e2e fuzz quickstart corpus bench clean
+.PHONY: all deps build test unit e2e fuzz quickstart quickstart-down install corpus bench clean
 
 all: build
 
@@ -35,8 +39,16 @@ e2e: build
 fuzz: build
 	./scripts/fuzz.sh 600
 
+# The quickstart installs into $(PREFIX) itself (HPOD_PREFIX), so that nodes find
+# hpod-train and hpod-data on their PATH; settings: scripts/quickstart.py's header.
 quickstart: build
-	./scripts/quickstart.sh
+	HPOD_PREFIX=$(PREFIX) python3 scripts/quickstart.py up
+
+quickstart-down:
+	HPOD_PREFIX=$(PREFIX) python3 scripts/quickstart.py down
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 corpus: build
 	./scripts/install-deps.sh --corpus
