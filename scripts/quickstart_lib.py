@@ -26,7 +26,7 @@ def fail(what, todo):
 
 
 # Host paths a node cannot see: each node has its own (node_init.cc).
-NODE_PRIVATE = ("/tmp", "/run", "/var/log", "/var/spool", "/opt")
+NODE_PRIVATE = ("/tmp", "/run", "/var/log", "/var/spool", "/var/lib/hpod-agent", "/fsx")
 
 
 class Config:
