@@ -282,7 +282,7 @@ def print_summary(cfg, r):
         ("Console", "http://127.0.0.1:%d/  sign in with access key %s and its secret (%s, "
          "[hpod])" % (cfg.port, key, creds)),
         ("Shell", "hpod start-session --target %s" % cfg.cluster["target"]),
-        ("Explore", "hpod list-cluster-nodes --cluster-name demo --output table\n"
+        ("Explore", "hpod list-cluster-nodes --cluster-name demo --with-slurm --output table\n"
          "hpod describe-recovery --cluster-name demo --node-id %s --output table\n"
          "hpod get-training-metrics --cluster-name demo --path %s/tensorboard"
          % (r["killed_node"], r["run_dir"])),
