@@ -60,12 +60,11 @@ int Fail(const std::string& msg) {
 // no nodes, and reconcile the same clusters until its own API port fails to
 // bind. An flock on <data-dir>/hpodd.lock, held until exit, keeps it out. The
 // descriptor is close-on-exec: nodes, which outlive hpodd, must not hold it.
-// Returns an error message, or "" when the lock is ours (or the data dir does
-// not exist: Daemon::Start then says to run init).
+// Returns an error message, or "" when the lock is ours.
 std::string LockDataDir(const std::string& data_dir) {
   const std::string path = (std::filesystem::path(data_dir) / "hpodd.lock").string();
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return errno == ENOENT ? "" : "cannot open " + path + ": " + std::strerror(errno);
+  if (fd < 0) return "cannot open " + path + ": " + std::strerror(errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char pid[32] = {0};
     ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
@@ -94,6 +93,12 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& 
   });
   if (!watcher.ok()) return Fail(watcher.status().message());
   signal(SIGPIPE, SIG_IGN);
+  // Before the provider, which creates <data-dir>/local and the guard route: a
+  // mistyped --data-dir must leave nothing behind (Daemon::Start says the same).
+  if (!std::filesystem::exists(controlplane::StorePath(options.data_dir))) {
+    return Fail("no hpod store at " + controlplane::StorePath(options.data_dir) +
+                "; run `hpodd init --data-dir " + options.data_dir + "` first");
+  }
   if (std::string busy = LockDataDir(options.data_dir); !busy.empty()) return Fail(busy);
 
   const Clock& clock = RealClock::Get();
