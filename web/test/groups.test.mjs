@@ -12,17 +12,24 @@ const MODEL = JSON.parse(readFileSync(new URL('../../src/api/sagemaker_cluster_m
   import.meta.url), 'utf8'));
 
 test('the form builds the seed groups', () => {
-  const controller = groupFromForm({ name: 'controller-machine', instanceType: 'ml.c5.xlarge',
-    count: '1', source: 's3://sagemaker-lifecycle-demo/LifecycleScripts/base-config/',
-    onCreate: 'on_create.sh', role: DEFAULT_ROLE, slurmNodeType: 'Controller', partition: '' });
+  // The seed's JSON has no SlurmConfig (roles come from provisioning_parameters.json
+  // in its lifecycle prefix) and its own execution role.
+  const role = 'arn:aws:iam::111122223333:role/my-role-for-cluster';
+  const source = 's3://sagemaker-lifecycle-demo/LifecycleScripts/base-config/';
+  const controller = groupFromForm({ name: 'controller-group', instanceType: 'ml.m5.xlarge',
+    count: '1', source, onCreate: 'on_create.sh', role, slurmNodeType: '', partition: '' });
   const { ThreadsPerCore, ...seed } = DEMO[0];
   assert.equal(ThreadsPerCore, 1);
   assert.deepEqual(controller, seed);
-  const worker = groupFromForm({ name: ' worker-group-1 ', instanceType: 'ml.c5.2xlarge', count: '4',
-    source: 's3://sagemaker-lifecycle-demo/LifecycleScripts/base-config/', onCreate: 'on_create.sh',
-    role: DEFAULT_ROLE, slurmNodeType: 'Compute', partition: 'dev' });
+  const worker = groupFromForm({ name: ' worker-group ', instanceType: 'ml.c5.2xlarge', count: '4',
+    source, onCreate: 'on_create.sh', role, slurmNodeType: '', partition: 'dev' });
   const { ThreadsPerCore: _, ...seed1 } = DEMO[1];
   assert.deepEqual(worker, seed1);
+  // The per-group form of the Slurm roles.
+  const compute = groupFromForm({ name: 'w', instanceType: 'ml.c5.2xlarge', count: '4', source,
+    onCreate: 'on_create.sh', role: DEFAULT_ROLE, slurmNodeType: 'Compute', partition: 'dev' });
+  assert.deepEqual(compute.SlurmConfig, { NodeType: 'Compute', PartitionNames: ['dev'] });
+  assert.equal(compute.ExecutionRole, DEFAULT_ROLE);
 });
 
 test('empty fields are left for the API to name', () => {
@@ -53,7 +60,7 @@ test('a scale sends the group as specified with the new count', () => {
   delete details.InstanceCount;
   assert.deepEqual(scaledGroup(details, '6'), { ...DEMO[1], InstanceCount: 6 });
   const cluster = { ClusterName: 'demo', InstanceGroups: [{ ...details, InstanceGroupName: 'a' }, details] };
-  assert.deepEqual(scaleRequest(cluster, 'worker-group-1', 0),
+  assert.deepEqual(scaleRequest(cluster, 'worker-group', 0),
     { ClusterName: 'demo', InstanceGroups: [{ ...DEMO[1], InstanceCount: 0 }] });
   assert.throws(() => scaleRequest(cluster, 'nope', 1), /no instance group nope/);
 });
