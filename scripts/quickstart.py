@@ -16,11 +16,16 @@
 `scripts/quickstart.py down` (make quickstart-down) deletes the clusters of the
 quickstart's hpodd, stops it and checks that no namespace, link, route or mount is
 left; `down --purge` also removes its state directory. Running `up` twice is safe:
-what is there is reused. Settings (environment): HPOD_QUICKSTART_DIR
-(/var/lib/hpod-quickstart), HPOD_PREFIX (/usr/local), HPOD_PORT (8450),
-HPOD_NODE_BLOCK (10.77.0.0/16), HPOD_LINK_PREFIX (qs), HPOD_QUICKSTART_STEPS (600),
-HPOD_QUICKSTART_NONINTERACTIVE=1 (no terminal: plain lines, for tests), and for s3://
-HPOD_S3_ENDPOINT, HPOD_S3_ACCESS_KEY_ID, HPOD_S3_SECRET_ACCESS_KEY, HPOD_S3_BUCKET."""
+what is there is reused (an hpodd whose binary was reinstalled is restarted; nodes
+outlive that). Settings (environment; `up` keeps the first four in
+$HPOD_QUICKSTART_DIR/settings.json for `down`): HPOD_PREFIX (/usr/local), HPOD_PORT
+(8450), HPOD_NODE_BLOCK (10.77.0.0/16), HPOD_LINK_PREFIX (qs), HPOD_QUICKSTART_DIR
+(/var/lib/hpod-quickstart), HPOD_QUICKSTART_STEPS (600), HPOD_QUICKSTART_TRAIN_TIMEOUT
+(900 s), HPOD_QUICKSTART_NONINTERACTIVE=1 (no terminal: plain lines, for tests), and
+for s3:// HPOD_S3_ENDPOINT, HPOD_S3_ACCESS_KEY_ID, HPOD_S3_SECRET_ACCESS_KEY,
+HPOD_S3_REGION, HPOD_S3_BUCKET. AWS_* settings of the shell (keys, region, profile,
+endpoints) are not passed to the quickstart's hpod calls: they would override the
+'hpod' profile that `hpodd init` writes."""
 import json
 import os
 import re
@@ -33,7 +38,8 @@ import quickstart_cluster as c  # noqa: E402
 import quickstart_lib as q  # noqa: E402
 
 CLUSTER = "demo"
-VICTIM_AT = 0.4  # kill a node once training is this far and a checkpoint exists
+VICTIM_AT = 0.4  # kill a node once training is this far and a checkpoint exists,
+VICTIM_BY = 0.75  # and not later than this
 
 
 def phase_install(cfg):
@@ -84,8 +90,8 @@ def phase_data(cfg):
     cache = os.path.join(cfg.state, "cache")
     os.makedirs(cache, exist_ok=True)
     # The steps the seed's user types on the controller; the cache (a host
-    # directory every node sees) only saves the minute of tokenizer training on
-    # a second run, and `hpod-data info` verifies what is copied.
+    # directory every node sees) keeps a second run from redoing them, and
+    # `hpod-data info` verifies what is copied.
     script = (
         "set -e; mkdir -p /fsx/data; cd /fsx/data\n"
         "if [ -s tok512.model ] && [ -s train512.bin ] && hpod-data info train512.bin >/dev/null; "
@@ -140,44 +146,57 @@ def follow(cfg):
     fsx = cfg.cluster["fsx"]
     out_path = os.path.join(fsx, "quickstart", "slurm-%s.out" % cfg.job)
     ledger = os.path.join(fsx, "quickstart", ".hpod", "goodput-%s.jsonl" % cfg.job)
-    summary = os.path.join(fsx, cfg.run_dir[len("/fsx/"):], "summary.json")
     q.say("following /fsx/quickstart/slurm-%s.out (tail -f on the controller shows the same)"
           % cfg.job)
     tail = c.Tail(out_path)
     live = q.LiveLine(cfg)
     fault = None
     deadline = time.time() + cfg.train_timeout
-    last_check = 0.0
-    while time.time() < deadline:
+    last_check = time.time()
+
+    def show_new_lines():
         for line in tail.lines():
             if "global_step=" in line:
                 live.update(line.strip())
             else:
                 live.println(line.rstrip())
+
+    while True:
+        show_new_lines()
         events = c.read_ledger(ledger)
-        steps = [e["step"] for e in events if e.get("event") == "step"]
-        saved = [e["step"] for e in events if e.get("event") == "checkpoint"]
+        steps = [e["step"] for e in events if e.get("event") == "step" and "step" in e]
+        saved = [e["step"] for e in events if e.get("event") == "checkpoint" and "step" in e]
         if fault is None and steps and saved and steps[-1] >= cfg.steps * VICTIM_AT:
             live.clear()
-            fault = inject_fault(cfg, steps[-1], saved[-1])
+            if steps[-1] <= cfg.steps * VICTIM_BY:
+                fault = inject_fault(cfg, steps[-1], saved[-1])
+            else:  # a fast machine and a short run: too late to show a recovery
+                fault = {"skipped": True, "done": True}
+                q.say("training is at step %d of %d: too close to the end for a fault; none "
+                      "injected" % (steps[-1], cfg.steps))
         if fault is not None and not fault.get("done"):
             c.watch_recovery(cfg, fault, events, live)
-        if os.path.exists(summary) and time.time() - last_check > 2:
+        if time.time() - last_check > 3:
             last_check = time.time()
             if not c.job_running(cfg, cfg.job):
                 break
+        if time.time() > deadline:
+            q.fail("job %s did not finish within %d s" % (cfg.job, cfg.train_timeout),
+                   "look at /fsx/quickstart/slurm-%s.out on the controller; `make "
+                   "quickstart-down` removes the cluster" % cfg.job)
         time.sleep(0.3)
-    else:
-        q.fail("job %s did not finish within %d s" % (cfg.job, cfg.train_timeout),
-               "look at /fsx/quickstart/slurm-%s.out on the controller" % cfg.job)
-    for line in tail.lines():
-        if "global_step=" in line:
-            live.update(line.strip())
-        else:
-            live.println(line.rstrip())
+    show_new_lines()
     live.clear(keep=True)
-    cfg.fault = fault
-    cfg.summary_path = summary
+    state = c.job_state(cfg, cfg.job)
+    if state != "COMPLETED":
+        last = open(out_path, errors="replace").read().strip().splitlines()[-5:] \
+            if os.path.exists(out_path) else []
+        q.fail("job %s ended %s:\n    %s" % (cfg.job, state, "\n    ".join(last)),
+               "read /fsx/quickstart/slurm-%s.out on the controller (hpod start-session "
+               "--target %s)" % (cfg.job, cfg.cluster["target"]))
+    cfg.fault = fault or {}
+    cfg.job_state = state
+    cfg.summary_path = os.path.join(fsx, cfg.run_dir[len("/fsx/"):], "summary.json")
 
 
 def inject_fault(cfg, step, saved):
@@ -203,17 +222,17 @@ def phase_summary(cfg):
     except (OSError, ValueError) as e:
         q.fail("no training summary at %s (%s)" % (cfg.summary_path, e),
                "see /fsx/quickstart/slurm-%s.out" % cfg.job)
-    state = c.job_state(cfg, cfg.job)
+    state = cfg.job_state
     g = json.loads(q.hpod(cfg, "describe-job-goodput", "--cluster-name", CLUSTER, "--job-id",
                           cfg.job, "--output", "json", capture=True))
     q.hpod(cfg, "describe-job-goodput", "--cluster-name", CLUSTER, "--job-id", cfg.job,
            "--output", "table", show=True, stream=True)
-    fault = cfg.fault or {}
+    fault = cfg.fault
     rec = fault.get("recovery") or {}
     failures = g.get("Failures") or [{}]
     good = g.get("Goodput") or {}
     result = {
-        "cluster": CLUSTER, "cluster_status": q.describe(cfg, CLUSTER)["ClusterStatus"],
+        "cluster": CLUSTER, "cluster_status": (q.describe(cfg, CLUSTER) or {}).get("ClusterStatus"),
         "job": cfg.job, "job_state": state, "steps": s.get("end_step"),
         "final_loss": s.get("final_loss"), "run_dir": cfg.run_dir,
         "killed_node": fault.get("node"), "killed_host": fault.get("host"),
@@ -230,6 +249,7 @@ def phase_summary(cfg):
 
 def up(cfg):
     start = time.time()
+    cfg.save()  # `down` stops the same hpodd, whatever the environment then says
     phase_install(cfg)
     phase_cluster(cfg)
     phase_data(cfg)
@@ -256,6 +276,10 @@ def main(argv):
         print("\nquickstart: interrupted; what was started keeps running "
               "(`make quickstart-down` stops it)", file=sys.stderr)
         return 130
+    except (OSError, ValueError) as e:
+        print("\nquickstart: %s\n  what to do: run `make` (and `make quickstart` once, which "
+              "installs hpod into %s), then try again" % (e, cfg.prefix), file=sys.stderr)
+        return 1
     except subprocess.TimeoutExpired as e:
         print("\nquickstart: %s timed out\n  what to do: look at %s/hpodd.log, then "
               "`make quickstart-down` and `make quickstart`" % (" ".join(e.cmd[:3]),

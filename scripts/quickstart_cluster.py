@@ -12,7 +12,8 @@ import subprocess
 import threading
 import time
 
-from quickstart_lib import LiveLine, fail, hpod, hpodd_args, hpodd_pid, say, show_cmd
+from quickstart_lib import (LiveLine, alive, fail, hpod, hpodd_args, hpodd_pid, say, show_cmd,
+                            stop_hpodd)
 
 
 def cluster_info(cfg, name):
@@ -27,16 +28,20 @@ def cluster_info(cfg, name):
     if not ctl:
         fail("cluster %s has no controller-group node" % name,
              "`make quickstart-down`, then `make quickstart` (it creates the seed's cluster)")
-    return {"id": cid, "nodes": nodes, "controller": ctl[0]["InstanceId"],
+    return {"name": name, "id": cid, "nodes": nodes, "controller": ctl[0]["InstanceId"],
             "target": "sagemaker-cluster:%s_controller-group-%s" % (cid, ctl[0]["InstanceId"]),
             "fsx": os.path.join(cfg.data, "local", "fsx", cid)}
 
 
+def session_argv(cfg, script):
+    return [os.path.join(cfg.bin, "hpod"), "start-session", "--target", cfg.cluster["target"],
+            "--command", cfg.node_path + script]
+
+
 def session(cfg, script, timeout=600):
     """Runs a bash script on the controller as a user does; (exit code, stdout, stderr)."""
-    p = subprocess.run([os.path.join(cfg.bin, "hpod"), "start-session", "--target",
-                        cfg.cluster["target"], "--command", cfg.node_path + script],
-                       env=cfg.env, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(session_argv(cfg, script), env=cfg.env, capture_output=True, text=True,
+                       timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -47,10 +52,8 @@ def on_controller(cfg, script, show=None, capture=False, hint=None, timeout=600)
     if capture:
         rc, out, err = session(cfg, script, timeout)
     else:
-        proc = subprocess.Popen([os.path.join(cfg.bin, "hpod"), "start-session", "--target",
-                                 cfg.cluster["target"], "--command", cfg.node_path + script],
-                                env=cfg.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        proc = subprocess.Popen(session_argv(cfg, script), env=cfg.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
         out, err = "", ""
         lines = queue.Queue()
         threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)],
@@ -69,6 +72,10 @@ def on_controller(cfg, script, show=None, capture=False, hint=None, timeout=600)
                         live.println("  … still running (%.0f s)" % (time.time() - start))
                 if time.time() - start > timeout:
                     proc.kill()
+                    fail("on the controller, `%s` took more than %d s" % ((show or script)[:80],
+                                                                          timeout),
+                         hint or "open a shell there: hpod start-session --target %s"
+                         % cfg.cluster["target"])
                 continue
             if line is None:
                 break
@@ -104,20 +111,24 @@ def wait_slurm_idle(cfg, count, timeout=180):
 
 def remember_job(cfg, job):
     with open(os.path.join(cfg.state, "jobs"), "a") as f:
-        f.write(job + "\n")
+        f.write("%s %s\n" % (cfg.cluster["id"], job))
 
 
 def cancel_old_jobs(cfg):
-    """A second `make quickstart` (after a Ctrl-C) cancels the jobs the first left."""
+    """A second `make quickstart` (after a Ctrl-C) cancels the jobs the first left on
+    this cluster (job ids start again at 1 on a new cluster: its own only)."""
+    path = os.path.join(cfg.state, "jobs")
     try:
-        jobs = open(os.path.join(cfg.state, "jobs")).read().split()
+        pairs = [l.split() for l in open(path)]
     except OSError:
         return
+    jobs = [p[1] for p in pairs if len(p) == 2 and p[0] == cfg.cluster["id"]]
     running = [j for j in jobs if job_running(cfg, j)]
     if running:
         say("cancelling the earlier quickstart job(s) %s" % " ".join(running))
         session(cfg, "scancel %s" % " ".join(running))
         wait_slurm_idle(cfg, 4)
+    os.remove(path)
 
 
 def job_running(cfg, job):
@@ -125,36 +136,45 @@ def job_running(cfg, job):
     return rc == 0 and bool(out.strip())
 
 
-def job_state(cfg, job):
+def job_field(cfg, job, field):
+    """One field of `scontrol show job` ("" when the job or the field is unknown)."""
     _, out, _ = session(cfg, "scontrol show job %s" % job, timeout=60)
-    m = re.search(r"JobState=(\S+)", out)
-    return m.group(1) if m else "unknown"
+    m = re.search(r"\b%s=(\S+)" % field, out)
+    return m.group(1) if m else ""
+
+
+def job_state(cfg, job):
+    return job_field(cfg, job, "JobState") or "unknown"
 
 
 def batch_host(cfg, job):
-    _, out, _ = session(cfg, "scontrol show job %s" % job, timeout=60)
-    m = re.search(r"BatchHost=(\S+)", out)
-    return m.group(1) if m else ""
+    for _ in range(10):
+        host = job_field(cfg, job, "BatchHost")
+        if host and host != "(null)":
+            return host
+        time.sleep(0.5)
+    fail("Slurm names no batch host for job %s" % job,
+         "look at `scontrol show job %s` on the controller" % job)
 
 
 class Tail:
     """New whole lines of a file that grows (and may not exist yet)."""
 
     def __init__(self, path):
-        self.path, self.offset, self.rest = path, 0, ""
+        self.path, self.offset, self.rest = path, 0, b""
 
     def lines(self):
         try:
-            with open(self.path, errors="replace") as f:
+            with open(self.path, "rb") as f:
                 f.seek(self.offset)
                 data = f.read()
                 self.offset = f.tell()
         except OSError:
             return []
-        data = self.rest + data.replace("\r", "\n")
-        parts = data.split("\n")
+        # Whole lines only are decoded: a read may end inside a UTF-8 character.
+        parts = (self.rest + data).replace(b"\r", b"\n").split(b"\n")
         self.rest = parts.pop()
-        return [p for p in parts if p.strip()]
+        return [p.decode(errors="replace") for p in parts if p.strip()]
 
 
 def read_ledger(path):
@@ -197,10 +217,9 @@ def watch_recovery(cfg, fault, events, live):
     if now - fault.get("polled", 0) >= 0.5 and fault.get("recovery", {}).get("Status") not in (
             "Succeeded", "Failed"):
         fault["polled"] = now
-        p = subprocess.run([os.path.join(cfg.bin, "hpod"), "describe-recovery", "--cluster-name",
-                            "demo", "--node-id", fault["node"], "--output", "json"],
-                           env=cfg.env, capture_output=True, text=True, timeout=60)
-        rec = json.loads(p.stdout).get("Recovery", {}) if p.returncode == 0 else {}
+        out = hpod(cfg, "describe-recovery", "--cluster-name", cfg.cluster["name"], "--node-id",
+                   fault["node"], "--output", "json", capture=True, check=False)
+        rec = json.loads(out).get("Recovery", {}) if out.strip() else {}
         # The node's latest recovery may be an older one (it was itself a
         # replacement) until this fault's is written.
         if epoch(rec.get("CreatedTime")) >= fault["t0"] - 1:
@@ -215,17 +234,18 @@ def watch_recovery(cfg, fault, events, live):
                     step.get("Detail", "")))
             if rec.get("Status") == "Failed":
                 fail("the recovery of %s failed: %s" % (fault["host"], rec.get("Message", "")),
-                     "hpod describe-recovery --cluster-name demo --node-id %s" % fault["node"])
+                     "hpod describe-recovery --cluster-name %s --node-id %s" % (
+                         cfg.cluster["name"], fault["node"]))
     starts = [e for e in events if e.get("event") == "start" and e.get("time", 0) > fault["t0"]]
     if starts and not fault.get("resumed"):
         s = starts[-1]
         fault["resumed"] = s
         live.println("+%5.1f s  %-40s attempt %s, from checkpoint step %s" % (
-            s["time"] - fault["t0"], "training restarted", s.get("attempt"),
+            s.get("time", 0) - fault["t0"], "training restarted", s.get("attempt"),
             s.get("resumed_step")))
     if fault.get("resumed"):
-        after = [e for e in events if e.get("event") == "step" and e["time"] > fault["t0"]
-                 and e["time"] >= fault["resumed"]["time"]]
+        after = [e for e in events if e.get("event") == "step" and "step" in e
+                 and e.get("time", 0) >= max(fault["t0"], fault["resumed"].get("time", 0))]
         if after and fault.get("recovery", {}).get("Status") == "Succeeded":
             live.println("+%5.1f s  %-40s step %d" % (after[0]["time"] - fault["t0"],
                                                        "first training step after the fault",
@@ -233,8 +253,8 @@ def watch_recovery(cfg, fault, events, live):
             fault["first_step_s"] = after[0]["time"] - fault["t0"]
             fault["done"] = True
             live.clear()
-            hpod(cfg, "describe-recovery", "--cluster-name", "demo", "--node-id", fault["node"],
-                 "--output", "table", show=True, stream=True)
+            hpod(cfg, "describe-recovery", "--cluster-name", cfg.cluster["name"], "--node-id",
+                 fault["node"], "--output", "table", show=True, stream=True)
             say("training goes on from the checkpoint:")
 
 
@@ -268,11 +288,13 @@ def print_summary(cfg, r):
     host_tb = os.path.join(cfg.cluster["fsx"], r["run_dir"][len("/fsx/"):], "tensorboard")
     rows = [
         ("Training", "final loss %s after %s steps; job %s %s, %s attempt(s)" % (
-            fmt(r["final_loss"], "%.4f"), r["steps"], r["job"], r["job_state"], r["attempts"])),
+            fmt(r["final_loss"], "%.4f"), fmt(r["steps"]), r["job"], r["job_state"],
+            fmt(r["attempts"]))),
         ("Node failure", "kill-node on %s (%s): recovery %s %s in %s s (detected, marked, "
          "replaced with the same hostname)" % (r["killed_host"], r["killed_node"],
                                                r["recovery_id"], r["recovery_status"],
-                                               fmt(r["recovery_seconds"]))),
+                                               fmt(r["recovery_seconds"]))
+         if r["killed_node"] else "none injected (the run was too short)"),
         ("Resume", "first training step %s s after the fault; %s step(s) re-run" % (
             fmt(r["fault_to_first_step_seconds"], "%.1f"), fmt(r["steps_rerun"]))),
         ("Goodput", fmt(r["goodput"] and r["goodput"] * 100, "%.1f %%") +
@@ -290,6 +312,9 @@ def print_summary(cfg, r):
     ]
     if cfg.node_path:
         rows.insert(0, ("PATH", "export PATH=%s:$PATH   (hpod and hpodd are there)" % cfg.bin))
+    if cfg.overridden:
+        rows.append(("Note", "your shell sets %s, which hpod and aws take before the 'hpod' "
+                     "profile:\nunset them for the commands above" % " ".join(cfg.overridden)))
     for k, v in rows:
         lines = v.split("\n")
         print("  %-13s %s" % (k, lines[0]))
@@ -300,7 +325,10 @@ def print_summary(cfg, r):
 # ---- make quickstart-down ----
 
 def down(cfg, purge=False):
-    print("== quickstart-down: %s" % cfg.state)
+    print("== quickstart-down: %s" % cfg.state, flush=True)
+    if os.geteuid() != 0:
+        fail("only root can stop hpodd and remove nodes, namespaces and routes",
+             "run it as root: sudo make quickstart-down")
     pid = hpodd_pid(cfg)
     nodes_dir = os.path.join(cfg.data, "local", "nodes")
     has_nodes = os.path.isdir(nodes_dir) and os.listdir(nodes_dir)
@@ -312,36 +340,32 @@ def down(cfg, purge=False):
                                 start_new_session=True, text=True)
         if "ready on" in (proc.stdout.readline() or ""):
             pid = proc.pid
-            with open(cfg.pid_file, "w") as f:
-                f.write(str(pid))
     if pid:
         p = subprocess.run([os.path.join(cfg.bin, "hpod"), "list-clusters", "--output", "json"],
                            env=cfg.env, capture_output=True, text=True, timeout=60)
-        names = [c["ClusterName"] for c in
-                 json.loads(p.stdout or "{}").get("ClusterSummaries", [])] if p.returncode == 0 \
-            else []
-        for name in names:
-            hpod(cfg, "delete-cluster", "--cluster-name", name, show=True, check=False)
-            hpod(cfg, "wait", "cluster-deleted", "--cluster-name", name, "--timeout", "300",
-                 show=True, stream=True, check=False)
-        show_cmd("kill %d   # hpodd" % pid)
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(300):
-            if not alive(pid):
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(pid, signal.SIGKILL)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        if p.returncode != 0:
+            # Stopping hpodd now would strand its clusters in the store.
+            fail("hpod list-clusters failed: %s" % p.stderr.strip(),
+                 "check that ~/.aws's [hpod] profile is the quickstart's (hpodd --data-dir %s "
+                 "init rewrites it), then run this again" % cfg.data)
+        for c in json.loads(p.stdout or "{}").get("ClusterSummaries", []):
+            hpod(cfg, "delete-cluster", "--cluster-name", c["ClusterName"], show=True, check=False)
+            hpod(cfg, "wait", "cluster-deleted", "--cluster-name", c["ClusterName"], "--timeout",
+                 "300", show=True, stream=True, check=False)
+        stop_hpodd(cfg, pid)
     left = sweep(cfg)
     if left:
-        say("removed what hpod left behind: %s" % ", ".join(left))
+        say("removed what was left behind: %s" % ", ".join(left))
+        if any(x.startswith("netns") for x in left):
+            say("the store may still list those nodes: `scripts/quickstart.py down --purge` "
+                "starts afresh")
     else:
         say("nothing left: no hpodd, node, namespace, link, guard route or mount of the "
             "quickstart")
+    try:
+        os.remove(os.path.join(cfg.state, "jobs"))
+    except OSError:
+        pass
     if purge:
         shutil.rmtree(cfg.state, ignore_errors=True)
         say("removed %s" % cfg.state)
@@ -350,27 +374,23 @@ def down(cfg, purge=False):
             % cfg.state)
 
 
-def alive(pid):
-    """Whether a process runs (a zombie waiting for init to reap it does not)."""
-    try:
-        return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except (OSError, IndexError):
-        return False
-
-
 def sweep(cfg):
     """The safety net: anything of the quickstart's link prefix, block or state dir."""
     found = []
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+        if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            cmd = open("/proc/%s/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode()
+            argv = open("/proc/%s/cmdline" % pid, "rb").read().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if cfg.data in cmd and ("hpod-node-init" in cmd or "hpodd" in cmd):
-            os.kill(int(pid), signal.SIGKILL)
-            found.append("process %s" % pid)
+        if (os.path.basename(argv[0]) in ("hpodd", "hpod-node-init")
+                and any(cfg.data in a for a in argv[1:])):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                found.append("process %s" % pid)
+            except ProcessLookupError:
+                pass
 
     def ip(*args):
         return subprocess.run(["ip"] + list(args), capture_output=True, text=True).stdout

@@ -1,14 +1,16 @@
-"""The parts of `make quickstart` (scripts/quickstart.py): configuration, output,
-running hpod and hpodd, talking to the controller, following a job, tearing down.
+"""The parts of `make quickstart` (scripts/quickstart.py) on this host: its
+settings, its output, running hpod, installing hpod and starting hpodd, and the
+lifecycle scripts' source (quickstart_cluster.py has the parts on the cluster).
 
 Everything talks to hpod the way a user does: the installed `hpod` CLI (profile
 `hpod`, written by `hpodd init`) and `hpod start-session` on the controller. Only
 reading /fsx (the job's output and goodput ledger) goes through the host's copy of
 the cluster's shared directory, to follow the job without a session a second."""
+import fcntl
 import json
 import os
+import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,40 +31,68 @@ def fail(what, todo):
 NODE_PRIVATE = ("/tmp", "/run", "/var/log", "/var/spool", "/var/lib/hpod-agent", "/fsx")
 
 
+# What the quickstart's hpod calls must not take from the user's shell: AWS
+# settings meant for a real AWS account would override the 'hpod' profile that
+# `hpodd init` wrote (keys and region before the profile, endpoints before its
+# endpoint_url, other config files instead of ~/.aws).
+AWS_OVERRIDES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+                 "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE",
+                 "AWS_SHARED_CREDENTIALS_FILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER",
+                 "HPOD_ENDPOINT_URL", "HPOD_PROFILE")
+SETTINGS = ("prefix", "port", "block", "link_prefix")
+
+
 class Config:
+    """The quickstart's settings: the environment, else what the last `up` with
+    this state directory used (so `down` finds the same hpodd), else defaults."""
+
     def __init__(self):
         env = os.environ
         self.top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.build = os.path.join(self.top, env.get("BUILD", "build"))
         self.state = os.path.abspath(env.get("HPOD_QUICKSTART_DIR", "/var/lib/hpod-quickstart"))
         self.data = os.path.join(self.state, "data")
-        self.prefix = os.path.abspath(env.get("HPOD_PREFIX", "/usr/local"))
+        try:
+            saved = json.load(open(os.path.join(self.state, "settings.json")))
+        except (OSError, ValueError):
+            saved = {}
+        self.prefix = os.path.abspath(env.get("HPOD_PREFIX") or saved.get("prefix", "/usr/local"))
+        self.port = int(env.get("HPOD_PORT") or saved.get("port", 8450))
+        self.block = env.get("HPOD_NODE_BLOCK") or saved.get("block", "10.77.0.0/16")
+        self.link_prefix = env.get("HPOD_LINK_PREFIX") or saved.get("link_prefix", "qs")
         self.bin = os.path.join(self.prefix, "bin")
         self.examples = os.path.join(self.prefix, "share", "hpod", "examples")
-        self.port = int(env.get("HPOD_PORT", "8450"))
-        self.block = env.get("HPOD_NODE_BLOCK", "10.77.0.0/16")
-        self.link_prefix = env.get("HPOD_LINK_PREFIX", "qs")
         self.steps = int(env.get("HPOD_QUICKSTART_STEPS", "600"))
         self.train_timeout = int(env.get("HPOD_QUICKSTART_TRAIN_TIMEOUT", "900"))
         self.interactive = (env.get("HPOD_QUICKSTART_NONINTERACTIVE") != "1"
                             and sys.stdout.isatty())
+        global COLOR
+        COLOR = self.interactive
         self.s3 = env.get("HPOD_S3_ENDPOINT", "")
         self.bucket = env.get("HPOD_S3_BUCKET", "hpod-quickstart")
-        self.pid_file = os.path.join(self.state, "hpodd.pid")
         self.cluster = None
         # Nodes start login shells (PATH from /etc/profile): name the prefix's bin
         # when it is not one of those directories.
         std = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".split(":")
         self.node_path = "" if self.bin in std else "export PATH=%s:$PATH; " % self.bin
-        self.env = dict(env, HPOD_PROFILE="hpod", AWS_EC2_METADATA_DISABLED="true")
-        self.env.pop("HPOD_ENDPOINT_URL", None)
+        self.overridden = [k for k in AWS_OVERRIDES if env.get(k)]
+        self.env = {k: v for k, v in env.items() if k not in AWS_OVERRIDES}
+        self.env.update(HPOD_PROFILE="hpod", AWS_EC2_METADATA_DISABLED="true")
+
+    def save(self):
+        os.makedirs(self.state, exist_ok=True)
+        with open(os.path.join(self.state, "settings.json"), "w") as f:
+            json.dump({k: getattr(self, k) for k in SETTINGS}, f)
 
 
 # ---- output ----
 
+COLOR = False
+
+
 def header(n, title):
-    print("\n\033[1m== %d/6  %s\033[0m" % (n, title) if sys.stdout.isatty()
-          else "\n== %d/6  %s" % (n, title), flush=True)
+    print("\n\033[1m== %d/6  %s\033[0m" % (n, title) if COLOR else "\n== %d/6  %s" % (n, title),
+          flush=True)
 
 
 def say(text):
@@ -110,7 +140,7 @@ def hpod(cfg, *args, show=False, stream=False, capture=False, check=True, hint=N
          timeout=900):
     """Runs the installed hpod CLI; shows the command as a user types it."""
     if show:
-        show_cmd("hpod " + " ".join(quote(a) for a in args))
+        show_cmd("hpod " + shlex.join(args))
     cmd = [os.path.join(cfg.bin, "hpod")] + list(args)
     if stream:
         p = subprocess.run(cmd, env=cfg.env, timeout=timeout)
@@ -125,11 +155,7 @@ def hpod(cfg, *args, show=False, stream=False, capture=False, check=True, hint=N
                                                (": " + p.stderr.strip()) if not stream else ""),
              hint or "look at %s/hpodd.log; `make quickstart-down` removes what was started"
              % cfg.data)
-    return out if capture or not stream else p.returncode
-
-
-def quote(a):
-    return a if a and all(c.isalnum() or c in "-_./:=,@%+" for c in a) else "'%s'" % a
+    return out
 
 
 def describe(cfg, name):
@@ -145,13 +171,49 @@ def describe(cfg, name):
 
 
 def hpodd_pid(cfg):
+    """The pid of the hpodd serving the quickstart's data dir, or None. hpodd holds
+    an flock on <data-dir>/hpodd.lock while it runs and writes its pid there."""
     try:
-        pid = int(open(cfg.pid_file).read())
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            argv = f.read().split(b"\0")
-    except (OSError, ValueError):
+        fd = os.open(os.path.join(cfg.data, "hpodd.lock"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
         return None
-    return pid if argv and argv[0].endswith(b"hpodd") and cfg.data.encode() in argv else None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None  # nobody holds it
+    except OSError:
+        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else None
+    finally:
+        os.close(fd)
+
+
+def hpodd_argv(pid):
+    try:
+        return open("/proc/%d/cmdline" % pid, "rb").read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def alive(pid):
+    """Whether a process runs (a zombie waiting for init to reap it does not)."""
+    try:
+        return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_hpodd(cfg, pid):
+    """SIGTERM, then SIGKILL after 30 s; nodes keep running (they outlive hpodd)."""
+    show_cmd("kill %d   # hpodd" % pid)
+    try:
+        os.kill(pid, 15)
+        for _ in range(300):
+            if not alive(pid):
+                return
+            time.sleep(0.1)
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
 
 
 def preflight(cfg):
@@ -170,7 +232,8 @@ def preflight(cfg):
 
 
 def install(cfg):
-    show_cmd("make install PREFIX=%s" % cfg.prefix)
+    show_cmd("cmake --install %s --prefix %s   # make install" % (
+        os.path.relpath(cfg.build, cfg.top), cfg.prefix))
     p = subprocess.run(["cmake", "--install", cfg.build, "--prefix", cfg.prefix],
                        capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
@@ -193,6 +256,22 @@ def hpodd_args(cfg):
 
 def start_hpodd(cfg):
     os.makedirs(cfg.state, exist_ok=True)
+    pid = hpodd_pid(cfg)
+    if pid:
+        argv = hpodd_argv(pid)
+        listen = argv[argv.index("--listen") + 1] if "--listen" in argv else ""
+        if listen != "127.0.0.1:%d" % cfg.port:
+            fail("the quickstart's hpodd (pid %d) serves %s, not port %d" % (pid, listen, cfg.port),
+                 "`make quickstart-down` first to change HPOD_PORT")
+        try:
+            exe = os.readlink("/proc/%d/exe" % pid)
+        except OSError:
+            exe = ""
+        if exe.endswith(" (deleted)"):
+            # A rebuilt hpodd was installed over it: nodes outlive a restart.
+            say("hpodd (pid %d) runs a binary that was replaced since: restarting it" % pid)
+            stop_hpodd(cfg, pid)
+            pid = None
     show_cmd("hpodd --data-dir %s init --listen 127.0.0.1:%d" % (cfg.data, cfg.port))
     p = subprocess.run([os.path.join(cfg.bin, "hpodd"), "--data-dir", cfg.data, "init",
                         "--listen", "127.0.0.1:%d" % cfg.port], capture_output=True, text=True,
@@ -200,7 +279,6 @@ def start_hpodd(cfg):
     if p.returncode != 0:
         fail("hpodd init failed: %s" % p.stderr.strip(), "check that %s is writable" % cfg.state)
     say("\n".join(l for l in p.stdout.splitlines() if not l.startswith(("Next:", "Then:"))))
-    pid = hpodd_pid(cfg)
     if pid:
         say("hpodd is already running (pid %d, http://127.0.0.1:%d)" % (pid, cfg.port))
         return
@@ -208,14 +286,12 @@ def start_hpodd(cfg):
         if s.connect_ex(("127.0.0.1", cfg.port)) == 0:
             fail("port %d is in use by another program" % cfg.port,
                  "stop it, or choose another port: HPOD_PORT=8460 make quickstart")
-    show_cmd(" ".join(hpodd_args(cfg)[1:]).join(["hpodd ", " &"]))
+    show_cmd("hpodd %s &" % shlex.join(hpodd_args(cfg)[1:]))
     out = open(os.path.join(cfg.state, "hpodd.out"), "w")
     err = open(os.path.join(cfg.state, "hpodd.err"), "w")
     # Its own session: a Ctrl-C of the quickstart must not stop the daemon.
     proc = subprocess.Popen(hpodd_args(cfg), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                             start_new_session=True)
-    with open(cfg.pid_file, "w") as f:
-        f.write(str(proc.pid))
     for _ in range(300):
         text = open(os.path.join(cfg.state, "hpodd.out")).read()
         if "ready on" in text:
@@ -224,8 +300,8 @@ def start_hpodd(cfg):
         if proc.poll() is not None:
             last = open(os.path.join(cfg.state, "hpodd.err")).read().strip().splitlines()[-3:]
             fail("hpodd stopped at start: %s" % " / ".join(last),
-                 "if it names the node block, choose a free one: HPOD_NODE_BLOCK=10.78.0.0/16 "
-                 "make quickstart")
+                 "if it names the node block, another hpodd or a route uses it: choose a free "
+                 "one, e.g. HPOD_NODE_BLOCK=10.78.0.0/16 make quickstart")
         time.sleep(0.1)
     fail("hpodd did not answer within 30 s", "look at %s/hpodd.log" % cfg.data)
 
@@ -235,6 +311,11 @@ def lifecycle_source(cfg):
     local = os.path.join(cfg.examples, "lifecycle", "base-config")
     if not cfg.s3:
         return "file://%s/" % local
+    if not shutil.which("aws") or not os.environ.get("HPOD_S3_ACCESS_KEY_ID"):
+        fail("HPOD_S3_ENDPOINT is set, but %s" % (
+            "the aws CLI is not installed (it uploads the scripts)" if not shutil.which("aws")
+            else "HPOD_S3_ACCESS_KEY_ID / HPOD_S3_SECRET_ACCESS_KEY are not"),
+             "set them, or unset HPOD_S3_ENDPOINT to serve the scripts through file://")
     env = dict(cfg.env, AWS_ACCESS_KEY_ID=os.environ.get("HPOD_S3_ACCESS_KEY_ID", ""),
                AWS_SECRET_ACCESS_KEY=os.environ.get("HPOD_S3_SECRET_ACCESS_KEY", ""),
                AWS_DEFAULT_REGION=os.environ.get("HPOD_S3_REGION", "us-east-1"))
