@@ -7,9 +7,9 @@
 //   profile      --profile, else HPOD_PROFILE, else AWS_DEFAULT_PROFILE, else
 //                AWS_PROFILE, else "hpod" when that profile exists (`hpodd init`
 //                writes it), else "default". A named profile must exist in the
-//                config or credentials file. (The one difference from the AWS CLI's
-//                order: `hpod` talks to hpodd, so hpodd's profile comes before AWS's
-//                [default].)
+//                config or credentials file. (The differences from the AWS CLI's
+//                order: HPOD_PROFILE, and hpodd's profile before AWS's [default],
+//                because `hpod` talks to hpodd.)
 //   credentials  AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN] (skipped
 //                when --profile is given, as botocore does), then the credentials
 //                file's [name] section, then the config file's profile section.
