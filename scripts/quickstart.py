@@ -45,6 +45,7 @@ VICTIM_BY = 0.75  # and not later than this
 def phase_install(cfg):
     q.header(1, "Install hpod and start hpodd")
     q.preflight(cfg)
+    cfg.save()  # `down` stops the same hpodd, whatever the environment then says
     q.install(cfg)
     q.start_hpodd(cfg)
 
@@ -249,7 +250,6 @@ def phase_summary(cfg):
 
 def up(cfg):
     start = time.time()
-    cfg.save()  # `down` stops the same hpodd, whatever the environment then says
     phase_install(cfg)
     phase_cluster(cfg)
     phase_data(cfg)

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from quickstart_lib import (LiveLine, alive, fail, hpod, hpodd_args, hpodd_pid, say, show_cmd,
+from quickstart_lib import (LiveLine, fail, hpod, hpodd_args, hpodd_pid, run_hpod, say,
                             stop_hpodd)
 
 
@@ -341,8 +341,7 @@ def down(cfg, purge=False):
         if "ready on" in (proc.stdout.readline() or ""):
             pid = proc.pid
     if pid:
-        p = subprocess.run([os.path.join(cfg.bin, "hpod"), "list-clusters", "--output", "json"],
-                           env=cfg.env, capture_output=True, text=True, timeout=60)
+        p = run_hpod(cfg, "list-clusters", "--output", "json")
         if p.returncode != 0:
             # Stopping hpodd now would strand its clusters in the store.
             fail("hpod list-clusters failed: %s" % p.stderr.strip(),

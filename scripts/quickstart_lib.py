@@ -136,32 +136,38 @@ class LiveLine:
 
 # ---- hpod, hpodd ----
 
+def run_hpod(cfg, *args, timeout=60):
+    """The installed hpod CLI with the quickstart's environment; its output captured."""
+    return subprocess.run([os.path.join(cfg.bin, "hpod")] + list(args), env=cfg.env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def hpod(cfg, *args, show=False, stream=False, capture=False, check=True, hint=None,
          timeout=900):
-    """Runs the installed hpod CLI; shows the command as a user types it."""
+    """Runs the installed hpod CLI; shows the command as a user types it. Returns its
+    stdout ("" when streamed to the terminal)."""
     if show:
         show_cmd("hpod " + shlex.join(args))
-    cmd = [os.path.join(cfg.bin, "hpod")] + list(args)
     if stream:
-        p = subprocess.run(cmd, env=cfg.env, timeout=timeout)
-        out = ""
+        p = subprocess.run([os.path.join(cfg.bin, "hpod")] + list(args), env=cfg.env,
+                           timeout=timeout)
+        out, err = "", ""
     else:
-        p = subprocess.run(cmd, env=cfg.env, timeout=timeout, capture_output=True, text=True)
-        out = p.stdout
+        p = run_hpod(cfg, *args, timeout=timeout)
+        out, err = p.stdout, p.stderr
         if show and not capture and out.strip():
             say(out.rstrip())
     if check and p.returncode != 0:
-        fail("`hpod %s` failed (exit %d)%s" % (" ".join(args[:1]), p.returncode,
-                                               (": " + p.stderr.strip()) if not stream else ""),
+        fail("`hpod %s` failed (exit %d)%s" % (args[0], p.returncode,
+                                               (": " + err.strip()) if err else ""),
              hint or "look at %s/hpodd.log; `make quickstart-down` removes what was started"
              % cfg.data)
     return out
 
 
 def describe(cfg, name):
-    p = subprocess.run([os.path.join(cfg.bin, "hpod"), "describe-cluster", "--cluster-name",
-                        name, "--output", "json"], env=cfg.env, capture_output=True, text=True,
-                       timeout=60)
+    """DescribeCluster's answer, or None when there is no such cluster."""
+    p = run_hpod(cfg, "describe-cluster", "--cluster-name", name, "--output", "json")
     if p.returncode != 0:
         if "ResourceNotFound" in p.stderr:
             return None
