@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Checks ARCHITECTURE.md's dependency rule against the code.
+"""Checks the dependency rule of docs/architecture.md against the code.
 
 Every `#include "hpod/<module>/..."` in src/ and cmd/, and every hpod_* library a
 CMake target links, is an edge from the including module to the included one.
 An edge the rule below does not allow fails the check, naming the file and line,
 so a layering mistake is caught by `make test` and not in review.
 
-The rule here and the one in ARCHITECTURE.md change together, with the reason.
+The rule here and the table in docs/architecture.md change together, with the reason.
 Three edges the original sketch did not spell out are legitimate and allowed:
   agent -> slurm         the agent renders its node's Slurm files and parses
                          `scontrol show node` (pure functions, no I/O in slurm/);
@@ -195,7 +195,7 @@ def main():
     for e in errors:
         print("dependency rule: " + e)
     if errors:
-        print("%d edge(s) break the dependency rule in ARCHITECTURE.md; move the code to the "
+        print("%d edge(s) break the dependency rule in docs/architecture.md; move the code to the "
               "right layer, or change the rule there and in scripts/check-deps.py with the reason"
               % len(errors))
         return 1

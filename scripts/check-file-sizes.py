@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a source file of the control-plane folders outgrows ~600 lines.
 
-STYLE.md asks for files under ~600 lines, split by concern. The folders below
+docs/contributing.md asks for files under ~600 lines, split by concern. The folders below
 were split to that size (issue 13); this keeps them there, naming each file and
 its length, so a file is split when it grows and not in a later clean-up.
 

@@ -1,5 +1,5 @@
 // Whole-file helpers and errno → Status, for libraries that may use only base
-// (the training runtime; ARCHITECTURE.md).
+// (the training runtime; docs/architecture.md).
 //
 // Thread contract: free functions, safe from any thread for distinct paths.
 #pragma once

@@ -1,5 +1,6 @@
 // Ranks as threads over one in-memory store, gloo's TCP transport on
-// 127.0.0.1 (gloo's own test pattern; STYLE.md rule 10).
+// 127.0.0.1 (gloo's own test pattern; docs/contributing.md: test distributed code in
+// one process first).
 #include "hpod/train/comm/gloo_communicator.h"
 
 #include <gtest/gtest.h>
