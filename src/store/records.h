@@ -105,11 +105,11 @@ struct RecoveryRecord {
   std::string source;
   std::string check;  // the failing check or signal ("disk:/fsx", "heartbeat", ...)
   std::string reason;
-  bool node_dead = false;   // the node runs nothing any more: cancel its steps, do not wait
-  bool automatic = true;    // NodeRecovery=Automatic; false: mark and report only
-  std::string phase;        // RecoveryPhase name (recovery.h)
-  std::string status;       // "InProgress" | "Succeeded" | "Failed" | "Reported" | "Cancelled"
-  std::string message;      // why it failed or was cancelled
+  bool node_dead = false;  // the node runs nothing any more: cancel its steps, do not wait
+  bool automatic = true;   // NodeRecovery=Automatic; false: mark and report only
+  std::string phase;       // RecoveryPhase name (recovery.h)
+  std::string status;      // "InProgress" | "Succeeded" | "Failed" | "Reported" | "Cancelled"
+  std::string message;     // why it failed or was cancelled
   // The node's SlurmdStartTime when it was marked: a slurmd row still showing it
   // after the reboot or replacement is Slurm's memory of the old one (slurmctld
   // prints the time to the second, so "newer than the launch" alone can miss it).
@@ -118,6 +118,49 @@ struct RecoveryRecord {
   double finished = 0;
   // [{"step": "Detected", "time": epoch s, "detail": "..."}], in order.
   nlohmann::json timeline = nlohmann::json::array();
+};
+
+// A join token (auth/join_token.h) as hpodd keeps it: never the secret, only its
+// hash. A host joins with it while it is not revoked, not expired and has uses
+// left; each join takes one use in the same transaction that records the host.
+struct JoinTokenRecord {
+  std::string id;           // 8 lowercase hex; public (logs, CLI output)
+  std::string secret_hash;  // auth::HashJoinSecret(secret): 64 lowercase hex
+  std::string pool;         // the pool a host joining with it enters
+  // Empty for a token a person minted; the instance id when the control plane
+  // minted it for one launch (the host that joins with it becomes that node).
+  std::string instance_id;
+  double created = 0;  // epoch seconds
+  double expires = 0;  // epoch seconds; refused from then on
+  int64_t uses_left = 1;
+  bool revoked = false;
+  std::string description;
+};
+
+// A machine that joined a pool (issue 25). hpodd names it (host_id) and signs a
+// client certificate with that name as its CN; machine_id (/etc/machine-id) lets
+// hpodd recognize a host that joins again.
+struct HostRecord {
+  std::string host_id;     // "h-" + 16 lowercase hex
+  std::string machine_id;  // as the agent reported it
+  std::string pool;
+  std::string instance_id;  // the node it serves as; empty while spare
+  // What the agent reported when it joined (CPUs, memory, GPUs, addresses...): a
+  // JSON object, kept as given.
+  nlohmann::json facts = nlohmann::json::object();
+  double joined = 0;     // epoch seconds of the (latest) join
+  std::string token_id;  // the join token it used
+  std::string state;     // the pool code's host state name (one string table there)
+};
+
+// A client certificate hpodd signed for a host. Kept after the host is gone: the
+// rows are the record of what was issued, and a revoked serial stays refused.
+struct CertificateRecord {
+  std::string serial;  // lowercase hex, as pki::CertificateInfo::serial_hex
+  std::string host_id;
+  double not_after = 0;  // epoch seconds
+  double issued = 0;     // epoch seconds
+  double revoked = 0;    // epoch seconds it was revoked; 0: not revoked
 };
 
 enum class Role { kAdmin, kUser };

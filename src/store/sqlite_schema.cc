@@ -136,6 +136,39 @@ CREATE TABLE recoveries(
   body TEXT NOT NULL) STRICT;
 CREATE INDEX recoveries_by_cluster ON recoveries(cluster_id, created, recovery_id);
 )sql",
+    // v6: hosts that join over the network (issue 25): their one-time join tokens
+    // (only the secret's hash), the hosts, and the client certificates hpodd
+    // signed for them. Columns, not a JSON body: join and certificate checks
+    // read every field.
+    R"sql(
+CREATE TABLE join_tokens(
+  id TEXT PRIMARY KEY,
+  secret_hash TEXT NOT NULL,
+  pool TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  created REAL NOT NULL,
+  expires REAL NOT NULL,
+  uses_left INTEGER NOT NULL,
+  revoked INTEGER NOT NULL,
+  description TEXT NOT NULL) STRICT;
+CREATE TABLE hosts(
+  host_id TEXT PRIMARY KEY,
+  machine_id TEXT NOT NULL,
+  pool TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  facts TEXT NOT NULL,
+  joined REAL NOT NULL,
+  token_id TEXT NOT NULL,
+  state TEXT NOT NULL) STRICT;
+CREATE INDEX hosts_by_machine ON hosts(machine_id);
+CREATE TABLE certificates(
+  serial TEXT PRIMARY KEY,
+  host_id TEXT NOT NULL,
+  not_after REAL NOT NULL,
+  issued REAL NOT NULL,
+  revoked REAL NOT NULL) STRICT;
+CREATE INDEX certificates_by_host ON certificates(host_id, issued, serial);
+)sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

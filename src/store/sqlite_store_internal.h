@@ -46,7 +46,8 @@ StatusOr<T> One(Statement& s, Reader read, const std::string& what) {
 // One WriteTx over a connection inside BEGIN (IMMEDIATE for writes, DEFERRED for
 // reads). Queries on clusters, instance groups and nodes are in
 // sqlite_cluster_queries.cc; events, agents, access keys and settings in
-// sqlite_event_queries.cc; recoveries in sqlite_recovery_queries.cc.
+// sqlite_event_queries.cc; recoveries in sqlite_recovery_queries.cc; join tokens,
+// hosts and certificates in sqlite_host_queries.cc.
 class SqliteTx final : public WriteTx {
  public:
   explicit SqliteTx(Database& db) : db_(db) {}
@@ -74,6 +75,13 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) override;
   StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(const std::string& cluster_id,
                                                                     int64_t after) override;
+  StatusOr<JoinTokenRecord> GetJoinToken(const std::string& id) override;
+  StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens() override;
+  StatusOr<HostRecord> GetHost(const std::string& host_id) override;
+  StatusOr<HostRecord> GetHostByMachineId(const std::string& machine_id) override;
+  StatusOr<std::vector<HostRecord>> ListHosts(const std::string& pool) override;
+  StatusOr<CertificateRecord> GetCertificate(const std::string& serial) override;
+  StatusOr<std::vector<CertificateRecord>> ListCertificates(const std::string& host_id) override;
 
   Status PutCluster(const ClusterRecord& c) override;
   Status DeleteCluster(const std::string& id) override;
@@ -86,6 +94,11 @@ class SqliteTx final : public WriteTx {
   Status PutAccessKey(const AccessKeyRecord& k) override;
   Status PutSetting(const std::string& key, const std::string& value) override;
   Status PutRecovery(const RecoveryRecord& r) override;
+  Status PutJoinToken(const JoinTokenRecord& t) override;
+  Status DeleteJoinToken(const std::string& id) override;
+  Status PutHost(const HostRecord& h) override;
+  Status DeleteHost(const std::string& host_id) override;
+  Status PutCertificate(const CertificateRecord& c) override;
 
  private:
   StatusOr<Statement> Prepare(const char* a, const char* b, const char* c) {

@@ -110,6 +110,24 @@ class ReadTx {
   // runs one.
   virtual StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(
       const std::string& cluster_id, int64_t after) = 0;
+
+  // Join tokens, hosts and their certificates (records.h; issue 25).
+  // kNotFound when absent.
+  virtual StatusOr<JoinTokenRecord> GetJoinToken(const std::string& id) = 0;
+  // Every join token, revoked and expired ones too, oldest first (created, id).
+  virtual StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens() = 0;
+  // kNotFound when absent.
+  virtual StatusOr<HostRecord> GetHost(const std::string& host_id) = 0;
+  // The host that joined last with this machine id (a machine may have joined
+  // more than once, e.g. after its host was deleted); kNotFound when none did.
+  virtual StatusOr<HostRecord> GetHostByMachineId(const std::string& machine_id) = 0;
+  // The hosts of `pool`, or of every pool when it is empty, ordered by pool and
+  // host id.
+  virtual StatusOr<std::vector<HostRecord>> ListHosts(const std::string& pool) = 0;
+  // kNotFound when hpodd never issued this serial.
+  virtual StatusOr<CertificateRecord> GetCertificate(const std::string& serial) = 0;
+  // The certificates issued to a host, oldest first (issued, serial).
+  virtual StatusOr<std::vector<CertificateRecord>> ListCertificates(const std::string& host_id) = 0;
 };
 
 class WriteTx : public ReadTx {
@@ -129,6 +147,14 @@ class WriteTx : public ReadTx {
   virtual Status PutAccessKey(const AccessKeyRecord& k) = 0;
   virtual Status PutSetting(const std::string& key, const std::string& value) = 0;
   virtual Status PutRecovery(const RecoveryRecord& r) = 0;
+  // Insert or replace by primary key (id, host_id, serial).
+  virtual Status PutJoinToken(const JoinTokenRecord& t) = 0;
+  // Removes the token (a no-op when absent); hosts that joined with it stay.
+  virtual Status DeleteJoinToken(const std::string& id) = 0;
+  virtual Status PutHost(const HostRecord& h) = 0;
+  // Removes the host (a no-op when absent); its certificate rows stay.
+  virtual Status DeleteHost(const std::string& host_id) = 0;
+  virtual Status PutCertificate(const CertificateRecord& c) = 0;
 };
 
 class Store {

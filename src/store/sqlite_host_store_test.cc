@@ -1,0 +1,240 @@
+// The store's join tokens, hosts and certificates (schema v6).
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "hpod/store/store.h"
+
+namespace hpod::store {
+namespace {
+
+std::unique_ptr<Store> Memory() {
+  auto s = OpenSqliteStore({});
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+JoinTokenRecord Token(const std::string& id, double created) {
+  JoinTokenRecord t;
+  t.id = id;
+  t.secret_hash = std::string(64, 'e');
+  t.pool = "gpu";
+  t.created = created;
+  t.expires = created + 3600;
+  t.uses_left = 3;
+  t.description = "rack 4";
+  return t;
+}
+
+HostRecord Host(const std::string& id, const std::string& machine, const std::string& pool,
+                double joined) {
+  HostRecord h;
+  h.host_id = id;
+  h.machine_id = machine;
+  h.pool = pool;
+  h.facts = {{"cpus", 64}, {"gpus", {{{"name", "H100"}}}}};
+  h.joined = joined;
+  h.token_id = "0123abcd";
+  h.state = "Spare";
+  return h;
+}
+
+TEST(SqliteHostStoreTest, JoinTokensRoundTripInCreationOrder) {
+  auto store = Memory();
+  JoinTokenRecord b = Token("bbbbbbbb", 20);
+  b.instance_id = "i-0123456789abcdef0";
+  b.revoked = true;
+  b.uses_left = 0;
+  ASSERT_TRUE(store
+                  ->Write([&](WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(tx.PutJoinToken(b));
+                    return tx.PutJoinToken(Token("aaaaaaaa", 10));
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(JoinTokenRecord got, tx.GetJoinToken("bbbbbbbb"));
+                    EXPECT_EQ(got.secret_hash, b.secret_hash);
+                    EXPECT_EQ(got.pool, "gpu");
+                    EXPECT_EQ(got.instance_id, "i-0123456789abcdef0");
+                    EXPECT_EQ(got.created, 20);
+                    EXPECT_EQ(got.expires, 3620);
+                    EXPECT_EQ(got.uses_left, 0);
+                    EXPECT_TRUE(got.revoked);
+                    EXPECT_EQ(got.description, "rack 4");
+                    HPOD_ASSIGN_OR_RETURN(auto all, tx.ListJoinTokens());
+                    EXPECT_EQ(all.size(), 2u);
+                    if (all.size() == 2) {
+                      EXPECT_EQ(all[0].id, "aaaaaaaa");
+                      EXPECT_FALSE(all[0].revoked);
+                      EXPECT_EQ(all[1].id, "bbbbbbbb");
+                    }
+                    EXPECT_EQ(tx.GetJoinToken("cccccccc").status().code(), StatusCode::kNotFound);
+                    return OkStatus();
+                  })
+                  .ok());
+  // A use taken and the token deleted, each in its own transaction.
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(JoinTokenRecord t, tx.GetJoinToken("aaaaaaaa"));
+                    t.uses_left -= 1;
+                    return tx.PutJoinToken(t);
+                  })
+                  .ok());
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.DeleteJoinToken("bbbbbbbb"); }).ok());
+  ASSERT_TRUE(store
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(JoinTokenRecord t, tx.GetJoinToken("aaaaaaaa"));
+                    EXPECT_EQ(t.uses_left, 2);
+                    EXPECT_EQ(tx.GetJoinToken("bbbbbbbb").status().code(), StatusCode::kNotFound);
+                    return OkStatus();
+                  })
+                  .ok());
+}
+
+TEST(SqliteHostStoreTest, HostsRoundTripByIdMachineAndPool) {
+  auto store = Memory();
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(Host("h-2", "m-a", "gpu", 10)));
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(Host("h-1", "m-b", "gpu", 11)));
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(Host("h-3", "m-c", "cpu", 12)));
+                    // The same machine joined again later under a new host id.
+                    return tx.PutHost(Host("h-4", "m-a", "gpu", 30));
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-2"));
+                    EXPECT_EQ(h.machine_id, "m-a");
+                    EXPECT_EQ(h.pool, "gpu");
+                    EXPECT_EQ(h.facts["cpus"], 64);
+                    EXPECT_EQ(h.facts["gpus"][0]["name"], "H100");
+                    EXPECT_EQ(h.joined, 10);
+                    EXPECT_EQ(h.token_id, "0123abcd");
+                    EXPECT_EQ(h.state, "Spare");
+                    EXPECT_EQ(h.instance_id, "");
+                    HPOD_ASSIGN_OR_RETURN(HostRecord latest, tx.GetHostByMachineId("m-a"));
+                    EXPECT_EQ(latest.host_id, "h-4");
+                    EXPECT_EQ(tx.GetHostByMachineId("m-z").status().code(), StatusCode::kNotFound);
+                    EXPECT_EQ(tx.GetHost("h-9").status().code(), StatusCode::kNotFound);
+                    HPOD_ASSIGN_OR_RETURN(auto gpu, tx.ListHosts("gpu"));
+                    EXPECT_EQ(gpu.size(), 3u);
+                    if (gpu.size() == 3) {
+                      EXPECT_EQ(gpu[0].host_id, "h-1");
+                      EXPECT_EQ(gpu[2].host_id, "h-4");
+                    }
+                    HPOD_ASSIGN_OR_RETURN(auto all, tx.ListHosts(""));
+                    EXPECT_EQ(all.size(), 4u);
+                    if (all.size() == 4) {
+                      EXPECT_EQ(all[0].pool, "cpu");
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
+  HostRecord bad = Host("h-5", "m-d", "gpu", 1);
+  bad.facts = nlohmann::json::array();
+  EXPECT_EQ(store->Write([&](WriteTx& tx) { return tx.PutHost(bad); }).code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-1"));
+                    h.instance_id = "i-0123456789abcdef0";
+                    h.state = "InUse";
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(h));
+                    return tx.DeleteHost("h-2");
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-1"));
+                    EXPECT_EQ(h.instance_id, "i-0123456789abcdef0");
+                    EXPECT_EQ(h.state, "InUse");
+                    EXPECT_EQ(tx.GetHost("h-2").status().code(), StatusCode::kNotFound);
+                    return OkStatus();
+                  })
+                  .ok());
+}
+
+TEST(SqliteHostStoreTest, CertificatesRoundTripRevokeAndOutliveTheirHost) {
+  auto store = Memory();
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(Host("h-1", "m-a", "gpu", 1)));
+                    HPOD_RETURN_IF_ERROR(tx.PutCertificate({"0bcd", "h-1", 500, 20, 0}));
+                    HPOD_RETURN_IF_ERROR(tx.PutCertificate({"0abc", "h-1", 400, 10, 0}));
+                    return tx.PutCertificate({"0fff", "h-2", 400, 10, 0});
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(CertificateRecord c, tx.GetCertificate("0abc"));
+                    c.revoked = 30;
+                    HPOD_RETURN_IF_ERROR(tx.PutCertificate(c));
+                    return tx.DeleteHost("h-1");
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(CertificateRecord c, tx.GetCertificate("0abc"));
+                    EXPECT_EQ(c.host_id, "h-1");
+                    EXPECT_EQ(c.not_after, 400);
+                    EXPECT_EQ(c.issued, 10);
+                    EXPECT_EQ(c.revoked, 30);
+                    HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates("h-1"));
+                    EXPECT_EQ(certs.size(), 2u);
+                    if (certs.size() == 2) {
+                      EXPECT_EQ(certs[0].serial, "0abc");
+                      EXPECT_EQ(certs[1].serial, "0bcd");
+                      EXPECT_EQ(certs[1].revoked, 0);
+                    }
+                    EXPECT_EQ(tx.GetCertificate("ffff").status().code(), StatusCode::kNotFound);
+                    return OkStatus();
+                  })
+                  .ok());
+}
+
+// A store at schema 5 (before this migration) gains the tables and keeps its rows.
+TEST(SqliteHostStoreTest, MigratesAVersion5Store) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("hpod-host-store-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "state.db").string();
+  {
+    auto store = OpenSqliteStore({path});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE join_tokens; DROP TABLE hosts; DROP TABLE certificates; "
+                         "PRAGMA user_version=5",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenSqliteStore({path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->SchemaVersion(), 6);
+  ASSERT_TRUE(
+      (*store)->Write([](WriteTx& tx) { return tx.PutJoinToken(Token("aaaaaaaa", 1)); }).ok());
+  ASSERT_TRUE((*store)
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(std::string v, tx.GetSetting("k"));
+                    EXPECT_EQ(v, "v");
+                    HPOD_ASSIGN_OR_RETURN(auto tokens, tx.ListJoinTokens());
+                    EXPECT_EQ(tokens.size(), 1u);
+                    return OkStatus();
+                  })
+                  .ok());
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hpod::store
