@@ -110,6 +110,17 @@ StatusOr<Response> Client::Send(const std::string& url, const Request& request) 
     // curl copies the string; reset above clears it again on the next call.
     curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, impl_->options.unix_socket_path.c_str());
   }
+  // TLS (https:// only): verification stays on (curl's default); TLS 1.2 minimum.
+  curl_easy_setopt(h, CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2));
+  if (!impl_->options.ca_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_CAINFO, impl_->options.ca_file.c_str());
+  }
+  if (!impl_->options.client_cert_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLCERT, impl_->options.client_cert_file.c_str());
+  }
+  if (!impl_->options.client_key_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLKEY, impl_->options.client_key_file.c_str());
+  }
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &response.body);
@@ -161,7 +172,19 @@ StatusOr<Response> Client::Send(const std::string& url, const Request& request) 
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   if (rc != CURLE_OK) {
     spdlog::debug("http client: {} {}: {} ({})", method, url, curl_easy_strerror(rc), error);
+    std::string detail = error[0] != '\0' ? error : curl_easy_strerror(rc);
     switch (rc) {
+      case CURLE_PEER_FAILED_VERIFICATION:
+      case CURLE_SSL_CONNECT_ERROR:
+      case CURLE_SSL_CIPHER:
+      case CURLE_SSL_ISSUER_ERROR:
+      case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+      case CURLE_SSL_INVALIDCERTSTATUS:
+        // The AWS CLI's wording (botocore's SSLError), with OpenSSL's reason.
+        return UnavailableError("SSL validation failed for " + url + " " + detail);
+      case CURLE_SSL_CERTPROBLEM:
+      case CURLE_SSL_CACERT_BADFILE:
+        return InvalidArgumentError("cannot use the TLS files for " + url + ": " + detail);
       case CURLE_OPERATION_TIMEDOUT:
         // Same wording as the AWS CLI, which distinguishes the two phases.
         return DeadlineExceededError(std::string(connected ? "Read" : "Connect") +
@@ -170,6 +193,11 @@ StatusOr<Response> Client::Send(const std::string& url, const Request& request) 
       case CURLE_SEND_ERROR:
       case CURLE_RECV_ERROR:
       case CURLE_PARTIAL_FILE:
+        // TLS 1.3 clients learn that the server refused their certificate (or the
+        // lack of one) only from an alert on their first read.
+        if (detail.find("alert") != std::string::npos && url.rfind("https:", 0) == 0) {
+          return UnavailableError("SSL validation failed for " + url + " " + detail);
+        }
         if (connected) {
           // botocore's ConnectionClosedError; still worth a retry.
           return UnavailableError(

@@ -22,6 +22,14 @@ struct ClientOptions {
   // Connect through this Unix-domain socket instead of TCP; the URL's host is then
   // only used for the Host header (hpodd's agent listener, `<data_dir>/agent.sock`).
   std::string unix_socket_path;
+  // https:// only (ignored for http://). The server's certificate is verified against
+  // `ca_file` (PEM CA certificates; empty: the system's CA store) and must name the
+  // URL's host (an IP literal against its IP SANs). TLS 1.2 minimum.
+  std::string ca_file;
+  // Mutual TLS: the client's certificate and key (PEM), presented when the server
+  // asks; both or neither.
+  std::string client_cert_file;
+  std::string client_key_file;
 };
 
 class Client {
@@ -36,7 +44,10 @@ class Client {
   // Host-dependent signing themselves). Any HTTP status is a successful Send; a
   // transport failure returns kUnavailable with a message like the AWS CLI's:
   // `Could not connect to the endpoint URL: "http://127.0.0.1:1/"`, and a timeout
-  // returns kDeadlineExceeded.
+  // returns kDeadlineExceeded. A TLS failure (the server's certificate does not
+  // verify or name the host, the handshake or a client certificate is refused) is
+  // kUnavailable too, with the AWS CLI's `SSL validation failed for <url>` and
+  // OpenSSL's reason; an unreadable client certificate or key is kInvalidArgument.
   StatusOr<Response> Send(const std::string& url, const Request& request);
 
  private:

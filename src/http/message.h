@@ -31,6 +31,13 @@ struct Request {
   std::vector<Header> headers;
   std::string body;
   std::string remote_address;  // "127.0.0.1:53412"; empty for client-side requests
+  // Server side: whether the request came over TLS (ServerOptions::tls), and the
+  // client certificate verified against TlsServerOptions::client_ca_file; the three
+  // are empty when the client sent none (or the connection is plain).
+  bool tls = false;
+  std::string peer_cert_cn;          // the subject's first commonName
+  std::string peer_cert_serial_hex;  // lowercase hex, an even number of digits
+  std::string peer_cert_sha256_hex;  // SHA-256 of the DER certificate, lowercase hex
 
   std::string_view HeaderValue(std::string_view name) const { return FindHeader(headers, name); }
   // The part of `target` before '?', and the part after it ("" when none).

@@ -119,6 +119,7 @@ class ServerCore final : public internal::SessionHost {
   uint64_t accepted_connections() const { return accepted_.load(std::memory_order_relaxed); }
 
   void Shutdown(std::chrono::milliseconds grace) EXCLUDES(shutdown_mu_, mu_, queue_mu_);
+  Status ReloadTls() EXCLUDES(tls_mu_);
 
   const ServerOptions& options() const override { return options_; }
   bool stopping() const override { return stopping_flag_.load(std::memory_order_acquire); }
@@ -151,6 +152,11 @@ class ServerCore final : public internal::SessionHost {
   uint16_t port_ = 0;  // written by Listen before any thread runs
   // The Unix socket file this server created (removed by Shutdown if still ours).
   std::optional<ino_t> unix_inode_;
+
+  // The TLS context new connections take a reference to (null: plain). ReloadTls
+  // swaps it; a connection keeps the one it was accepted with.
+  mutable Mutex tls_mu_;
+  std::shared_ptr<internal::SslContext> tls_context_ GUARDED_BY(tls_mu_);
 
   mutable Mutex mu_;
   std::condition_variable sessions_changed_;
@@ -190,6 +196,8 @@ class ServerCore final : public internal::SessionHost {
 thread_local const ServerCore* tls_io_server = nullptr;
 
 Status ServerCore::Listen() {
+  // Before binding: a listener that cannot speak TLS must not accept anything.
+  if (options_.tls.enabled) HPOD_RETURN_IF_ERROR(ReloadTls());
   if (options_.unix_path.empty()) {
     HPOD_ASSIGN_OR_RETURN(port_, internal::ListenTcp(options_.address, options_.port, acceptor_));
   } else {
@@ -246,13 +254,18 @@ void ServerCore::OnAccept(beast::error_code ec, Protocol::socket socket) {
   }
   accept_failing_ = false;
   accepted_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<internal::SslContext> tls_context;
+  {
+    MutexLock lock(tls_mu_);
+    tls_context = tls_context_;
+  }
   std::shared_ptr<internal::HttpSession> session;
   try {
     MutexLock lock(mu_);
     // Over the limit the connection is closed (by the socket's destructor) at once.
     if (!stopping_ && sessions_.size() < options_.max_connections) {
       uint64_t id = next_session_id_++;
-      session = internal::HttpSession::Create(this, id, std::move(socket));
+      session = internal::HttpSession::Create(this, id, std::move(socket), std::move(tls_context));
       sessions_.emplace(id, session);
     }
   } catch (const std::exception& e) {
@@ -260,6 +273,18 @@ void ServerCore::OnAccept(beast::error_code ec, Protocol::socket socket) {
   }
   if (session != nullptr) session->Start();
   Accept();
+}
+
+Status ServerCore::ReloadTls() {
+  if (!options_.tls.enabled) return FailedPreconditionError("TLS is not enabled on this listener");
+  // Read outside the lock: the files may be slow, accepting must not wait for them.
+  HPOD_ASSIGN_OR_RETURN(std::shared_ptr<internal::SslContext> context,
+                        internal::MakeServerTlsContext(options_.tls));
+  {
+    MutexLock lock(tls_mu_);
+    tls_context_.swap(context);
+  }
+  return OkStatus();  // the previous context goes with its last connection
 }
 
 std::optional<uint64_t> ServerCore::Register(std::weak_ptr<internal::Connection> connection) {
@@ -454,5 +479,7 @@ size_t Server::open_connections() const { return impl_->core.open_connections();
 uint64_t Server::accepted_connections() const { return impl_->core.accepted_connections(); }
 
 void Server::Shutdown(std::chrono::milliseconds grace) { impl_->core.Shutdown(grace); }
+
+Status Server::ReloadTls() { return impl_->core.ReloadTls(); }
 
 }  // namespace hpod::http

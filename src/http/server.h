@@ -29,6 +29,27 @@ namespace hpod::http {
 
 using Handler = std::function<Response(const Request&)>;
 
+// TLS on a listener (issue 25: every non-loopback listener serves TLS only). With
+// `enabled`, the listener speaks nothing but TLS: a plain-HTTP request gets a 400
+// ("This port speaks HTTPS (TLS) only; use https://") and is closed. TLS 1.2 is the
+// minimum, 1.3 is chosen whenever the client speaks it, and the cipher suites are
+// OpenSSL's defaults (AEAD with forward secrecy on Debian's OpenSSL 3). The files are
+// read by Server::Start and again by Server::ReloadTls, never in between.
+struct TlsServerOptions {
+  bool enabled = false;
+  // PEM: the server's certificate, followed by any intermediates.
+  std::string cert_file;
+  // PEM: its private key (must match cert_file).
+  std::string key_file;
+  // PEM CA certificates. When set, the server asks each client for a certificate and
+  // verifies one that is sent against these CAs (a client whose certificate does not
+  // verify is refused); the verified certificate reaches the handlers
+  // (Request::peer_cert_*).
+  std::string client_ca_file;
+  // Mutual TLS: also refuse a client that sends no certificate. Needs client_ca_file.
+  bool require_client_cert = false;
+};
+
 struct ServerOptions {
   // Address to listen on. hpodd defaults to loopback: exposing the API is a choice.
   std::string address = "127.0.0.1";
@@ -60,6 +81,8 @@ struct ServerOptions {
   // is closed (WebSocket::Send returns false). A single message into an empty queue
   // is always taken.
   size_t websocket_send_queue_bytes = 8 * 1024 * 1024;
+  // TLS for this listener (TCP or Unix); off by default (see TlsServerOptions).
+  TlsServerOptions tls;
 };
 
 class Server {
@@ -67,7 +90,10 @@ class Server {
   // Binds, listens and starts the I/O threads. Fails with kUnavailable when the
   // address cannot be bound (message names the address and the OS error), and with
   // kInvalidArgument when `address` is neither an IP literal nor "localhost" (no
-  // name lookup happens here), `threads` < 1 or `handler_threads` < 0.
+  // name lookup happens here), `threads` < 1 or `handler_threads` < 0. With TLS
+  // enabled, also with kInvalidArgument naming the file when a certificate, key or CA
+  // file cannot be read or parsed or the key does not match the certificate, and
+  // when require_client_cert is set without client_ca_file.
   // Upgrade requests then reach `handler` like any other request.
   static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options, Handler handler);
   // Also serves WebSockets: an upgrade request (RFC 6455) goes to `upgrade_handler`
@@ -89,6 +115,12 @@ class Server {
   // Connections accepted since Start, including those closed at once because of
   // max_connections (for metrics, and for tests that check keep-alive reuse).
   uint64_t accepted_connections() const;
+
+  // Re-reads options.tls's cert_file, key_file and client_ca_file (certificate
+  // rotation, a new agents' CA) for connections accepted from now on; connections
+  // already open keep what they negotiated. On an error (as for Start) the previous
+  // files stay in use. kFailedPrecondition when TLS is not enabled. Thread-safe.
+  Status ReloadTls();
 
   // Stops accepting, waits up to `grace` for in-flight requests (queued ones
   // included), closes all connections and joins the I/O and handler threads.

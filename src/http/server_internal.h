@@ -5,9 +5,10 @@
 // server.cc, the HTTP sessions in server_session.cc, the listening sockets in
 // server_listen.cc and the WebSocket connections in server_websocket.cc share.
 //
-// Both kinds of connection use one stream type over asio's generic stream protocol,
-// so that a TCP and a Unix-domain listener share all of the session code (and Beast
-// is instantiated once, not once per protocol).
+// Every connection uses one stream type, MaybeTlsStream (tls_stream.h), over asio's
+// generic stream protocol: TCP and Unix-domain listeners, plain and TLS, share all
+// of the session code, and Beast is instantiated once, not once per protocol or per
+// TLS choice. Only server_session.cc and server_websocket.cc include tls_stream.h.
 
 #include <cstddef>
 #include <cstdint>
@@ -23,18 +24,18 @@
 
 #include <boost/asio/basic_socket_acceptor.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
-#include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include "hpod/base/thread_annotations.h"
 #include "hpod/http/server.h"
+#include "hpod/http/tls_context.h"
 #include "hpod/http/websocket.h"
 
 namespace hpod::http::internal {
 
 using Protocol = boost::asio::generic::stream_protocol;
-using Stream = boost::beast::basic_stream<Protocol>;
+class MaybeTlsStream;  // tls_stream.h
 using BeastRequest = boost::beast::http::request<boost::beast::http::string_body>;
 
 using Acceptor = boost::asio::basic_socket_acceptor<Protocol>;
@@ -108,10 +109,13 @@ class SessionHost : public ConnectionRegistry {
 class HttpSession : public Connection {
  public:
   // A session for an accepted `socket`, registered in `host` under `id`; it
-  // unregisters itself when destroyed. `host` must outlive it.
+  // unregisters itself when destroyed. `host` must outlive it. With `tls_context`
+  // the connection speaks TLS only (the handshake runs first, on the session's
+  // strand, under the request timeout).
   static std::shared_ptr<HttpSession> Create(SessionHost* host, uint64_t id,
-                                             Protocol::socket socket);
-  // Starts waiting for the first request.
+                                             Protocol::socket socket,
+                                             std::shared_ptr<SslContext> tls_context);
+  // Starts the TLS handshake, if any, then waits for the first request.
   virtual void Start() = 0;
   // On a handler thread: runs the (upgrade) handler on the queued request and posts
   // the response, or the handover, back to the strand.
@@ -182,6 +186,6 @@ class ServerWebSocket final : public WebSocket {
 // calls callbacks.on_close (exactly once, also when the handshake fails or the
 // server is stopping).
 void StartWebSocket(ConnectionRegistry* server, std::shared_ptr<ServerWebSocket> handle,
-                    WebSocketCallbacks callbacks, Stream stream, BeastRequest request);
+                    WebSocketCallbacks callbacks, MaybeTlsStream stream, BeastRequest request);
 
 }  // namespace hpod::http::internal

@@ -2,7 +2,8 @@
 // header and body reads under the size and time limits, the hand-off to the
 // handler queue, the response write, keep-alive and the lingering close. The
 // listener, the handler threads and shutdown are in server.cc; a WebSocket the
-// session hands its stream to is in server_websocket.cc.
+// session hands its stream to is in server_websocket.cc. On a TLS listener the
+// session first checks that the client speaks TLS at all, then runs the handshake.
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +38,8 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 
 #include "hpod/http/server_internal.h"
+#include "hpod/http/tls_context.h"
+#include "hpod/http/tls_stream.h"
 #include "hpod/http/websocket.h"
 
 namespace hpod::http {
@@ -49,6 +52,7 @@ namespace {
 
 using internal::BeastRequest;
 using internal::FormatEndpoint;
+using internal::MaybeTlsStream;
 using internal::Protocol;
 using internal::Stream;
 
@@ -61,10 +65,15 @@ constexpr size_t kIdleBufferBytes = 64 * 1024;
 // Upper bound on the lingering close (draining what the peer still sends after our
 // final response, so that our response is not lost to a TCP reset).
 constexpr std::chrono::milliseconds kMaxLinger{5000};
+// Every TLS connection starts with a handshake record (RFC 8446 section 5.1).
+constexpr unsigned char kTlsHandshakeRecord = 0x16;
+// What a plain-HTTP client gets from a TLS listener (as nginx answers it).
+constexpr std::string_view kTlsOnly = "This port speaks HTTPS (TLS) only; use https://";
 
 // A plain string rather than spdlog's format strings: each formatted call
 // instantiates fmt's machinery, a noticeable part of this file's build time.
 void LogError(const std::string& message) { spdlog::error("http server: " + message); }
+void LogDebug(const std::string& message) { spdlog::debug("http server: " + message); }
 
 bool HasLineBreakOrNul(std::string_view s) {
   return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
@@ -81,16 +90,20 @@ bool HasLineBreakOrNul(std::string_view s) {
 // runs on that strand.
 class Session final : public internal::HttpSession, public std::enable_shared_from_this<Session> {
  public:
-  Session(internal::SessionHost* server, uint64_t id, Protocol::socket socket)
-      : server_(server), id_(id), stream_(std::move(socket)) {
+  Session(internal::SessionHost* server, uint64_t id, Protocol::socket socket,
+          std::shared_ptr<internal::SslContext> tls_context)
+      : server_(server), id_(id), stream_(Stream(std::move(socket)), std::move(tls_context)) {
     beast::error_code ec;
-    Protocol::endpoint remote = stream_.socket().remote_endpoint(ec);
+    Protocol::endpoint remote = stream_.next_layer().socket().remote_endpoint(ec);
     if (!ec) remote_address_ = FormatEndpoint(remote);
   }
   ~Session() override { server_->Unregister(id_); }
 
   void Start() override {
-    asio::dispatch(executor_, [self = shared_from_this()] { self->WaitForRequest(); });
+    asio::dispatch(executor_, [self = shared_from_this()] {
+      if (self->stream_.tls()) return self->ReadClientHello();
+      self->WaitForRequest();
+    });
   }
   // Idle connections close now; one in the middle of a request finishes it first.
   // The executor is copied first: after a handover stream_ is empty.
@@ -178,6 +191,39 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
   using Step = void (Session::*)(beast::error_code, size_t);
   auto Bind(Step step) { return beast::bind_front_handler(step, shared_from_this()); }
 
+  // TLS: the first bytes decide. A handshake record goes to the handshake (which
+  // reuses them); anything else is a plain-HTTP client, told so in plain HTTP. Both
+  // run under the request timeout, like a request.
+  void ReadClientHello() {
+    state_ = State::kIdle;  // no request yet: a stopping server closes it
+    stream_.next_layer().expires_after(server_->options().request_timeout);
+    stream_.next_layer().async_read_some(buffer_.prepare(kFirstReadBytes),
+                                         Bind(&Session::OnClientHello));
+  }
+
+  void OnClientHello(beast::error_code ec, size_t n) {
+    if (ec) return Close();
+    buffer_.commit(n);
+    if (static_cast<const unsigned char*>(buffer_.data().data())[0] != kTlsHandshakeRecord) {
+      LogDebug("plain HTTP from " + remote_address_ + " on a TLS listener");
+      stream_.DropTls();
+      return ReplyAndClose(bhttp::status::bad_request, kTlsOnly);
+    }
+    stream_.AsyncHandshake(/*server=*/true, buffer_.data(), Bind(&Session::OnHandshake));
+  }
+
+  void OnHandshake(beast::error_code ec, size_t) {
+    if (ec) {
+      // Scanners and wrongly configured clients are routine here, not server errors.
+      LogDebug("TLS handshake with " + remote_address_ +
+               " failed: " + internal::TlsFailure(stream_.ssl_handle(), ec));
+      return Close();
+    }
+    buffer_.consume(buffer_.size());  // the handshake took them
+    tls_peer_ = internal::PeerCertificate(stream_.ssl_handle());
+    WaitForRequest();
+  }
+
   // Between requests the idle timeout applies; the request timeout starts with the
   // first byte of the next request.
   void WaitForRequest() {
@@ -185,7 +231,7 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
     state_ = State::kIdle;
     if (buffer_.size() > 0) return ReadHeader();  // a pipelined request is already here
     if (buffer_.capacity() > kIdleBufferBytes) buffer_.shrink_to_fit();
-    stream_.expires_after(server_->options().idle_timeout);
+    stream_.next_layer().expires_after(server_->options().idle_timeout);
     stream_.async_read_some(buffer_.prepare(kFirstReadBytes), Bind(&Session::OnFirstBytes));
   }
 
@@ -203,7 +249,7 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
         std::min<size_t>(options.header_limit_bytes, std::numeric_limits<uint32_t>::max())));
     parser_->body_limit(static_cast<uint64_t>(options.body_limit_bytes));
     // Not renewed below: the whole request (header, 100-continue, body) shares it.
-    stream_.expires_after(options.request_timeout);
+    stream_.next_layer().expires_after(options.request_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_, Bind(&Session::OnHeader));
   }
 
@@ -261,6 +307,10 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
     }
     request_.body = std::move(message.body());
     request_.remote_address = remote_address_;
+    request_.tls = stream_.tls();
+    request_.peer_cert_cn = tls_peer_.cn;
+    request_.peer_cert_serial_hex = tls_peer_.serial_hex;
+    request_.peer_cert_sha256_hex = tls_peer_.sha256_hex;
     request_version_ = version;
     request_keep_alive_ = keep_alive;
     request_head_ = head;
@@ -332,7 +382,7 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
   void Write() {
     state_ = State::kWriting;
     // A peer that stops reading must not hold the connection forever.
-    stream_.expires_after(server_->options().request_timeout);
+    stream_.next_layer().expires_after(server_->options().request_timeout);
     bhttp::async_write(stream_, *response_, Bind(&Session::OnWrite));
   }
 
@@ -344,19 +394,22 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
   }
 
   // Half-closes and discards what the peer still sends (the rest of a rejected body)
-  // until it closes too, so the final response is not destroyed by a TCP reset.
+  // until it closes too, so the final response is not destroyed by a TCP reset. On
+  // TLS no close_notify is sent: HTTP/1.1 frames every response, so a client needs
+  // none (RFC 9112 section 9.8), and what is drained need not be decrypted.
   void CloseGracefully() {
     state_ = State::kClosing;
     beast::error_code ec;
-    stream_.socket().shutdown(asio::socket_base::shutdown_send, ec);
+    stream_.next_layer().socket().shutdown(asio::socket_base::shutdown_send, ec);
     if (ec) return Close();
     buffer_.clear();
-    stream_.expires_after(std::min(server_->options().request_timeout, kMaxLinger));
+    stream_.next_layer().expires_after(std::min(server_->options().request_timeout, kMaxLinger));
     Drain();
   }
 
   void Drain() {
-    stream_.async_read_some(buffer_.prepare(kFirstReadBytes), Bind(&Session::OnDrained));
+    stream_.next_layer().async_read_some(buffer_.prepare(kFirstReadBytes),
+                                         Bind(&Session::OnDrained));
   }
 
   void OnDrained(beast::error_code ec, size_t) {
@@ -367,14 +420,15 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
   void Close() {
     if (state_ == State::kHandedOver) return;  // stream_ is empty
     state_ = State::kClosed;
-    stream_.close();
+    stream_.next_layer().close();
   }
 
   internal::SessionHost* const server_;
   const uint64_t id_;
-  Stream stream_;
-  const Stream::executor_type executor_ = stream_.get_executor();
+  MaybeTlsStream stream_;
+  const MaybeTlsStream::executor_type executor_ = stream_.get_executor();
   std::string remote_address_;
+  internal::PeerCertificateInfo tls_peer_;  // set by the TLS handshake
   State state_ = State::kIdle;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
@@ -392,9 +446,10 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
 
 }  // namespace
 
-std::shared_ptr<internal::HttpSession> internal::HttpSession::Create(SessionHost* host, uint64_t id,
-                                                                     Protocol::socket socket) {
-  return std::make_shared<Session>(host, id, std::move(socket));
+std::shared_ptr<internal::HttpSession> internal::HttpSession::Create(
+    SessionHost* host, uint64_t id, Protocol::socket socket,
+    std::shared_ptr<SslContext> tls_context) {
+  return std::make_shared<Session>(host, id, std::move(socket), std::move(tls_context));
 }
 
 }  // namespace hpod::http

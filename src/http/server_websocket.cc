@@ -1,5 +1,6 @@
 // The server side of WebSockets: the handle the application holds
-// (ServerWebSocket) and the connection that serves it on an I/O strand.
+// (ServerWebSocket) and the connection that serves it on an I/O strand, over the
+// HTTP session's MaybeTlsStream (plain or TLS, one Beast instantiation for both).
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <boost/beast/websocket/stream.hpp>
 
 #include "hpod/http/server_internal.h"
+#include "hpod/http/tls_stream.h"
 
 namespace hpod::http::internal {
 namespace {
@@ -45,7 +47,7 @@ class WebSocketConnection final : public Connection,
                                   public std::enable_shared_from_this<WebSocketConnection> {
  public:
   WebSocketConnection(ConnectionRegistry* server, std::shared_ptr<ServerWebSocket> handle,
-                      WebSocketCallbacks callbacks, Stream stream)
+                      WebSocketCallbacks callbacks, MaybeTlsStream stream)
       : server_(server),
         handle_(std::move(handle)),
         callbacks_(std::move(callbacks)),
@@ -200,7 +202,7 @@ class WebSocketConnection final : public Connection,
   ConnectionRegistry* const server_;
   const std::shared_ptr<ServerWebSocket> handle_;
   WebSocketCallbacks callbacks_;
-  websocket::stream<Stream> ws_;
+  websocket::stream<MaybeTlsStream> ws_;
   std::optional<uint64_t> id_;
   BeastRequest request_;  // kept until the accept completes
   beast::flat_buffer buffer_;
@@ -292,7 +294,7 @@ void ServerWebSocket::Written(size_t bytes) {
 }
 
 void StartWebSocket(ConnectionRegistry* server, std::shared_ptr<ServerWebSocket> handle,
-                    WebSocketCallbacks callbacks, Stream stream, BeastRequest request) {
+                    WebSocketCallbacks callbacks, MaybeTlsStream stream, BeastRequest request) {
   auto connection = std::make_shared<WebSocketConnection>(server, std::move(handle),
                                                           std::move(callbacks), std::move(stream));
   connection->Start(std::move(request));

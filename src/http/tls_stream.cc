@@ -1,0 +1,65 @@
+// The TLS half of MaybeTlsStream (tls_stream.h): asio::ssl::stream over the
+// connection's basic_stream, compiled once here for the one buffer type and the one
+// (type-erased) handler type each operation takes.
+
+#include "hpod/http/tls_stream.h"
+
+#include <memory>
+#include <utility>
+
+// <utility> above must precede every Boost header (Boost 1.74 Asio under g++ 12).
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+
+namespace hpod::http::internal {
+
+namespace ssl = boost::asio::ssl;
+
+struct MaybeTlsStream::Tls {
+  Tls(Stream& stream, std::shared_ptr<SslContext> c)
+      : context(std::move(c)), layer(stream, *context) {}
+  // Kept for the connection's lifetime (the SSL object also holds its SSL_CTX).
+  std::shared_ptr<SslContext> context;
+  ssl::stream<Stream&> layer;
+};
+
+void MaybeTlsStream::TlsDeleter::operator()(Tls* tls) const { delete tls; }
+
+MaybeTlsStream::MaybeTlsStream(Stream stream, std::shared_ptr<SslContext> context)
+    : stream_(std::make_unique<Stream>(std::move(stream))) {
+  if (context != nullptr) tls_.reset(new Tls(*stream_, std::move(context)));
+}
+
+MaybeTlsStream::MaybeTlsStream(MaybeTlsStream&&) noexcept = default;
+MaybeTlsStream::~MaybeTlsStream() = default;
+
+SSL* MaybeTlsStream::ssl_handle() { return tls_->layer.native_handle(); }
+
+void MaybeTlsStream::DropTls() { tls_.reset(); }
+
+void MaybeTlsStream::TlsReadSome(boost::asio::mutable_buffer buffer, TlsHandler handler) {
+  tls_->layer.async_read_some(buffer, std::move(handler));
+}
+
+void MaybeTlsStream::TlsWriteSome(boost::asio::const_buffer buffer, TlsHandler handler) {
+  tls_->layer.async_write_some(buffer, std::move(handler));
+}
+
+void MaybeTlsStream::TlsHandshake(bool server, boost::asio::const_buffer received,
+                                  TlsHandler handler) {
+  tls_->layer.async_handshake(server ? ssl::stream_base::server : ssl::stream_base::client,
+                              received, std::move(handler));
+}
+
+void MaybeTlsStream::TlsShutdownAsync(TlsHandler handler) {
+  // Completes on the original handler's executor, as the other operations do.
+  TlsHandler::executor_type executor = handler.get_executor();
+  tls_->layer.async_shutdown(boost::asio::bind_executor(
+      executor,
+      [handler = std::move(handler)](boost::beast::error_code ec) mutable { handler(ec, 0); }));
+}
+
+void MaybeTlsStream::TlsShutdown(boost::beast::error_code& ec) { tls_->layer.shutdown(ec); }
+
+}  // namespace hpod::http::internal
