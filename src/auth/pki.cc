@@ -470,6 +470,15 @@ StatusOr<std::string> CaPin(const std::string& ca_cert_pem) {
   return DerSha256Hex(cert.get());
 }
 
+StatusOr<std::string> PublicKeySha256(const std::string& key_pem) {
+  HPOD_ASSIGN_OR_RETURN(KeyPtr key, LoadKey(key_pem, "key"));
+  unsigned char* der = nullptr;
+  const int len = i2d_PUBKEY(key.get(), &der);
+  std::unique_ptr<unsigned char, OpensslFree> owned(der);
+  if (len <= 0) return OpensslError(StatusCode::kInternal, "encoding a public key");
+  return HexEncode(Sha256(std::string_view(reinterpret_cast<char*>(der), len)));
+}
+
 Status KeyMatchesCertificate(const std::string& key_pem, const std::string& cert_pem) {
   HPOD_ASSIGN_OR_RETURN(KeyPtr key, LoadKey(key_pem, "key"));
   HPOD_ASSIGN_OR_RETURN(X509Ptr cert, LoadCert(cert_pem, "certificate"));

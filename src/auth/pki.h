@@ -118,6 +118,11 @@ Status VerifyCertificate(const std::string& ca_pem, const std::string& cert_pem,
 // sha256sum` prints). kInvalidArgument for unparsable PEM.
 StatusOr<std::string> CaPin(const std::string& ca_cert_pem);
 
+// The lowercase hex SHA-256 of the DER SubjectPublicKeyInfo of `key_pem`'s
+// public key (what `openssl pkey -pubout -outform DER | sha256sum` prints): a
+// name for a key that gives nothing of it away. kInvalidArgument for unparsable PEM.
+StatusOr<std::string> PublicKeySha256(const std::string& key_pem);
+
 // OK when `key_pem` is the private key of `cert_pem`'s public key.
 // kFailedPrecondition when it is another key; kInvalidArgument when either does
 // not parse.

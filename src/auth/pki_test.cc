@@ -235,6 +235,17 @@ TEST(PkiTest, PinIsStableLowercaseHexOfTheDer) {
   EXPECT_EQ(CaPin("nope").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PkiTest, PublicKeyHashNamesTheKey) {
+  auto key = GeneratePrivateKeyPem();
+  ASSERT_TRUE(key.ok());
+  auto hash = PublicKeySha256(*key);
+  ASSERT_TRUE(hash.ok()) << hash.status().ToString();
+  EXPECT_EQ(hash->size(), 64u);
+  EXPECT_EQ(*PublicKeySha256(*key), *hash);
+  EXPECT_NE(*PublicKeySha256(*GeneratePrivateKeyPem()), *hash);
+  EXPECT_EQ(PublicKeySha256("x").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(PkiTest, KeyOfAnotherCertificateIsDetected) {
   FakeClock clock;
   Issued a = NewCa(clock);
@@ -287,6 +298,11 @@ TEST(PkiTest, InteroperatesWithTheOpensslCli) {
   ASSERT_TRUE(RunChecked({openssl, "req", "-new", "-key", path("agent.key"), "-subj", "/CN=cli",
                           "-out", path("agent.csr")})
                   .ok());
+  out = RunChecked({"/bin/sh", "-c",
+                    openssl + " pkey -in " + path("agent.key") + " -pubout -outform DER | " +
+                        openssl + " dgst -sha256 -r"});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->substr(0, 64), *PublicKeySha256(*ReadFile(path("agent.key"))));
   auto csr = ReadFile(path("agent.csr"));
   ASSERT_TRUE(csr.ok());
   auto cert = SignClientCertificate(ca, *csr, "h-cli", kDay, clock);
