@@ -202,6 +202,11 @@ PeerCertificateInfo PeerCertificate(SSL* ssl) {
   return info;
 }
 
+bool IsTlsError(const boost::system::error_code& ec) {
+  return &ec.category() == &asio::error::get_ssl_category() ||
+         &ec.category() == &ssl::error::get_stream_category();
+}
+
 std::string TlsFailure(SSL* ssl, const boost::system::error_code& ec) {
   std::string text = ec.message();
   if (ec == ssl::error::stream_truncated) text = "the peer closed the connection";

@@ -56,6 +56,9 @@ struct PeerCertificateInfo {
 };
 PeerCertificateInfo PeerCertificate(SSL* ssl);
 
+// Whether `ec` is an error of the TLS layer (OpenSSL's, or asio::ssl's own).
+bool IsTlsError(const boost::system::error_code& ec);
+
 // One line saying why a handshake on `ssl` failed with `ec`, e.g. "certificate
 // verify failed (self-signed certificate in certificate chain)".
 std::string TlsFailure(SSL* ssl, const boost::system::error_code& ec);

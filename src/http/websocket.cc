@@ -1,7 +1,8 @@
 // WebSocketClient: Boost.Beast's websocket::stream over a generic (TCP or Unix)
-// socket, driven by one I/O thread per client. The connect runs on the caller's
-// thread (it drives the io_context itself, up to connect_timeout); the I/O thread
-// starts only once the handshake is done.
+// socket, with TLS for wss:// (MaybeTlsStream, the server's stream type, so Beast's
+// WebSocket is compiled once for both), driven by one I/O thread per client. The
+// connect runs on the caller's thread (it drives the io_context itself, up to
+// connect_timeout); the I/O thread starts only once the handshake is done.
 
 #include "hpod/http/websocket.h"
 
@@ -28,13 +29,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket/stream.hpp>
 
 #include "hpod/base/thread_annotations.h"
 #include "hpod/http/client.h"
+#include "hpod/http/tls_context.h"
+#include "hpod/http/tls_stream.h"
 
 namespace hpod::http {
 namespace {
@@ -52,6 +54,13 @@ constexpr std::chrono::milliseconds kCloseWait{1000};
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
+}
+
+// The http(s):// form of a ws(s):// URL.
+std::string HttpUrl(const std::string& url) {
+  if (StartsWith(url, "ws://")) return "http://" + url.substr(5);
+  if (StartsWith(url, "wss://")) return "https://" + url.substr(6);
+  return url;
 }
 
 // A refused handshake becomes the status the caller acts on (see websocket.h).
@@ -108,8 +117,11 @@ struct WebSocketClient::Impl {
     std::shared_ptr<std::promise<Status>> done;
   };
 
-  explicit Impl(WebSocketClientOptions options_in)
-      : options(std::move(options_in)), work(ioc.get_executor()), ws(ioc) {}
+  // TLS when `tls_context` is set.
+  Impl(WebSocketClientOptions options_in, std::shared_ptr<internal::SslContext> tls_context)
+      : options(std::move(options_in)),
+        work(ioc.get_executor()),
+        ws(internal::Stream(ioc), std::move(tls_context)) {}
 
   ~Impl() {
     // Closing the socket completes every outstanding operation; with the work guard
@@ -197,12 +209,12 @@ struct WebSocketClient::Impl {
   // Declared before the stream, which must be destroyed first.
   asio::io_context ioc;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  websocket::stream<beast::basic_stream<Protocol>> ws;  // I/O thread
-  beast::flat_buffer buffer;                            // I/O thread
-  std::deque<PendingWrite> writes;                      // I/O thread
-  bool writing = false;                                 // I/O thread
-  bool close_started = false;                           // I/O thread
-  bool io_closed = false;                               // I/O thread
+  websocket::stream<internal::MaybeTlsStream> ws;  // I/O thread
+  beast::flat_buffer buffer;                       // I/O thread
+  std::deque<PendingWrite> writes;                 // I/O thread
+  bool writing = false;                            // I/O thread
+  bool close_started = false;                      // I/O thread
+  bool io_closed = false;                          // I/O thread
   std::thread thread;
   std::string subprotocol;  // set by Connect, read-only afterwards
 
@@ -214,13 +226,16 @@ struct WebSocketClient::Impl {
 };
 
 Status WebSocketClient::Impl::Connect(const std::string& url, const std::vector<Header>& headers) {
-  // ws:// is http:// for the handshake; there is no TLS here.
-  std::string http_url = url;
-  if (StartsWith(url, "ws://")) http_url = "http://" + url.substr(5);
-  if (StartsWith(url, "wss://") || StartsWith(url, "https://")) {
-    return InvalidArgumentError("Invalid endpoint: " + url + " (TLS WebSockets are not supported)");
+  // ws:// is http:// for the handshake, wss:// is https://.
+  HPOD_ASSIGN_OR_RETURN(Url parsed, ParseUrl(HttpUrl(url)));
+  internal::MaybeTlsStream& transport = ws.next_layer();
+  // "10.0.0.1:8451", "[::1]:8451", "hpodd.example:443": where the TLS messages say
+  // the failure was.
+  const std::string peer = parsed.host + ":" + std::to_string(parsed.port);
+  if (transport.tls()) {
+    std::string name = options.tls_server_name.empty() ? parsed.host : options.tls_server_name;
+    HPOD_RETURN_IF_ERROR(internal::ConfigureClientTls(transport.ssl_handle(), name));
   }
-  HPOD_ASSIGN_OR_RETURN(Url parsed, ParseUrl(http_url));
 
   std::optional<Protocol::endpoint> endpoint;
   std::string host = parsed.host;
@@ -254,15 +269,30 @@ Status WebSocketClient::Impl::Connect(const std::string& url, const std::vector<
   auto handshake = [&] {
     ws.async_handshake(response, parsed.HostHeader(), parsed.target, [&](beast::error_code ec) {
       if (!ec) return finish(CheckSubprotocol(headers, response, url, &subprotocol));
-      if (response.result_int() != 0 && response.result_int() != 101) {
-        return finish(RefusalStatus(response, url));
+      // Only a response that is not 101 is a refusal: a failed read leaves `response`
+      // at its default (200), which must not read as "refused with HTTP 200".
+      if (ec == websocket::error::upgrade_declined) return finish(RefusalStatus(response, url));
+      if (internal::IsTlsError(ec)) {
+        // TLS 1.3: a server refusing the client's certificate (or its absence) says
+        // so with an alert after the client's side of the handshake is done.
+        return finish(UnavailableError("TLS connection with " + peer + " failed: " +
+                                       internal::TlsFailure(transport.ssl_handle(), ec)));
       }
       finish(UnavailableError("WebSocket handshake with \"" + url + "\" failed: " + ec.message()));
     });
   };
+  auto tls_handshake = [&] {
+    transport.AsyncHandshake(
+        /*server=*/false, asio::const_buffer(), [&](beast::error_code ec, size_t) {
+          if (!ec) return handshake();
+          finish(UnavailableError("TLS handshake with " + peer +
+                                  " failed: " + internal::TlsFailure(transport.ssl_handle(), ec)));
+        });
+  };
   auto connect = [&](const Protocol::endpoint& to) {
     lowest.async_connect(to, [&](beast::error_code ec) {
       if (ec) return finish(UnavailableError(unreachable));
+      if (transport.tls()) return tls_handshake();
       handshake();
     });
   };
@@ -307,7 +337,13 @@ WebSocketClient::~WebSocketClient() = default;
 StatusOr<std::unique_ptr<WebSocketClient>> WebSocketClient::Connect(
     const std::string& url, const std::vector<Header>& headers, WebSocketClientOptions options) {
   try {
-    auto impl = std::make_unique<Impl>(std::move(options));
+    std::shared_ptr<internal::SslContext> tls_context;
+    if (StartsWith(HttpUrl(url), "https://")) {
+      HPOD_ASSIGN_OR_RETURN(
+          tls_context, internal::MakeClientTlsContext(options.ca_file, options.client_cert_file,
+                                                      options.client_key_file));
+    }
+    auto impl = std::make_unique<Impl>(std::move(options), std::move(tls_context));
     HPOD_RETURN_IF_ERROR(impl->Connect(url, headers));
     return std::unique_ptr<WebSocketClient>(new WebSocketClient(std::move(impl)));
   } catch (const std::exception& e) {
