@@ -3,6 +3,7 @@
 #include "hpod/controlplane/cluster_api.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -89,19 +90,31 @@ Status CheckSupportedGroupFields(const json& group, const std::string& path) {
 }
 
 Status CheckLifecycleSourceVisible(const json& group, const std::string& path,
-                                   const provider::Provider& provider) {
+                                   const provider::NodeEnvironment& env) {
   auto lc = group.find("LifeCycleConfig");
   if (lc == group.end() || !lc->is_object()) return OkStatus();
   const std::string uri = lc->value("SourceS3Uri", "");
   if (uri.rfind("file://", 0) != 0) return OkStatus();
+  const std::string where = path + ".LifeCycleConfig.SourceS3Uri of instance group '" +
+                            group.value("InstanceGroupName", "") + "' is " + uri;
+  if (!env.sees_hpodd_files) {
+    return InvalidArgumentError(
+        where +
+        ", a directory on hpodd's machine, which this provider's nodes do not see (they "
+        "are other machines). Put the lifecycle scripts where every node can fetch them: "
+        "an s3:// prefix or an https:// URL");
+  }
   const std::string dir = uri.substr(7);
   if (dir.empty() || dir[0] != '/') return OkStatus();  // not a host path hpodd can judge
-  const std::string hidden = provider.NodePrivateDirOf(dir);
+  // Judged as the nodes would open it: symlinks resolved on this machine, which
+  // the nodes share (/var/run is /run).
+  std::error_code ec;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(dir, ec);
+  const std::string hidden = env.PrivateDirOf(ec ? dir : resolved.string());
   if (hidden.empty()) return OkStatus();
   return InvalidArgumentError(
-      path + ".LifeCycleConfig.SourceS3Uri of instance group '" +
-      group.value("InstanceGroupName", "") + "' is " + uri + ", which the nodes cannot see: " +
-      "each node has its own " + hidden + ", so the host's " + dir +
+      where + ", which the nodes cannot see: each node has its own " + hidden + ", so the host's " +
+      dir +
       " is not there. Put the lifecycle scripts in a directory the nodes share with the host "
       "(e.g. under /var/tmp or /srv), or use an s3:// source");
 }
@@ -171,7 +184,8 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
     const json& g = req["InstanceGroups"][i];
     std::string path = "InstanceGroups[" + std::to_string(i) + "]";
     HPOD_RETURN_IF_ERROR(CheckSupportedGroupFields(g, path));
-    if (provider_) HPOD_RETURN_IF_ERROR(CheckLifecycleSourceVisible(g, path, *provider_));
+    if (provider_)
+      HPOD_RETURN_IF_ERROR(CheckLifecycleSourceVisible(g, path, provider_->Environment()));
     if (!names.insert(g["InstanceGroupName"].get<std::string>()).second) {
       return InvalidArgumentError("Instance group name '" +
                                   g["InstanceGroupName"].get<std::string>() +
@@ -251,7 +265,8 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
       const json& g = req["InstanceGroups"][i];
       std::string path = "InstanceGroups[" + std::to_string(i) + "]";
       HPOD_RETURN_IF_ERROR(CheckSupportedGroupFields(g, path));
-      if (provider_) HPOD_RETURN_IF_ERROR(CheckLifecycleSourceVisible(g, path, *provider_));
+      if (provider_)
+        HPOD_RETURN_IF_ERROR(CheckLifecycleSourceVisible(g, path, provider_->Environment()));
       std::string name = g["InstanceGroupName"];
       if (!named.insert(name).second) {
         return InvalidArgumentError("Instance group name '" + name + "' is used more than once");

@@ -83,7 +83,7 @@ TEST(ClusterApiTest, RefusesWhatItCannotHonour) {
 // rather than each node failing minutes later with "No objects found".
 TEST(ClusterApiTest, RefusesALifecycleSourceTheNodesCannotSee) {
   provider::FakeProviderOptions po;
-  po.node_private_dirs = {"/tmp"};
+  po.environment.private_dirs = {"/tmp"};
   Harness h(po);
   auto at = [](const std::string& group, const std::string& uri) {
     json g = Harness::Group(group, 1);
@@ -117,6 +117,36 @@ TEST(ClusterApiTest, RefusesALifecycleSourceTheNodesCannotSee) {
   Harness plain;
   EXPECT_TRUE(
       plain.Call("CreateCluster", CreateReq("demo", {at("workers", "file:///tmp/lcs/")})).ok());
+}
+
+// Nodes on other machines (a provider that declares they see none of hpodd's
+// files) can fetch no file:// source at all: every one is refused at once, naming
+// the sources that work there; s3:// and https:// sources are taken.
+TEST(ClusterApiTest, RefusesEveryFileSourceWhenNodesAreOtherMachines) {
+  provider::FakeProviderOptions po;
+  po.environment = provider::NodeEnvironment{};
+  po.environment.agent_url = "https://hpodd.example:8451";
+  Harness h(po);
+  auto at = [](const std::string& group, const std::string& uri) {
+    json g = Harness::Group(group, 1);
+    g["LifeCycleConfig"]["SourceS3Uri"] = uri;
+    return g;
+  };
+  for (const char* uri : {"file:///var/tmp/lcs/", "file:///srv/lcs/", "file:///tmp/lcs/"}) {
+    auto r = h.Call("CreateCluster", CreateReq("demo", {at("workers", uri)}));
+    ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << uri;
+    EXPECT_EQ(api::ToApiError(r.status()).type, "ValidationException");
+    EXPECT_EQ(r.status().message(),
+              "InstanceGroups[0].LifeCycleConfig.SourceS3Uri of instance group 'workers' is " +
+                  std::string(uri) +
+                  ", a directory on hpodd's machine, which this provider's nodes do not see "
+                  "(they are other machines). Put the lifecycle scripts where every node can "
+                  "fetch them: an s3:// prefix or an https:// URL");
+  }
+  EXPECT_EQ(h.Call("ListClusters", json::object())->at("ClusterSummaries").size(), 0u);
+  EXPECT_TRUE(h.Call("CreateCluster", CreateReq("s3", {at("workers", "s3://bucket/lcs/")})).ok());
+  EXPECT_TRUE(
+      h.Call("CreateCluster", CreateReq("web", {at("workers", "https://example.com/lcs/")})).ok());
 }
 
 TEST(ClusterApiTest, Quotas) {

@@ -130,19 +130,34 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
       NodeLogsOptions{(std::filesystem::path(options.data_dir) / "logs").string()});
   d->provider_ = std::move(provider);
   Daemon* self = d.get();
+  // What the nodes share with hpodd (provider/node_environment.h): every
+  // same-machine assumption below reads it.
+  provider::NodeEnvironment env;
+  if (d->provider_ != nullptr) {
+    env = d->provider_->Environment();
+    HPOD_RETURN_IF_ERROR(env.Validate());
+  }
   std::function<std::string(const std::string&)> bootstrap_token;
   if (d->provider_ != nullptr && d->provider_->RunsAgents()) {
+    if (env.agent_socket.empty()) {
+      // The network path (an https:// agent_url with mutual TLS) is not served yet.
+      return FailedPreconditionError(
+          "the node provider's agents dial " +
+          (env.agent_url.empty() ? std::string("nothing") : env.agent_url) +
+          ", but this hpodd serves agents on its Unix socket only");
+    }
     HPOD_ASSIGN_OR_RETURN(std::string key, AgentService::BootstrapKey(*d->store_));
     AgentServiceOptions agent_options = options.agents;
-    if (!options.agents.s3.endpoint.empty()) {
-      // Local nodes see the directory of hpodd's agent socket at /run/hpod (the
-      // local provider's layout), so the relay's socket sits beside it.
+    if (!options.agents.s3.endpoint.empty() && !env.s3_relay_socket.empty()) {
+      // The relay's socket sits in the directory of hpodd's agent socket, which
+      // the provider shows its nodes (NodeEnvironment::s3_relay_socket).
       std::string agent_socket =
           options.agent_socket.empty() ? AgentSocketPath(options.data_dir) : options.agent_socket;
-      std::filesystem::path relay = std::filesystem::path(agent_socket).parent_path() / "s3.sock";
+      std::filesystem::path relay = std::filesystem::path(agent_socket).parent_path() /
+                                    std::filesystem::path(env.s3_relay_socket).filename();
       HPOD_ASSIGN_OR_RETURN(d->s3_relay_,
                             S3Relay::Start(relay.string(), options.agents.s3.endpoint));
-      agent_options.s3.relay_socket = "/run/hpod/s3.sock";
+      agent_options.s3.relay_socket = env.s3_relay_socket;
     }
     d->agents_ = std::make_unique<AgentService>(*d->store_, *d->logs_, clock, agent_options, key,
                                                 [self](const std::string& cluster_id) {
@@ -154,13 +169,15 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
                                                 });
     bootstrap_token = [self](const std::string& id) { return self->agents_->BootstrapToken(id); };
     d->jobs_ = std::make_unique<JobService>(*d->store_, clock);
-    d->agents_->SetJobHandler([self](const std::string& cluster_id, const nlohmann::json& request) {
-      return self->jobs_->Answer(cluster_id, request);
+    d->agents_->SetJobHandler([self](const std::string& cluster_id, const nlohmann::json& request,
+                                     std::optional<double> clock_offset) {
+      return self->jobs_->Answer(cluster_id, request, clock_offset);
     });
   }
-  if (d->provider_ != nullptr) {
-    d->options_.control_plane.slurm.spank_plugin = d->provider_->NodeSpankPlugin();
-  }
+  SlurmOptions& slurm = d->options_.control_plane.slurm;
+  slurm.spank_plugin = env.spank_plugin;
+  slurm.stand_in_gpus = env.gpu_stand_ins;
+  slurm.gpu_device_dir = env.gpu_device_dir;
   d->reconciler_ = std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
                                                        d->options_.control_plane, bootstrap_token,
                                                        d->agents_.get());

@@ -173,8 +173,9 @@ Status NodeReconciler::Launch(const ClusterRecord& cluster,
   }
   if (bootstrap_token_) spec.bootstrap_token = bootstrap_token_(n.instance_id);
   // Set before launch only for a replacement, which keeps the failed node's
-  // address and so its hostname and Slurm NodeName.
-  spec.private_ip = n.private_ip;
+  // address and so its hostname and Slurm NodeName, where the provider's nodes can
+  // (NodeEnvironment::replacement_keeps_address); elsewhere the provider picks.
+  if (provider_->Environment().replacement_keeps_address) spec.private_ip = n.private_ip;
   Status s = provider_->Launch(spec);
   if (s.code() == StatusCode::kResourceExhausted) {
     change->status = ClusterInstanceStatus::kFailure;

@@ -13,10 +13,10 @@ struct SlurmOptions {
   // slurm.conf SlurmdTimeout (see slurm::SlurmClusterSpec).
   int slurmd_timeout_s = 30;
   // Where compute nodes find GPU device files, and whether the agent creates
-  // stand-ins there (local provider: the host has no GPUs for the nodes).
+  // stand-ins there; the daemon sets both from the provider's NodeEnvironment.
   std::string gpu_device_dir = "/dev";
   bool stand_in_gpus = false;
-  // spank_hpod.so's path on every node (Provider::NodeSpankPlugin); empty: none.
+  // spank_hpod.so's path on every node (NodeEnvironment::spank_plugin); empty: none.
   std::string spank_plugin;
   // How long removing a node waits for Slurm to drain and forget it before the
   // node is terminated anyway.

@@ -263,5 +263,42 @@ TEST(ReconcilerTest, ScaleDownTakesAFailedNodeFirst) {
   EXPECT_FALSE(StoreNodeIds(h, id).count(broken));
 }
 
+// A replacement asks the provider for its predecessor's address (and so its
+// hostname and Slurm NodeName) only where the provider declares that a
+// replacement may keep it (NodeEnvironment::replacement_keeps_address).
+TEST(ReconcilerTest, AReplacementKeepsItsAddressOnlyWhereTheProviderAllows) {
+  for (bool keeps : {true, false}) {
+    provider::FakeProviderOptions po;
+    po.environment.replacement_keeps_address = keeps;
+    Harness h(po);
+    ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 1)})).ok());
+    h.Converge();
+    auto before = h.Call("ListClusterNodes", {{"ClusterName", "demo"}});
+    ASSERT_TRUE(before.ok());
+    const json old = json::parse((*before)["ClusterNodeSummaries"][0].dump());
+    const std::string old_id = old["InstanceId"];
+    auto d = h.Call("DescribeClusterNode", {{"ClusterName", "demo"}, {"NodeId", old_id}});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    const std::string old_ip = (*d)["NodeDetails"]["PrivatePrimaryIp"];
+    auto r = h.Call("BatchReplaceClusterNodes", {{"ClusterName", "demo"}, {"NodeIds", {old_id}}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    h.Converge(80);
+    auto after = h.Call("ListClusterNodes", {{"ClusterName", "demo"}});
+    ASSERT_TRUE(after.ok());
+    ASSERT_EQ((*after)["ClusterNodeSummaries"].size(), 1u);
+    const std::string new_id = (*after)["ClusterNodeSummaries"][0]["InstanceId"];
+    ASSERT_NE(new_id, old_id) << "keeps=" << keeps << ": the node was not replaced";
+    auto nd = h.Call("DescribeClusterNode", {{"ClusterName", "demo"}, {"NodeId", new_id}});
+    ASSERT_TRUE(nd.ok()) << nd.status().ToString();
+    const std::string new_ip = (*nd)["NodeDetails"]["PrivatePrimaryIp"];
+    if (keeps) {
+      EXPECT_EQ(new_ip, old_ip);
+    } else {
+      EXPECT_NE(new_ip, old_ip);
+      EXPECT_FALSE(new_ip.empty());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hpod::controlplane

@@ -1,9 +1,10 @@
 #pragma once
 
 // How the control plane gets machines. hpodd's reconcilers ask a Provider to
-// launch, terminate and describe nodes; the local provider (Linux namespaces),
-// an ssh provider and exec hooks implement it. Every call is idempotent and keyed
-// by instance id, so a reconciler may repeat any call after a crash.
+// launch, terminate and describe nodes; the local provider (Linux namespaces)
+// implements it, and providers for machines hpodd does not run on will. Every call
+// is idempotent and keyed by instance id, so a reconciler may repeat any call after
+// a crash; provider_conformance.h is the suite every provider passes.
 //
 // Thread contract: implementations must be safe for concurrent calls.
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "hpod/base/status.h"
+#include "hpod/provider/node_environment.h"
 
 namespace hpod::provider {
 
@@ -90,17 +92,14 @@ class Provider {
   // Whether nodes run hpod-agent: then a node is Running only once its agent
   // reported successful lifecycle scripts, not merely when the machine is up.
   virtual bool RunsAgents() const { return false; }
-  // Where the provider installed hpod's SPANK plugin (spank_hpod.so, the
-  // auto-resume supervisor) on every node it launches; empty: it did not, and
-  // plugstack.conf lists none.
-  virtual std::string NodeSpankPlugin() const { return ""; }
-  // Whether the provider's nodes see `host_path` (an absolute path on the machine
-  // hpodd runs on: a file:// lifecycle source) as the host does. Returns the
-  // node-private directory that hides it from them ("/tmp": each local node has its
-  // own), or "" when they see the host's files there (the default: nothing is
-  // private). CreateCluster/UpdateCluster refuse a hidden source at once; the nodes
-  // would only fail minutes later with "No objects found".
-  virtual std::string NodePrivateDirOf(const std::string& host_path) const { return ""; }
+  // How the provider's nodes relate to hpodd: how their agents dial it, which of
+  // hpodd's files they see, where the SPANK plugin and the S3 relay are, GPU
+  // stand-ins, whether a replacement keeps its address (node_environment.h). The
+  // control plane reads this, never a literal. Constant for the provider's life.
+  // The default is the conservative declaration of nodes on other machines that
+  // run no agent and see nothing of hpodd's; every real provider overrides it
+  // (and the conformance suite, provider_conformance.h, checks it is consistent).
+  virtual NodeEnvironment Environment() const { return NodeEnvironment{}; }
   // Restarts the node's processes, keeping its identity, address and local disk
   // (EC2 RebootInstances). The node is kPending until it is up again. Idempotent
   // per `request_id`: a second call with the id of the last reboot does nothing

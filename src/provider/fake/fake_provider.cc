@@ -200,11 +200,4 @@ void FakeProvider::Load() {
   next_ip_ = static_cast<uint32_t>(nodes_.size()) * 7;
 }
 
-std::string FakeProvider::NodePrivateDirOf(const std::string& host_path) const {
-  for (const auto& dir : options_.node_private_dirs) {
-    if (host_path == dir || host_path.rfind(dir + "/", 0) == 0) return dir;
-  }
-  return "";
-}
-
 }  // namespace hpod::provider

@@ -35,9 +35,16 @@ struct FakeProviderOptions {
   int capacity = 1 << 30;
   // Terminate takes effect after this long (the node is Terminating meanwhile).
   std::chrono::milliseconds terminating_for{0};
-  // Directories the nodes have their own of (NodePrivateDirOf); none by default:
-  // fake nodes see every host path.
-  std::set<std::string> node_private_dirs;
+  // What the nodes share with hpodd (Environment()). By default they see every
+  // host path, run no agent and keep their address across a replacement; tests
+  // declare other machines (sees_hpodd_files = false) or private dirs here.
+  NodeEnvironment environment = DefaultEnvironment();
+  static NodeEnvironment DefaultEnvironment() {
+    NodeEnvironment e;
+    e.sees_hpodd_files = true;
+    e.replacement_keeps_address = true;
+    return e;
+  }
 };
 
 class FakeProvider final : public Provider {
@@ -51,7 +58,7 @@ class FakeProvider final : public Provider {
   // Heals a broken node in place (same id and address); a repeated request id is
   // a no-op, as the interface asks.
   Status Reboot(const std::string& instance_id, const std::string& request_id) override;
-  std::string NodePrivateDirOf(const std::string& host_path) const override;
+  NodeEnvironment Environment() const override { return options_.environment; }
 
   // Test hooks.
   struct Action {

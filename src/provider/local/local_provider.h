@@ -120,12 +120,14 @@ class LocalProvider final : public Provider {
   Status InjectFault(const std::string& instance_id, const FaultSpec& fault) override;
   // Nodes run hpod-agent unless a stand-in program was configured (tests).
   bool RunsAgents() const override { return options_.node_program.empty(); }
-  std::string NodeSpankPlugin() const override;
-  // Each node has its own /tmp, /run, /var/log, /var/spool, /var/lib/hpod-agent
-  // and /fsx (node_init.h, PlanMounts).
-  std::string NodePrivateDirOf(const std::string& host_path) const override {
-    return local::NodePrivateDirOf(host_path);
-  }
+  // Nodes are namespaces on hpodd's machine: they see its files except their own
+  // /tmp, /run, /var/log, /var/spool, /var/lib/hpod-agent, /fsx and /etc/hosts
+  // (node_init.h, PlanMounts); their agents dial hpodd's socket, whose directory is
+  // bound on /run/hpod (with the S3 relay beside it); the SPANK plugin is copied
+  // onto each node disk; GPU instance types get stand-in devices in
+  // /run/hpod-gpus (the host has no GPUs for them); a replacement takes over its
+  // predecessor's address on the cluster's bridge.
+  NodeEnvironment Environment() const override;
 
   // Leaves running nodes alone. With `remove_guard`, also removes the guard route,
   // but only when no node remains (the guard is what keeps their traffic local).

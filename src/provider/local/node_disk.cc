@@ -15,8 +15,25 @@ namespace hpod::provider::local {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string LocalProvider::NodeSpankPlugin() const {
-  return options_.spank_plugin.empty() ? "" : std::string(kAgentStateDir) + "/spank_hpod.so";
+NodeEnvironment LocalProvider::Environment() const {
+  NodeEnvironment e;
+  const std::string kUnix = "unix://";
+  if (options_.agent_endpoint.rfind(kUnix, 0) == 0) {
+    // node-init binds the socket's directory on /run/hpod (WriteNodeFiles).
+    const std::string name =
+        fs::path(options_.agent_endpoint.substr(kUnix.size())).filename().string();
+    e.agent_socket = std::string(kAgentSocketDirInNode) + "/" + name;
+    e.s3_relay_socket = std::string(kAgentSocketDirInNode) + "/s3.sock";
+  }
+  e.sees_hpodd_files = true;
+  e.private_dirs = NodePrivateDirs();
+  if (!options_.spank_plugin.empty()) {
+    e.spank_plugin = std::string(kAgentStateDir) + "/spank_hpod.so";
+  }
+  e.gpu_stand_ins = true;
+  e.gpu_device_dir = kGpuStandInDirInNode;
+  e.replacement_keeps_address = true;
+  return e;
 }
 
 Status LocalProvider::PrepareDisk(const Node& n) {
@@ -34,7 +51,7 @@ Status LocalProvider::PrepareDisk(const Node& n) {
   fs::remove(disk + "/state/agent.json", ec);
   if (!options_.spank_plugin.empty()) {
     // Before slurmd starts (the agent starts it after this node boots): srun and
-    // slurmstepd load it from plugstack.conf's path, NodeSpankPlugin(). A rebooted
+    // slurmstepd load it from plugstack.conf's path, Environment().spank_plugin. A rebooted
     // node keeps its copy unless the build is newer; a new copy is renamed into
     // place, so a full disk never leaves a truncated plugin that plugstack.conf
     // requires.

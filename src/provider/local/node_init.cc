@@ -18,6 +18,7 @@
 #include <map>
 
 #include "hpod/base/file_util.h"
+#include "hpod/provider/node_environment.h"
 
 namespace hpod::provider::local {
 
@@ -113,27 +114,27 @@ std::vector<MountStep> PlanMounts(const NodeInitConfig& c) {
   return steps;
 }
 
-std::string NodePrivateDirOf(const std::string& host_path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(fs::path(host_path), ec);
-  if (ec) p = fs::path(host_path).lexically_normal();
+std::vector<std::string> NodePrivateDirs() {
   // The targets do not depend on the config's sources (PlanMounts is pure), so
   // any config gives the node's private directories.
   NodeInitConfig c;
   c.node_disk = "/node-disk";
   c.agent_socket_dir = "/agent-socket";
-  std::string hidden;
+  std::vector<std::string> dirs;
   for (const MountStep& s : PlanMounts(c)) {
-    if (s.kind == MountStep::Kind::kOverlay) continue;
-    const fs::path target(s.target);
-    auto [t, q] = std::mismatch(target.begin(), target.end(), p.begin(), p.end());
-    // The outermost target wins: /run hides /run/hpod/x, not /run/hpod.
-    if (t == target.end() && (hidden.empty() || s.target.size() < hidden.size())) {
-      hidden = s.target;
-    }
+    if (s.kind != MountStep::Kind::kOverlay) dirs.push_back(s.target);
   }
-  return hidden;
+  return dirs;
+}
+
+std::string NodePrivateDirOf(const std::string& host_path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::path(host_path), ec);
+  if (ec) p = fs::path(host_path).lexically_normal();
+  NodeEnvironment e;
+  e.sees_hpodd_files = true;
+  e.private_dirs = NodePrivateDirs();
+  return e.PrivateDirOf(p.string());
 }
 
 namespace {

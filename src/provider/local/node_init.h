@@ -61,16 +61,23 @@ struct MountStep {
 // /tmp last. Pure, so the order is unit-tested.
 std::vector<MountStep> PlanMounts(const NodeInitConfig& c);
 
-// The directory of PlanMounts that hides the host's `host_path` from a node (a
-// bind or tmpfs target at or above it: "/tmp", "/run", "/var/log", ...), or ""
-// when the node sees the host's files there (the /opt overlay reads through to
-// the host's /opt). Symlinks are resolved on the host first (/var/run is /run).
+// The targets of PlanMounts' binds and tmpfs mounts: what each node has its own
+// of ("/etc/hosts", "/fsx", "/tmp", "/run", ...). The /opt overlay is not among
+// them: it reads through to the host's /opt.
+std::vector<std::string> NodePrivateDirs();
+
+// The directory of NodePrivateDirs that hides the host's `host_path` from a node
+// (a target at or above it), or "" when the node sees the host's files there.
+// Symlinks are resolved on the host first (/var/run is /run).
 std::string NodePrivateDirOf(const std::string& host_path);
 
 // The agent's state dir inside the node, and where agent.json appears there.
 inline constexpr char kAgentStateDir[] = "/var/lib/hpod-agent";
 inline constexpr char kAgentConfigInNode[] = "/var/lib/hpod-agent/agent.json";
 inline constexpr char kAgentSocketDirInNode[] = "/run/hpod";
+// Where the agent creates stand-in GPU device files for GPU instance types (the
+// host has no GPUs to give the nodes; NodeEnvironment::gpu_stand_ins).
+inline constexpr char kGpuStandInDirInNode[] = "/run/hpod-gpus";
 // The node's own kernel log (nodes share the host's kernel, so /dev/kmsg is not
 // theirs) and the fake NVML library's script, both on the node disk in the agent's
 // state dir: <node_disk>/state/kmsg on the host.

@@ -1,0 +1,138 @@
+// The local provider passes the provider conformance suite (provider_conformance.h)
+// over a FakeNodeHost: the provider's own logic (ids, addresses, persistence,
+// reboots, the declared environment) without root. provider_local_root_test runs
+// the real namespaces.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hpod/provider/local/local_provider.h"
+#include "hpod/provider/local/node_host.h"
+#include "hpod/provider/provider_conformance.h"
+
+namespace hpod::provider::local {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Lends the harness's FakeNodeHost to the provider, which owns its NodeHost.
+class BorrowedHost final : public NodeHost {
+ public:
+  explicit BorrowedHost(FakeNodeHost* h) : h_(h) {}
+  StatusOr<std::vector<std::string>> ListRoutes() override { return h_->ListRoutes(); }
+  Status AddGuardRoute(const std::string& c) override { return h_->AddGuardRoute(c); }
+  Status DeleteGuardRoute(const std::string& c) override { return h_->DeleteGuardRoute(c); }
+  Status CreateBridge(const std::string& n, const std::string& g) override {
+    return h_->CreateBridge(n, g);
+  }
+  Status DeleteBridge(const std::string& n) override { return h_->DeleteBridge(n); }
+  Status CreateNodeNetwork(const NodeNetwork& n) override { return h_->CreateNodeNetwork(n); }
+  Status DeleteNodeNetwork(const std::string& ns, const std::string& v) override {
+    return h_->DeleteNodeNetwork(ns, v);
+  }
+  bool NetnsExists(const std::string& ns) override { return h_->NetnsExists(ns); }
+  StatusOr<ProcessId> SpawnNode(const NodeSpawn& s) override { return h_->SpawnNode(s); }
+  bool IsAlive(const ProcessId& id) override { return h_->IsAlive(id); }
+  Status Kill(const ProcessId& id, std::chrono::milliseconds t) override { return h_->Kill(id, t); }
+  std::string HostnameOf(const ProcessId& id) override { return h_->HostnameOf(id); }
+  StatusOr<std::vector<NodeProcessInfo>> NodeProcesses(const ProcessId& id) override {
+    return h_->NodeProcesses(id);
+  }
+  Status Signal(const ProcessId& id, int sig) override { return h_->Signal(id, sig); }
+  Status SetLinkUp(const std::string& l, bool up) override { return h_->SetLinkUp(l, up); }
+  Status MountDisk(const std::string& d, int mb) override { return h_->MountDisk(d, mb); }
+  Status UnmountDisk(const std::string& d) override { return h_->UnmountDisk(d); }
+  Status FillDisk(const std::string& d) override { return h_->FillDisk(d); }
+  Status RunInNodeMounts(const ProcessId& id, const std::vector<std::string>& argv) override {
+    return h_->RunInNodeMounts(id, argv);
+  }
+
+ private:
+  FakeNodeHost* h_;
+};
+
+class LocalHarness {
+ public:
+  LocalHarness()
+      : dir_(fs::temp_directory_path() / ("hpod-local-conformance-" + std::to_string(getpid()) +
+                                          "-" + std::to_string(next_++))) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    host_.SetRoutes({"default via 10.0.2.2 dev eth0"});
+    LocalProviderOptions o;
+    o.state_dir = (dir_ / "local").string();
+    o.node_block = "10.77.0.0/16";
+    o.node_init_binary = "/usr/bin/hpod-node-init";
+    o.agent_binary = "/usr/bin/hpod-agent";
+    o.agent_endpoint = "unix:///var/lib/hpod/agent.sock";
+    // Any file will do: the provider copies it onto node disks as it is.
+    o.spank_plugin = (dir_ / "spank_hpod.so").string();
+    std::ofstream(o.spank_plugin) << "not really a plugin";
+    auto p = LocalProvider::Create(o, std::make_unique<BorrowedHost>(&host_));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (p.ok()) provider_ = std::move(*p);
+  }
+  ~LocalHarness() {
+    provider_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  Provider& provider() { return *provider_; }
+  LaunchSpec Spec(const std::string& id, const std::string& cluster) {
+    LaunchSpec s;
+    s.instance_id = id;
+    s.cluster_id = cluster;
+    s.cluster_name = "cluster-" + cluster;
+    s.group_name = "workers";
+    s.instance_name = "workers-1";
+    s.instance_type = "ml.c5.xlarge";
+    s.bootstrap_token = "tok-" + id;
+    return s;
+  }
+  // The fake host settles at once: nothing to wait for.
+  void Advance() {}
+  // Each start of a node is one spawn of its PID 1 with its node-init config.
+  int Starts(const std::string& id) {
+    int starts = 0;
+    for (const NodeSpawn& s : host_.spawns()) {
+      if (s.config_path.find("/" + id + "/") != std::string::npos) ++starts;
+    }
+    return starts;
+  }
+
+ private:
+  static inline int next_ = 0;
+  fs::path dir_;
+  FakeNodeHost host_;
+  std::unique_ptr<LocalProvider> provider_;
+};
+
+// What the local provider declares, field by field: the facts the control plane
+// once read from literals and provider-specific methods.
+TEST(LocalProviderEnvironmentTest, DeclaresNodesThatShareThisMachine) {
+  LocalHarness h;
+  const NodeEnvironment e = h.provider().Environment();
+  EXPECT_EQ(e.agent_socket, "/run/hpod/agent.sock");
+  EXPECT_EQ(e.agent_url, "");
+  EXPECT_EQ(e.s3_relay_socket, "/run/hpod/s3.sock");
+  EXPECT_TRUE(e.sees_hpodd_files);
+  EXPECT_EQ(e.PrivateDirOf("/tmp/lcs"), "/tmp");
+  EXPECT_EQ(e.PrivateDirOf("/var/tmp/lcs"), "");
+  EXPECT_EQ(e.spank_plugin, "/var/lib/hpod-agent/spank_hpod.so");
+  EXPECT_TRUE(e.gpu_stand_ins);
+  EXPECT_EQ(e.gpu_device_dir, "/run/hpod-gpus");
+  EXPECT_TRUE(e.replacement_keeps_address);
+}
+
+}  // namespace
+}  // namespace hpod::provider::local
+
+// The suite's generated names live in its own namespace.
+namespace hpod::provider::conformance {
+INSTANTIATE_TYPED_TEST_SUITE_P(Local, ProviderConformanceTest,
+                               ::hpod::provider::local::LocalHarness);
+}  // namespace hpod::provider::conformance
