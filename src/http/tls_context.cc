@@ -17,6 +17,7 @@
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -50,7 +51,12 @@ StatusOr<std::string> ReadPem(const std::string& path, const std::string& what) 
 
 Status FileError(const std::string& what, const std::string& path,
                  const boost::system::error_code& ec) {
-  return InvalidArgumentError("TLS " + what + " file " + path + ": " + ec.message());
+  std::string why = ec.message();
+  if (&ec.category() == &asio::error::get_ssl_category() &&
+      ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == PEM_R_NO_START_LINE) {
+    why = "no PEM " + what + " in it";  // OpenSSL says "no start line"
+  }
+  return InvalidArgumentError("TLS " + what + " file " + path + ": " + why);
 }
 
 Status LoadCertificateAndKey(ssl::context& context, const std::string& cert_file,

@@ -158,6 +158,18 @@ TEST_F(TlsTest, GarbageHandshakeClosesTheConnection) {
   ASSERT_TRUE(response.ok()) << response.status().ToString();
 }
 
+TEST_F(TlsTest, AStalledHandshakeIsClosedAfterTheRequestTimeout) {
+  ServerOptions options = TlsOptions();
+  options.request_timeout = testing::milliseconds(300);
+  std::unique_ptr<Server> server = Start(options);
+  ASSERT_NE(server, nullptr);
+  RawConnection raw(server->port());
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.Send(std::string("\x16\x03\x01", 3)));  // the start of a ClientHello
+  EXPECT_TRUE(raw.WaitClosed(testing::seconds(10)));
+  EXPECT_TRUE(testing::Eventually([&] { return server->open_connections() == 0; }));
+}
+
 TEST_F(TlsTest, MutualTls) {
   ServerOptions server_options = TlsOptions();
   server_options.tls.client_ca_file = ca_.ca_file();
