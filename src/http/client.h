@@ -15,21 +15,23 @@
 
 namespace hpod::http {
 
+// The strings' `{}` keep callers that initialize only the leading fields
+// (`ClientOptions{connect, timeout}`) free of -Wmissing-field-initializers.
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   // Whole-request limit.
   std::chrono::milliseconds timeout{60000};
   // Connect through this Unix-domain socket instead of TCP; the URL's host is then
   // only used for the Host header (hpodd's agent listener, `<data_dir>/agent.sock`).
-  std::string unix_socket_path;
+  std::string unix_socket_path{};
   // https:// only (ignored for http://). The server's certificate is verified against
   // `ca_file` (PEM CA certificates; empty: the system's CA store) and must name the
   // URL's host (an IP literal against its IP SANs). TLS 1.2 minimum.
-  std::string ca_file;
+  std::string ca_file{};
   // Mutual TLS: the client's certificate and key (PEM), presented when the server
   // asks; both or neither.
-  std::string client_cert_file;
-  std::string client_key_file;
+  std::string client_cert_file{};
+  std::string client_key_file{};
 };
 
 class Client {

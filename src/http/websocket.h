@@ -74,6 +74,7 @@ using UpgradeResult = std::variant<Response, WebSocketCallbacks>;
 using UpgradeHandler =
     std::function<UpgradeResult(const Request& request, std::shared_ptr<WebSocket> socket)>;
 
+// The strings' `{}`: see ClientOptions.
 struct WebSocketClientOptions {
   std::chrono::milliseconds connect_timeout{5000};  // TCP/Unix connect + handshake
   // How long Send waits for its message to be written; past it the connection is
@@ -82,17 +83,17 @@ struct WebSocketClientOptions {
   size_t max_message_bytes = 16 * 1024 * 1024;
   // Connect through this Unix-domain socket instead of TCP; the URL's host is then
   // only used for the Host header (and, with TLS, as the name to verify).
-  std::string unix_socket_path;
+  std::string unix_socket_path{};
   // TLS (wss:// and https:// URLs; ignored for ws:// and http://). The server's
   // certificate is verified against `ca_file` (PEM CA certificates; empty: the
   // system's default CA paths) and must name `tls_server_name`, by default the URL's
   // host: an IP literal is matched against the certificate's IP SANs, a DNS name
   // against its DNS SANs (and sent as SNI). TLS 1.2 minimum.
-  std::string ca_file;
-  std::string tls_server_name;
+  std::string ca_file{};
+  std::string tls_server_name{};
   // Mutual TLS: the client's certificate and key (PEM), both or neither.
-  std::string client_cert_file;
-  std::string client_key_file;
+  std::string client_cert_file{};
+  std::string client_key_file{};
 };
 
 // A client WebSocket connection with its own I/O thread.
