@@ -37,8 +37,8 @@
 #   HPODD_FAKE [build/tests/hpodd-fake]
 #
 # Network: everything listens on and connects to 127.0.0.1 only. The one
-# exception is the apt-get install below, which runs only when wrk or nginx is
-# missing (and never with BENCH_NO_INSTALL=1).
+# exception is the apt-get install (in api_common.sh, shared with api_tls.sh),
+# which runs only when wrk or nginx is missing (and never with BENCH_NO_INSTALL=1).
 # Processes: hpodd, nginx (master + workers) and wrk are started here and are
 # stopped by PID from the EXIT trap, whatever way the script ends.
 set -euo pipefail
@@ -74,124 +74,18 @@ HPODD_FAKE=${HPODD_FAKE:-$top/build/tests/hpodd-fake}
 DRAIN_MAX=${BENCH_DRAIN_MAX:-60}    # bound on the idle wait between runs
 DRAIN_LAST=${BENCH_DRAIN_LAST:-10}  # ... after the last run (only reported)
 
-# --- tools -------------------------------------------------------------------
-# wrk and nginx-light are bench-only Debian packages: nothing in hpod's build,
-# tests or runtime needs them, so scripts/install-deps.sh does not install them.
-missing=()
-command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "${BENCH_NO_INSTALL:-0}" = 1 ]; then
-    echo "api_latency: missing ${missing[*]} and BENCH_NO_INSTALL=1" >&2; exit 1
-  fi
-  echo "api_latency: installing bench-only packages: ${missing[*]}"
-  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
-  # The Debian nginx package would start the system nginx on port 80 unless
-  # policy-rc.d forbids it (containers usually do); stop only that one, by PID.
-  had_pid=; [ -f /run/nginx.pid ] && had_pid=$(cat /run/nginx.pid)
-  $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null \
-    || { $sudo apt-get update -qq && $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
-  if [ -z "$had_pid" ] && [ -f /run/nginx.pid ]; then
-    $sudo kill -TERM "$(cat /run/nginx.pid)" 2>/dev/null || true
-  fi
-fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-[ -x "$HPODD_FAKE" ] || { echo "api_latency: $HPODD_FAKE not built (run make)" >&2; exit 1; }
-"$PY" -c 'import botocore.auth' 2>/dev/null || { echo "api_latency: $PY lacks botocore" >&2; exit 1; }
-
-# Enough descriptors for BENCH_LOAD_CONNECTIONS on both ends (wrk and server).
-need_fd=$((B_CONNS * 2 + 256))
-if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need_fd" ]; then
-  ulimit -n "$need_fd" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-fi
-if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need_fd" ]; then
-  echo "api_latency: ulimit -n is $(ulimit -n), need $need_fd for $B_CONNS connections" >&2; exit 1
-fi
-
-# --- processes and cleanup ---------------------------------------------------
-work=$(mktemp -d /tmp/hpod-bench.XXXXXX)
-hpodd_pid='' nginx_pid='' wrk_pid='' killed=''
-# stop_pid PID: TERM, up to 15 s (hpodd's own shutdown grace is 10 s), then
-# KILL; only our own children, by PID.
-stop_pid() {
-  local pid=$1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid" 2>/dev/null || true
-    killed="$killed $pid"
-  fi
-  wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_pid "$wrk_pid"
-  stop_pid "$nginx_pid"  # the master stops its workers on TERM
-  local t0=$SECONDS
-  stop_pid "$hpodd_pid"
-  echo "$(ts) stopped wrk/nginx/hpodd (pids ${wrk_pid:--} ${nginx_pid:--} ${hpodd_pid:--}); hpodd took $((SECONDS - t0))s to exit after SIGTERM${killed:+; SIGKILL needed for:$killed}"
-  if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "api_latency: kept $work"; else rm -rf "$work"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-clk_tck=$(getconf CLK_TCK)
-cpu_ticks() {  # cpu_ticks PID: utime+stime of PID (all threads) and its direct children
-  local total=0 p f
-  for p in "$1" $(ps -o pid= --ppid "$1" 2>/dev/null); do
-    [ -r "/proc/$p/stat" ] || continue
-    read -r -a f < <(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null) || continue
-    [ ${#f[@]} -gt 12 ] && total=$((total + f[11] + f[12]))
-  done
-  echo "$total"
-}
-rss_mib() { awk '/^VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
-hwm_mib() { awk '/^VmHWM/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
-# wait_idle PID MAX: waits until PID uses under 5% of a CPU over a second, at most
-# MAX seconds; prints the seconds waited, with "+" if it was still busy.
-wait_idle() {
-  local pid=$1 max=$2 waited=0 t0 t1
-  while [ "$waited" -lt "$max" ]; do
-    t0=$(cpu_ticks "$pid"); sleep 1; t1=$(cpu_ticks "$pid")
-    [ $(((t1 - t0) * 100)) -le $((clk_tck * 5)) ] && { echo "$waited"; return; }
-    waited=$((waited + 1))
-  done
-  echo "${waited}+"
-}
-ts() { printf '[%3ds]' "$SECONDS"; }
-
-echo "== api_latency: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n)"
-echo "   machine: $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load avg $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "   wrk: $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $($NGINX -v 2>&1 | sed 's/.*: //'), hpodd: $HPODD_FAKE"
-echo "   settings: (a) ${A_CONNS} conns x ${A_SECONDS}s per op, (b) ${B_CONNS} conns x ${B_SECONDS}s, wrk -t${THREADS} --timeout ${WRK_TIMEOUT}, hpodd --http-threads ${HPODD_THREADS}, nginx workers ${NGINX_WORKERS}"
+BENCH_NAME=api_latency
+# shellcheck source=bench/api_common.sh
+. "$here/api_common.sh"
+api_tools
+api_prereqs
+api_raise_fd $((B_CONNS * 2 + 256))  # BENCH_LOAD_CONNECTIONS on both ends (wrk and server)
+api_workdir
+api_banner "(a) ${A_CONNS} conns x ${A_SECONDS}s per op, (b) ${B_CONNS} conns x ${B_SECONDS}s, wrk -t${THREADS} --timeout ${WRK_TIMEOUT}, hpodd --http-threads ${HPODD_THREADS}, nginx workers ${NGINX_WORKERS}"
 
 # --- hpodd -------------------------------------------------------------------
-# No HPOD_FAKE_STATE_DIR: the fake provider then keeps its nodes in memory. With
-# it, the fake writes one file per node (10,001 files: not hpodd's cost, and
-# deleting them took ~37 s on this machine's ext4).
-mkdir -p "$work/results"
-"$HPODD_FAKE" --data-dir "$work/data" init --aws-dir "$work/aws" --region us-west-2 \
-  --listen 127.0.0.1:1 > "$work/init.out"
-env -u HPOD_FAKE_STATE_DIR -u HPOD_FAKE_CAPACITY HPOD_FAKE_PENDING_MS=0 HPOD_FAKE_FAIL_GROUPS= \
-  "$HPODD_FAKE" --data-dir "$work/data" --listen 127.0.0.1:0 --region us-west-2 \
-  --http-threads "$HPODD_THREADS" > "$work/hpodd.stdout" 2> "$work/hpodd.stderr" &
-hpodd_pid=$!
-port=
-for _ in $(seq 300); do
-  port=$(sed -n 's|.*ready on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/hpodd.stdout")
-  [ -n "$port" ] && break
-  kill -0 "$hpodd_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$port" ]; then
-  echo "FAIL: hpodd-fake did not start"; tail -20 "$work/hpodd.stderr"; exit 1
-fi
-endpoint="http://127.0.0.1:$port"
-echo "$(ts) hpodd-fake pid $hpodd_pid on $endpoint, RSS $(rss_mib "$hpodd_pid") MiB at start"
+api_init_data
+start_hpodd 127.0.0.1:0
 
 converge=$("$PY" "$helper" converge "$endpoint" "$work/aws" "$hpodd_pid" "$NODES" \
   "$CONVERGE_TIMEOUT") || { echo "FAIL: cluster did not reach InService: $converge"; exit 1; }
@@ -201,57 +95,7 @@ print(d["seconds"], d["slowest_describe_s"], round(d["rss_kib"] / 1024), round(d
 echo "$(ts) $((NODES + 1)) nodes InService after ${conv_s}s; hpodd RSS ${conv_rss} MiB (peak ${conv_hwm} MiB); slowest DescribeCluster while converging ${conv_slow}s"
 
 # --- nginx (the peer) --------------------------------------------------------
-ngx="$work/nginx"
-mkdir -p "$ngx/www" "$ngx/tmp"
-nginx_port=$("$PY" "$helper" freeport)
-cat > "$ngx/nginx.conf" <<EOF
-# Peer for bench/api_latency.sh: a plain static server returning the captured
-# hpodd response bytes. POST to a static file is 405 in nginx, so the 405 is
-# turned into a 200 serving the file named by X-Amz-Target (an internal redirect).
-worker_processes $NGINX_WORKERS;
-worker_rlimit_nofile $need_fd;
-pid $ngx/nginx.pid;
-error_log $ngx/error.log warn;
-daemon off;
-events { worker_connections $need_fd; }
-http {
-  access_log off;
-  server_tokens off;
-  etag off;
-  sendfile on;
-  keepalive_requests 1000000000;  # hpodd has no per-connection request limit
-  keepalive_timeout 300s;         # hpodd's idle timeout
-  client_body_temp_path $ngx/tmp/body;
-  proxy_temp_path $ngx/tmp/proxy;
-  fastcgi_temp_path $ngx/tmp/fastcgi;
-  uwsgi_temp_path $ngx/tmp/uwsgi;
-  scgi_temp_path $ngx/tmp/scgi;
-  types { }
-  default_type application/x-amz-json-1.1;
-  server {
-    listen 127.0.0.1:$nginx_port backlog=4096;
-    root $ngx/www;
-    location = / {
-      error_page 405 =200 /\$http_x_amz_target;
-      return 405;
-    }
-  }
-}
-EOF
-
-start_nginx() {
-  chmod 755 "$work" "$ngx" "$ngx/www"  # workers may run as nobody/www-data
-  chmod 644 "$ngx/www/"*
-  "$NGINX" -e "$ngx/error.log" -p "$ngx" -c "$ngx/nginx.conf" > "$ngx/stdout" 2>&1 &
-  nginx_pid=$!
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$nginx_port") 2>/dev/null && break
-    kill -0 "$nginx_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$nginx_pid" 2>/dev/null || { echo "FAIL: nginx did not start"; cat "$ngx/error.log"; exit 1; }
-  echo "$(ts) nginx pid $nginx_pid on http://127.0.0.1:$nginx_port ($NGINX_WORKERS workers)"
-}
+write_nginx_conf "$("$PY" "$helper" freeport)"
 
 # sign OP BODY: (re)signs the request now and captures hpodd's response body.
 sign() {
@@ -261,39 +105,16 @@ sign() {
   cp "$work/results/$op.response" "$ngx/www/SageMaker.$op"
 }
 
-# run_wrk ID SERVER OP CONNS SECONDS: one wrk run, figures to results/ID.SERVER.json
-run_wrk() {
-  local id=$1 server=$2 op=$3 conns=$4 secs=$5 url pid before after
-  if [ "$server" = hpodd ]; then url="$endpoint/"; pid=$hpodd_pid; else url="http://127.0.0.1:$nginx_port/"; pid=$nginx_pid; fi
-  before=$(cpu_ticks "$pid")
-  WRK_RESULT="$work/results/$id.$server.json" timeout -k 5 $((secs + 60)) \
-    wrk -t"$THREADS" -c"$conns" -d"${secs}s" --timeout "$WRK_TIMEOUT" --latency \
-    -s "$work/results/$op.lua" "$url" > "$work/results/$id.$server.wrk" 2>&1 &
-  wrk_pid=$!
-  local rc=0
-  wait "$wrk_pid" || rc=$?
-  wrk_pid=
-  after=$(cpu_ticks "$pid")
-  "$PY" -c 'import sys; print((int(sys.argv[2]) - int(sys.argv[1])) / float(sys.argv[3]))' \
-    "$before" "$after" "$clk_tck" > "$work/results/$id.$server.cpu"
-  local line
-  line=$(grep -E 'Requests/sec|Non-2xx|Socket errors' "$work/results/$id.$server.wrk" | tr -s ' ' | paste -sd';' -)
-  printf '%s %-6s %-17s %4d conns %3ds: %s\n' "$(ts)" "$server" "$op" "$conns" "$secs" "${line:-wrk rc $rc}"
-  if [ "$rc" != 0 ] || [ ! -s "$work/results/$id.$server.json" ]; then
-    echo "FAIL: wrk against $server exited $rc"; cat "$work/results/$id.$server.wrk"; exit 1
+# run_op ID SERVER OP CONNS SECONDS: one wrk run, figures to results/ID.SERVER.json
+run_op() {
+  local id=$1 server=$2 op=$3 conns=$4 secs=$5
+  if [ "$server" = hpodd ]; then
+    run_wrk "$id" hpodd "$endpoint/" "$hpodd_pid" "$work/results/$op.lua" "$op" "$conns" "$secs"
+  else
+    run_wrk "$id" nginx "http://127.0.0.1:$nginx_port/" "$nginx_pid" "$work/results/$op.lua" "$op" "$conns" "$secs"
   fi
 }
 
-# hpodd keeps handling requests whose client has gone (wrk closes its connections
-# with requests still queued), so each hpodd run is followed by a bounded wait
-# until hpodd is idle, and nginx runs first in each pair: no run shares the CPUs
-# with that backlog. How long hpodd stayed busy is reported.
-drain() {
-  [ "$2" -gt 0 ] || return 0
-  local w; w=$(wait_idle "$hpodd_pid" "$2")
-  echo "$w" > "$work/results/$1.drain"
-  echo "$(ts)        hpodd busy ${w}s after wrk stopped (requests from closed connections)"
-}
 : > "$work/results/runs"
 declare -A BODY=(
   [DescribeCluster]='{"ClusterName":"bench"}'
@@ -306,16 +127,16 @@ start_nginx
 echo "$(ts) (a) ${A_CONNS} connections, ${A_SECONDS}s each"
 for op in DescribeCluster ListClusterNodes; do
   sign "$op" "${BODY[$op]}"
-  run_wrk "a-$op" nginx "$op" "$A_CONNS" "$A_SECONDS"
-  run_wrk "a-$op" hpodd "$op" "$A_CONNS" "$A_SECONDS"
+  run_op "a-$op" nginx "$op" "$A_CONNS" "$A_SECONDS"
+  run_op "a-$op" hpodd "$op" "$A_CONNS" "$A_SECONDS"
   drain "a-$op" "$DRAIN_MAX"
   printf 'a-%s\t(a) %s, %d connections, %ds\n' "$op" "$op" "$A_CONNS" "$A_SECONDS" >> "$work/results/runs"
 done
 
 echo "$(ts) (b) ${B_CONNS} connections, ${B_SECONDS}s, DescribeCluster"
 sign DescribeCluster "${BODY[DescribeCluster]}"
-run_wrk b-DescribeCluster nginx DescribeCluster "$B_CONNS" "$B_SECONDS"
-run_wrk b-DescribeCluster hpodd DescribeCluster "$B_CONNS" "$B_SECONDS"
+run_op b-DescribeCluster nginx DescribeCluster "$B_CONNS" "$B_SECONDS"
+run_op b-DescribeCluster hpodd DescribeCluster "$B_CONNS" "$B_SECONDS"
 drain b-DescribeCluster "$DRAIN_LAST"
 printf 'b-DescribeCluster\t(b) DescribeCluster, %d connections, %ds\n' "$B_CONNS" "$B_SECONDS" >> "$work/results/runs"
 
@@ -327,14 +148,7 @@ echo "   load avg at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Any error from hpodd fails the benchmark (the 1000-connection run in particular).
 failed=0
-for f in "$work"/results/*.hpodd.json; do
-  errs=$("$PY" -c 'import json,sys; r = json.load(open(sys.argv[1]))
-print(r["status"] + r["connect"] + r["read"] + r["write"] + r["timeout"])' "$f")
-  if [ "$errs" != 0 ]; then
-    echo "FAIL: hpodd $(basename "$f" .hpodd.json): $errs non-2xx responses or socket errors"
-    failed=1
-  fi
-done
+check_errors hpodd || failed=1
 if ! kill -0 "$hpodd_pid" 2>/dev/null; then echo "FAIL: hpodd exited during the benchmark"; failed=1; fi
 if [ "$failed" = 0 ]; then echo "PASS: no hpodd errors"; fi
 exit "$failed"

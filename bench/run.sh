@@ -6,6 +6,8 @@
 #   bench/run.sh --quick         all benchmarks, smoke durations (~10 min)
 #   bench/run.sh --fuzz          ... and the long fuzz run afterwards
 #   bench/run.sh nodes [--quick] only the named ones (api: api_latency.sh,
+#                                tls: api_tls.sh, the API over TLS vs HTTP and
+#                                vs nginx with TLS;
 #                                nodes: nodes_bench.py, real nodes, needs root;
 #                                slurm: slurm_bench.py, real nodes + Slurm, root;
 #                                train: train_bench.py, hpod-train vs PyTorch;
@@ -29,8 +31,9 @@ for arg in "$@"; do
   case "$arg" in
     --fuzz) fuzz=1 ;;
     --quick) pass+=(--quick) ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     api) only+=(api_latency.sh) ;;
+    tls) only+=(api_tls.sh) ;;
     nodes) only+=(nodes_bench.py) ;;
     slurm) only+=(slurm_bench.py) ;;
     train) only+=(train_bench.py) ;;
@@ -47,7 +50,7 @@ done
 # The benchmarks, in order. Add new ones here (each takes --quick; exit 77 = skipped,
 # e.g. nodes_bench.py when not root, slurm_bench.py also without Slurm,
 # train_bench.py without hpod-train or Debian's python3-torch).
-benchmarks=(api_latency.sh nodes_bench.py slurm_bench.py train_bench.py signal_soak.py
+benchmarks=(api_latency.sh api_tls.sh nodes_bench.py slurm_bench.py train_bench.py signal_soak.py
             comm_bench.py ckpt_bench.py train_dist_bench.py recovery.py auto_resume.py)
 if [ "${#only[@]}" -gt 0 ]; then benchmarks=("${only[@]}"); fi
 
