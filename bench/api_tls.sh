@@ -17,12 +17,13 @@
 #      once; its exact response body becomes the file nginx serves.
 #   2. nginx (the peer) listens on two more loopback ports: plain HTTP, and `ssl`
 #      with <data-dir>/tls/server.pem and server.key.
-#   3. Plain phase: for keep-alive, then `Connection: close` on every request
-#      (wrk -H; a new TCP connection, and over TLS a new handshake, per request):
-#      nginx, then hpodd, BENCH_CONNECTIONS (64) connections for BENCH_SECONDS
-#      (20 s) each.
-#   4. hpodd is stopped and started again on the same data dir and the same port
-#      with --tls; the saved request is sent once over https (verified against
+#   3. Plain phase: hpodd is stopped and started again (plain HTTP, same data dir
+#      and port); the saved request, sent once, must get the same response bytes.
+#      For keep-alive, then `Connection: close` on every request (wrk -H; a new
+#      TCP connection, and over TLS a new handshake, per request): nginx, then
+#      hpodd, BENCH_CONNECTIONS (64) connections for BENCH_SECONDS (20 s) each.
+#   4. hpodd is stopped and started again on the same data dir and port with
+#      --tls; the saved request is sent once over https (verified against
 #      <data-dir>/tls/ca.pem) and must get the same response bytes.
 #   5. TLS phase: the same two runs against nginx's ssl port, then hpodd.
 #   6. The table: requests/s, p50/p99 latency, conns / (req/s), server CPU per
@@ -139,27 +140,40 @@ run_pair() {
   drain "$mode.$hserver" "$DRAIN_MAX"
 }
 
+# restart_hpodd SCHEME [FLAG...]: hpodd stopped and started again on the same data
+# dir and port; the saved request, sent once, must get the same response bytes.
+# Both phases run on an hpodd started this way: a restarted hpodd reads its store
+# differently from the process that created the cluster (3 fstat() of state.db per
+# DescribeCluster, none before), so neither phase gets the other's condition.
+restart_hpodd() {
+  local scheme=$1
+  shift
+  stop_hpodd
+  start_hpodd "127.0.0.1:$hpodd_port" "$@"
+  if [ "$endpoint" != "$scheme://127.0.0.1:$hpodd_port" ]; then
+    echo "FAIL: hpodd $* serves $endpoint, not $scheme://127.0.0.1:$hpodd_port"; exit 1
+  fi
+  "$PY" "$helper" replay "$endpoint" "$work/results/$op.request" \
+    --expect "$work/results/$op.response" --cafile "$ca"
+  echo "$(ts) hpodd idle $(wait_idle "$hpodd_pid" "$DRAIN_MAX")s after its start"
+}
+
+restart_hpodd http
 echo "$(ts) plain HTTP: ${CONNS} connections, ${SECS}s each"
 for mode in keepalive close; do
   run_pair "$mode" nginx "http://127.0.0.1:$nginx_port/" hpodd
 done
+echo "$(ts) load avg $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- hpodd, TLS --------------------------------------------------------------
-stop_hpodd
-start_hpodd "127.0.0.1:$hpodd_port" --tls
-case "$endpoint" in
-  "https://127.0.0.1:$hpodd_port") ;;
-  *) echo "FAIL: hpodd --tls serves $endpoint, not https://127.0.0.1:$hpodd_port"; exit 1 ;;
-esac
-"$PY" "$helper" replay "$endpoint" "$work/results/$op.request" \
-  --expect "$work/results/$op.response" --cafile "$ca"
+restart_hpodd https --tls
 echo "$(ts) hpodd TLS: $("$PY" "$helper" tlsinfo "$endpoint" "$ca")"
-echo "$(ts) hpodd idle $(wait_idle "$hpodd_pid" "$DRAIN_MAX")s after its restart"
 
 echo "$(ts) TLS: ${CONNS} connections, ${SECS}s each"
 for mode in keepalive close; do
   run_pair "$mode" nginx-tls "https://127.0.0.1:$nginx_tls_port/" hpodd-tls
 done
+echo "$(ts) load avg $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
 echo "$(ts) == results ($op, $(wc -c < "$work/results/$op.response") B response; latency from wrk --latency: from writing the request to the response, so without connect and TLS handshake; conns / (req/s) is the whole cycle, handshake included)"
