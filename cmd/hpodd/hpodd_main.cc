@@ -222,6 +222,19 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
                    "Endpoint written into the profile (default http://<--listen>)");
   init->add_option("--listen", listen, "Where hpodd will listen")->capture_default_str();
   init->add_option("--aws-dir", aws_dir, "Directory of credentials/config (default ~/.aws)");
+  std::vector<std::string> tls_names;
+  init->add_option("--tls-name", tls_names,
+                   "A DNS name or IP address agents and clients reach hpodd by, for its TLS "
+                   "server certificate besides --listen's address (repeatable)");
+
+  // rotate-certs
+  auto* rotate_certs = app.add_subcommand(
+      "rotate-certs",
+      "Re-issue hpodd's TLS server certificate with a new key from its CA, keeping its names; "
+      "a running hpodd serves it once restarted");
+  rotate_certs->add_option("--tls-name", tls_names, "A name to add (repeatable)");
+  auto* rotate_listen = rotate_certs->add_option(
+      "--listen", listen, "Add the names of this ADDRESS:PORT (as `hpodd init --listen`)");
 
   // metrics-token
   auto* metrics_token = app.add_subcommand(
@@ -267,6 +280,14 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     return Fail("--listen " + listen + " is not ADDRESS:PORT (e.g. 127.0.0.1:8450)");
   }
 
+  // "TLS: CA <path> (pin sha256:<16 hex>…), server certificate for <names>".
+  auto print_tls = [](const controlplane::TlsResult& tls) {
+    std::string names;
+    for (const auto& n : tls.server_names) names += (names.empty() ? "" : ", ") + n;
+    std::printf("TLS: CA %s (pin sha256:%s\u2026), server certificate for %s\n",
+                tls.paths.ca_cert.c_str(), tls.ca_pin.substr(0, 16).c_str(), names.c_str());
+    for (const auto& change : tls.changes) std::printf("TLS: %s\n", change.c_str());
+  };
   if (app.got_subcommand(init)) {
     controlplane::InitOptions io;
     io.data_dir = data_dir;
@@ -274,17 +295,35 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     io.profile = profile;
     io.aws_dir = aws_dir;
     io.endpoint_url = endpoint.empty() ? "http://" + listen : endpoint;
+    io.listen_address = address;
+    io.tls_names = tls_names;
     auto r = controlplane::InitDataDir(io, RealClock::Get());
     if (!r.ok()) return Fail(r.status().message());
     std::printf("%s %s\n", r->created ? "Initialized" : "Already initialized:", data_dir.c_str());
     std::printf("Admin access key: %s\n", r->access_key_id.c_str());
     std::printf("Metrics token (GET /metrics): %s\n", r->metrics_token_file.c_str());
+    print_tls(r->tls);
     if (!profile.empty()) {
       std::printf("Profile '%s' written to %s and %s\n", profile.c_str(),
                   r->credentials_file.c_str(), r->config_file.c_str());
       std::printf("Next: hpodd --data-dir %s --listen %s\n", data_dir.c_str(), listen.c_str());
       std::printf("Then: hpod --profile %s list-clusters\n", profile.c_str());
     }
+    return 0;
+  }
+  if (app.got_subcommand(rotate_certs)) {
+    // Without --listen the new certificate carries exactly the old one's names
+    // (plus each --tls-name): the default loopback address is not added to it.
+    std::vector<std::string> names = rotate_listen->count() > 0
+                                         ? controlplane::ServerCertificateNames(address, tls_names)
+                                         : tls_names;
+    auto r = controlplane::RotateServerCertificate(data_dir, names, RealClock::Get());
+    if (!r.ok()) return Fail(r.status().message());
+    print_tls(*r);
+    std::printf("Wrote %s and %s (serial %s).\n", r->paths.server_cert.c_str(),
+                r->paths.server_key.c_str(), r->server_serial.c_str());
+    // hpodd loads its certificate when it starts (it does not watch the files).
+    std::printf("A running hpodd keeps serving the old certificate until it is restarted.\n");
     return 0;
   }
   if (app.got_subcommand(metrics_token)) {
