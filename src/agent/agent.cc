@@ -234,8 +234,11 @@ proto::Hello Agent::Hello() {
 
 proto::Heartbeat Agent::HeartbeatFields() {
   auto uptime = std::chrono::duration_cast<std::chrono::seconds>(clock_.SteadyNow() - started_);
-  return proto::Heartbeat{0, lifecycle_.status().wire(), uptime.count(), slurm_->State(),
-                          host_.Sample()};
+  proto::Heartbeat beat{0, lifecycle_.status().wire(), uptime.count(), slurm_->State(),
+                        host_.Sample()};
+  // Read last, after the host sample: hpodd takes the node's clock offset from it.
+  beat.time = clock_.NowEpochSeconds();
+  return beat;
 }
 
 void Agent::OnConnected() {

@@ -119,6 +119,8 @@ struct SlurmNode::Daemon {
   std::chrono::steady_clock::time_point start_after{};
   Backoff backoff;  // between restarts; Reset once it ran for a while
   std::chrono::steady_clock::time_point started_at{};
+  // The node's wall clock just before the fork (slurm_state's slurmd_started).
+  double started_epoch = 0;
   bool ready = false;
 };
 
@@ -177,6 +179,11 @@ void SlurmNode::SetState(const std::string& daemon, const std::string& message) 
   api::agentproto::SlurmStatus next{applied_ ? applied_->role : "",
                                     applied_ ? applied_->conf_hash : "", daemon, restarts_,
                                     message};
+  // Only for a slurmd that runs: hpodd tells its row in Slurm from a predecessor's by
+  // it, both times read from this node's clock.
+  if (applied_ && applied_->role == "compute" && daemon_ && daemon_->proc) {
+    next.slurmd_started = daemon_->started_epoch;
+  }
   {
     MutexLock lock(mu_);
     if (next == state_) return;
@@ -388,11 +395,15 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
 }
 
 Status SlurmNode::StartDaemon(Daemon& d) {
+  // Before the fork: slurmd stamps its own start (SlurmdStartTime) later, when it
+  // first registers, so on this clock this is never after it.
+  const double epoch = clock_.NowEpochSeconds();
   auto p = Subprocess::Start(d.options);
   if (!p.ok()) return p.status();
   d.proc = std::move(*p);
   d.ready = false;
   d.started_at = clock_.SteadyNow();
+  d.started_epoch = epoch;
   spdlog::info("started {} (pid {})", d.name, d.proc->pid());
   return OkStatus();
 }

@@ -320,10 +320,16 @@ TEST_F(SlurmNodeTest, NoneWritesTheMotdAndMarkerAtOnceAndRunsNothing) {
   EXPECT_FALSE(fs::exists(rec_ + "/munged.argv"));
   EXPECT_FALSE(fs::exists(options_.munge_dir + "/munge.key"));
 
+  const double before = RealClock::Get().NowEpochSeconds();
   node_->Apply(Spec("compute", "h1"));
   EXPECT_FALSE(fs::exists(options_.no_slurm_marker));
   ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().ToJson().dump();
   EXPECT_EQ(node_->State().role, "compute");
+  // When this agent started its slurmd, on the node's own clock (hpodd compares it
+  // with Slurm's SlurmdStartTime, which slurmd stamps from the same clock).
+  ASSERT_TRUE(node_->State().slurmd_started.has_value()) << node_->State().ToJson().dump();
+  EXPECT_GE(*node_->State().slurmd_started, before);
+  EXPECT_LE(*node_->State().slurmd_started, RealClock::Get().NowEpochSeconds());
 }
 
 TEST_F(SlurmNodeTest, AKilledDaemonIsRestarted) {
@@ -332,6 +338,8 @@ TEST_F(SlurmNodeTest, AKilledDaemonIsRestarted) {
   ASSERT_TRUE(WaitForDaemon("running", "h1"));
   ASSERT_TRUE(WaitFor([&] { return PidOf("slurmd") > 0; }));
   int first = PidOf("slurmd");
+  ASSERT_TRUE(node_->State().slurmd_started.has_value());
+  const double first_started = *node_->State().slurmd_started;
   ASSERT_EQ(::kill(first, SIGKILL), 0);
 
   ASSERT_TRUE(WaitFor([&] {
@@ -350,8 +358,13 @@ TEST_F(SlurmNodeTest, AKilledDaemonIsRestarted) {
     EXPECT_NE(m.find("slurmd"), std::string::npos) << m;
     EXPECT_NE(m.find("signal 9"), std::string::npos) << m;
     EXPECT_GE(s["restarts"].get<int>(), 1);
+    // No slurmd runs while it is restarting.
+    EXPECT_FALSE(s.contains("slurmd_started")) << s.dump();
   }
   EXPECT_TRUE(restarting_seen);
+  // The new slurmd's start, not the first one's.
+  ASSERT_TRUE(node_->State().slurmd_started.has_value());
+  EXPECT_GT(*node_->State().slurmd_started, first_started);
 }
 
 // BUG (slurm_node.cc, Supervise): a munged crash sets the state to "restarting",

@@ -34,6 +34,7 @@ StatusOr<SlurmStatus> ParseSlurmStatus(const Json& j, Ctx ctx) {
   r.Str("daemon", &s.daemon, true);
   r.Int("restarts", &s.restarts);
   r.Str("message", &s.message);
+  r.Num("slurmd_started", &s.slurmd_started);
   return r.Done(std::move(s));
 }
 
@@ -102,11 +103,13 @@ StatusOr<SlurmStatus> SlurmStatus::FromJson(const Json& j) {
   return ParseSlurmStatus(j, {"slurm", ""});
 }
 Json SlurmStatus::ToJson() const {
-  return Json{{"role", role},
-              {"conf_hash", conf_hash},
-              {"daemon", daemon},
-              {"restarts", restarts},
-              {"message", message}};
+  Json j{{"role", role},
+         {"conf_hash", conf_hash},
+         {"daemon", daemon},
+         {"restarts", restarts},
+         {"message", message}};
+  if (slurmd_started) j["slurmd_started"] = *slurmd_started;
+  return j;
 }
 
 StatusOr<SlurmNodeEntry> SlurmNodeEntry::FromJson(const Json& j) {
@@ -186,6 +189,7 @@ StatusOr<Heartbeat> Heartbeat::FromJson(const Json& j) {
   r.Obj("lifecycle", &h.lifecycle, ParseLifecycleState);
   r.Int("uptime_s", &h.uptime_s);
   r.Obj("slurm", &h.slurm, ParseSlurmStatus);
+  r.Num("time", &h.time);
   // Read apart: a malformed `host` is dropped, the heartbeat counts.
   if (auto it = j.find("host"); r.status().ok() && it != j.end() && !it->is_null()) {
     auto host = internal::ParseHostStats(*it, {kType, "host."});
@@ -202,6 +206,7 @@ Json Heartbeat::ToJson() const {
   if (lifecycle) j["lifecycle"] = lifecycle->ToJson();
   if (slurm) j["slurm"] = slurm->ToJson();
   if (host) j["host"] = host->ToJson();
+  if (time) j["time"] = *time;
   return Typed(kType, std::move(j));
 }
 

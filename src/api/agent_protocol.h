@@ -66,6 +66,13 @@ struct SlurmStatus {
   std::string daemon = "none";  // none|starting|running|restarting|failed
   int64_t restarts = 0;
   std::string message;
+  // Compute nodes: when the agent started the slurmd now running, in epoch
+  // seconds of the NODE's clock (read just before the fork, so never later than
+  // the start slurmd itself reports to slurmctld, which Slurm shows as
+  // SlurmdStartTime). Absent while no slurmd runs, on other roles and from
+  // agents older than the field. hpodd compares it only with SlurmdStartTime,
+  // which comes from the same clock (slurm_reconciler.h, SlurmdOfThisInstance).
+  std::optional<double> slurmd_started{};
 
   static StatusOr<SlurmStatus> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -168,6 +175,11 @@ struct Heartbeat {
   // what keeps the node alive); empty otherwise. Not on the wire. (`{}` lets
   // brace-initialisers leave it out without -Wmissing-field-initializers.)
   std::string host_error{};
+  // The agent's wall clock when it sent the beat, epoch seconds (absent from
+  // agents older than the field). hpodd keeps the node's clock offset from it
+  // (AgentService::ClockOffset) and never compares a node's time with its own
+  // without it.
+  std::optional<double> time{};
 
   static StatusOr<Heartbeat> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

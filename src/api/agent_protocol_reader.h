@@ -72,6 +72,12 @@ class Reader {
       *out = v->get<double>();
     }
   }
+  void Num(const char* key, std::optional<double>* out, bool required = false) {
+    if (const Json* v = Get(key, required)) {
+      if (!v->is_number()) return Fail(key, "must be a number");
+      *out = v->get<double>();
+    }
+  }
   // A string that must be one of `allowed` (a closed enum of the wire).
   void OneOf(const char* key, std::string* out, std::initializer_list<std::string_view> allowed,
              bool required = false) {

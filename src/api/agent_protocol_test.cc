@@ -13,7 +13,9 @@ namespace {
 using nlohmann::json;
 
 LifecycleState FullLifecycle() { return {"Failed", 3, "Lifecycle script on_create.sh exited"}; }
-SlurmStatus FullSlurm() { return {"compute", "abc", "restarting", 2, "slurmd was killed"}; }
+SlurmStatus FullSlurm() {
+  return {"compute", "abc", "restarting", 2, "slurmd was killed", 1700000000.5};
+}
 SlurmNodeEntry FullNode() { return {"ip-10-0-0-1", "IDLE+DRAIN", "hpod: removing", "None"}; }
 S3Config FullS3() {
   return {"http://127.0.0.1:8080", "us-east-1", "AK", "SK", "/run/hpod/s3.sock"};
@@ -39,7 +41,9 @@ TrainingResult FullTrainingResult() {
 Hello FullHello() {
   return {kProtocolVersion, "0.1.0", "ip-10-0-0-1", "10.0.0.1", "boot", FullLifecycle()};
 }
-Heartbeat FullHeartbeat() { return {7, FullLifecycle(), 42, FullSlurm(), FullHost()}; }
+Heartbeat FullHeartbeat() {
+  return {7, FullLifecycle(), 42, FullSlurm(), FullHost(), "", 1700000003.75};
+}
 Command FullCommand() { return {"c-1", {"sh", "-c", "echo $X"}, {{"X", "1"}}, "/tmp", 5000}; }
 SlurmRole FullSlurmRole() {
   return {"controller", "ip-10-0-0-1",         "10.0.0.1", "a2V5",          "h", {"ip-10-0-0-2"},
@@ -111,6 +115,7 @@ void ExpectRoundTrip(const T& value) {
 TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(FullLifecycle());
   ExpectRoundTrip(FullSlurm());
+  ExpectRoundTrip(SlurmStatus{"compute", "abc", "running", 0, "", std::nullopt});
   ExpectRoundTrip(FullNode());
   ExpectRoundTrip(FullS3());
   ExpectRoundTrip(FullLifecycleConfig());
@@ -232,6 +237,11 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
       {"job answer", Parse<JobAnswer>(R"({"answer":{}})"), "job_answer: field 'id' is missing"},
       {"slurm state", Parse<SlurmStateReport>(R"({"daemon":"running","restarts":"1"})"),
        "slurm_state: field 'restarts' must be an integer"},
+      {"slurmd started",
+       Parse<SlurmStateReport>(R"({"daemon":"running","slurmd_started":"2024-01-01"})"),
+       "slurm_state: field 'slurmd_started' must be a number"},
+      {"heartbeat time", Parse<Heartbeat>(R"({"seq":1,"time":"now"})"),
+       "heartbeat: field 'time' must be a number"},
       {"credential", Parse<Credential>(R"({"type":"credential"})"),
        "credential: field 'secret' is missing"},
       {"config s3", Parse<Config>(R"({"lifecycle":{"source_s3_uri":"s3://b/","on_create":"x",

@@ -96,6 +96,21 @@ struct ModelLoader {
       if (oj["shapes"].contains(name)) Die("extension shape " + name + " exists");
       oj["shapes"][name] = spec;
     }
+    // Members hpod adds to AWS's shapes (named Hpod…, so AWS's never collide):
+    // clients that know only AWS's model ignore them, as they ignore any member
+    // they do not know.
+    if (ext.contains("members")) {
+      for (const auto& [shape, members] : ext.at("members").items()) {
+        if (!oj["shapes"].contains(shape)) Die("extension members of unknown shape " + shape);
+        for (const auto& [name, ref] : members.items()) {
+          if (name.rfind("Hpod", 0) != 0) Die("extension member " + name + " must start with Hpod");
+          if (oj["shapes"][shape]["members"].contains(name)) {
+            Die("extension member " + shape + "." + name + " exists");
+          }
+          oj["shapes"][shape]["members"][name] = ref;
+        }
+      }
+    }
     for (const auto& [name, spec] : ext.at("operations").items()) {
       if (oj["operations"].contains(name)) Die("extension operation " + name + " exists");
       oj["operations"][name] = spec;

@@ -2,6 +2,7 @@
 // (connection and heartbeat times) and its health reports (the `health` message).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 
 #include "hpod/controlplane/agent_service.h"
@@ -117,6 +118,9 @@ std::vector<AgentSnapshot> AgentService::Snapshot() const {
     a.connected_at = ch->connected_at;
     a.last_heartbeat = ch->last_heartbeat;
     a.host = ch->host;
+    if (!ch->clock_offsets.empty()) {
+      a.clock_offset = *std::max_element(ch->clock_offsets.begin(), ch->clock_offsets.end());
+    }
     if (auto it = health_.find(id); it != health_.end()) {
       a.health_verdict = WorstVerdict(it->second);
       for (const auto& c : it->second.checks) {
@@ -128,12 +132,20 @@ std::vector<AgentSnapshot> AgentService::Snapshot() const {
   return out;
 }
 
+std::optional<double> AgentService::ClockOffset(const std::string& instance_id) const {
+  MutexLock lock(mu_);
+  auto it = channels_.find(instance_id);
+  if (it == channels_.end() || it->second->clock_offsets.empty()) return std::nullopt;
+  const auto& samples = it->second->clock_offsets;
+  return *std::max_element(samples.begin(), samples.end());
+}
+
 void AgentService::HandleJobQuery(const std::shared_ptr<Channel>& ch,
                                   const api::agentproto::JobQuery& q) {
   // The cluster is the channel's (the agent authenticated as its node): a node
   // can ask only about its own cluster's jobs and nodes.
   nlohmann::json answer =
-      job_handler_ ? job_handler_(ch->cluster_id, q.request)
+      job_handler_ ? job_handler_(ch->cluster_id, q.request, ClockOffset(ch->instance_id))
                    : nlohmann::json{{"error", "this hpodd does not answer job questions"}};
   ch->socket->Send(api::agentproto::JobAnswer{q.id, std::move(answer)}.ToJson().dump(
                        -1, ' ', false, nlohmann::json::error_handler_t::replace),

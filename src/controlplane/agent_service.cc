@@ -248,6 +248,10 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     {
       MutexLock lock(mu_);
       ch->last_heartbeat = clock_.SteadyNow();
+      if (beat->time) {
+        ch->clock_offsets.push_back(*beat->time - clock_.NowEpochSeconds());
+        if (ch->clock_offsets.size() > kClockSamples) ch->clock_offsets.pop_front();
+      }
       // Kept while an agent that stopped sending them is connected: the figures
       // are then its last, as a scrape of a node_exporter that hung would be.
       if (beat->host) ch->host = std::move(beat->host);

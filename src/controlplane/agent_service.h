@@ -99,6 +99,7 @@ struct AgentSnapshot {
   // ("Healthy", "Reboot", "Replace"); empty before the first report.
   std::string health_verdict;
   std::vector<std::string> failing_checks;  // checks of that report that fail or time out
+  std::optional<double> clock_offset;       // AgentService::ClockOffset
 };
 
 // hpodd's view of the nodes for the health reconciler (AgentService; fakes in
@@ -180,14 +181,29 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // Every connected agent, for GET /metrics (agent_health.cc).
   std::vector<AgentSnapshot> Snapshot() const;
 
+  // The node's clock minus hpodd's, in seconds, while its agent is connected and
+  // has sent a heartbeat with `time` (none otherwise: not connected, or an agent
+  // older than the field). Each beat gives its `time` minus hpodd's clock when
+  // the beat arrived, so a sample also holds the beat's one-way delay (it reads
+  // low by it); the largest of the connection's last kClockSamples samples is
+  // the beat delayed least, the closest to the true offset, and a clock that was
+  // stepped on the node shows within kClockSamples beats. In memory only.
+  // Use: turning a time the node read into hpodd's clock (job_health's `since`)
+  // and DescribeClusterNode's HpodClockOffsetSeconds.
+  static constexpr size_t kClockSamples = 8;
+  std::optional<double> ClockOffset(const std::string& instance_id) const;
+
   // Closes every channel and session (daemon shutdown).
   void Shutdown();
 
   // Answers the `job_query`s agents relay from their local socket (JobService,
   // jobs.h). Set once, before agents connect; without one, queries are answered
   // {"error": ...}.
+  // `clock_offset` is the asking node's ClockOffset (none when unknown): the
+  // handler turns the times the node read into hpodd's clock with it.
   using JobHandler =
-      std::function<nlohmann::json(const std::string& cluster_id, const nlohmann::json& request)>;
+      std::function<nlohmann::json(const std::string& cluster_id, const nlohmann::json& request,
+                                   std::optional<double> clock_offset)>;
   void SetJobHandler(JobHandler handler) { job_handler_ = std::move(handler); }
 
  private:

@@ -4,6 +4,7 @@
 // and agent_sessions.cc (shell sessions). Not for use outside AgentService.
 
 #include <chrono>
+#include <deque>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -38,6 +39,9 @@ struct AgentService::Channel {
   // The newest heartbeat's host figures (GET /metrics); written under the
   // service's mu_, as last_heartbeat is.
   std::optional<api::agentproto::HostStats> host;
+  // The latest heartbeats' clock offsets (ClockOffset), newest last, at most
+  // kClockSamples; written under the service's mu_, as last_heartbeat is.
+  std::deque<double> clock_offsets;
 
   // These two are guarded by the service's mu_. A GUARDED_BY here cannot name it
   // (clang would take AgentService::mu_ for a member of this struct, not of the

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "hpod/base/clock.h"
@@ -437,6 +439,41 @@ TEST_F(AgentServiceTest, AHeartbeatWithUnreadableHostFiguresStillCounts) {
   ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", "x"}}.dump(), false).ok());
   EXPECT_EQ(Next(*ws)["frame_type"], "heartbeat");
   EXPECT_EQ(NodeEvents().size(), 2u);
+}
+
+// A job_query reaches the job handler with the asking node's clock offset, so
+// that the times the node read (job_health's `since`) are moved onto hpodd's.
+TEST_F(AgentServiceTest, AJobQueryCarriesTheNodesClockOffset) {
+  std::mutex mu;
+  std::vector<std::optional<double>> offsets;
+  agents_->SetJobHandler(
+      [&](const std::string& cluster_id, const json& request, std::optional<double> offset) {
+        EXPECT_EQ(cluster_id, "abcdefabcdef");
+        EXPECT_EQ(request["op"], "job_health");
+        std::lock_guard<std::mutex> l(mu);
+        offsets.push_back(offset);
+        return json{{"verdict", "healthy"}};
+      });
+  std::string secret;
+  auto ws = Register(&secret);
+  auto ask = [&](const std::string& id) {
+    json q = {{"type", "job_query"},
+              {"id", id},
+              {"request", {{"op", "job_health"}, {"nodes", {"w1"}}, {"since", 1}}}};
+    ASSERT_TRUE(ws->Send(q.dump(), false).ok());
+    json answer = Next(*ws);
+    EXPECT_EQ(answer["type"], "job_answer");
+    EXPECT_EQ(answer["id"], id);
+  };
+  ask("q-1");  // no heartbeat with `time` yet: unknown
+  ASSERT_TRUE(
+      ws->Send(json{{"type", "heartbeat"}, {"seq", 1}, {"time", 1700000090.5}}.dump(), false).ok());
+  ask("q-2");  // handled after the heartbeat (frames are handled in order)
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(offsets.size(), 2u);
+  EXPECT_FALSE(offsets[0].has_value());
+  ASSERT_TRUE(offsets[1].has_value());
+  EXPECT_DOUBLE_EQ(*offsets[1], 90.5);  // the fake clock reads 1700000000
 }
 
 TEST_F(AgentServiceTest, HelloOfAnotherProtocolVersionIsRefused) {

@@ -159,6 +159,7 @@ http::Response ApiServer::Serve(const http::Request& request) {
       result = CallRecoveryApi(store_, op, decoded->input);
     } else {
       result = api_.Call(*decoded->operation, decoded->input);
+      if (result.ok()) node_api_.AddNodeFacts(op, *result);
     }
   } catch (const std::exception& e) {
     // A handler defect must cost one request, not the daemon.

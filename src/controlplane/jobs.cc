@@ -136,16 +136,18 @@ Json JudgeJobNodes(const std::vector<store::RecoveryRecord>& recoveries,
 
 JobService::JobService(store::Store& store, const Clock& clock) : store_(store), clock_(clock) {}
 
-Json JobService::Answer(const std::string& cluster_id, const Json& request) {
+Json JobService::Answer(const std::string& cluster_id, const Json& request,
+                        std::optional<double> node_clock_offset) {
   std::string bad;
   const std::string op = Field(request, "op", true, &bad);
   if (!bad.empty()) return Error(bad);
-  if (op == "job_health") return Health(cluster_id, request);
-  if (op == "job_event") return Event(cluster_id, request);
+  if (op == "job_health") return Health(cluster_id, request, node_clock_offset);
+  if (op == "job_event") return Event(cluster_id, request, node_clock_offset);
   return Error("unknown op '" + op + "' (job_health or job_event)");
 }
 
-Json JobService::Health(const std::string& cluster_id, const Json& request) {
+Json JobService::Health(const std::string& cluster_id, const Json& request,
+                        std::optional<double> node_clock_offset) {
   std::vector<std::string> names;
   auto it = request.find("nodes");
   if (it == request.end() || !it->is_array() || it->empty()) {
@@ -159,6 +161,15 @@ Json JobService::Health(const std::string& cluster_id, const Json& request) {
   if (auto s = request.find("since"); s != request.end() && !s->is_null()) {
     if (!s->is_number()) return Error("field 'since' must be a number (epoch seconds)");
     since = s->get<double>();
+    // `since` is the supervisor's reading of its node's clock; recoveries' times
+    // are hpodd's. The node's offset moves it onto hpodd's clock (off by at most
+    // the offset's error, a heartbeat's one-way delay: milliseconds, against
+    // recoveries that begin seconds after a failure). Joining by ids instead
+    // (the step's job_event `started`, stamped `received` by hpodd) was the
+    // other choice; it breaks when that event was lost (the supervisor goes on
+    // without it) and needs the attempt in the request, which older supervisors
+    // do not send.
+    if (node_clock_offset) since -= *node_clock_offset;
   }
   Json answer;
   Status st = store_.Read([&](store::ReadTx& tx) -> Status {
@@ -175,7 +186,8 @@ Json JobService::Health(const std::string& cluster_id, const Json& request) {
   return answer;
 }
 
-Json JobService::Event(const std::string& cluster_id, const Json& request) {
+Json JobService::Event(const std::string& cluster_id, const Json& request,
+                       std::optional<double> node_clock_offset) {
   std::string bad;
   const std::string job_id = Field(request, "job_id", true, &bad);
   const std::string event = Field(request, "event", true, &bad);
@@ -222,6 +234,13 @@ Json JobService::Event(const std::string& cluster_id, const Json& request) {
       job["goodput"] = *g;
     }
     e["received"] = clock_.NowEpochSeconds();
+    // The sender's clock offset, with which DescribeJobGoodput moves the times the
+    // node read (the event's, the ledger's) onto hpodd's clock, to join them with
+    // recoveries. The job's is its latest event's (the ledger's writer's node).
+    if (node_clock_offset) {
+      e["clock_offset"] = *node_clock_offset;
+      job["clock_offset"] = *node_clock_offset;
+    }
     Json& events = job["events"];
     if (!events.is_array()) events = Json::array();
     events.push_back(std::move(e));
@@ -281,9 +300,16 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   int attempts = 0;
   double first = 0, last = 0;
+  // Times the nodes read, on hpodd's clock (0 stays 0: not reported). Events and
+  // ledgers of agents older than heartbeat.time carry no offset: taken as they are.
+  const double job_offset = Num(*job, "clock_offset");
+  auto on_hpodd = [](double node_time, double offset) {
+    return node_time > 0 ? node_time - offset : 0.0;
+  };
   for (const auto& e : Arr(*job, "events")) {
     if (!e.is_object()) continue;
-    const double t = Num(e, "time") > 0 ? Num(e, "time") : Num(e, "received");
+    const double t =
+        Num(e, "time") > 0 ? on_hpodd(Num(e, "time"), Num(e, "clock_offset")) : Num(e, "received");
     if (first == 0 || t < first) first = t;
     last = std::max(last, t);
     const std::string event =
@@ -329,7 +355,7 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
     size_t i = 0;
     bool found = false;
     for (size_t k = 0; k < ledger_attempts.size(); ++k) {
-      const double start = Num(ledger_attempts[k], "process_start");
+      const double start = on_hpodd(Num(ledger_attempts[k], "process_start"), job_offset);
       if (start > 0 && start <= r.created) {
         i = k;
         found = true;
@@ -338,12 +364,15 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
     if (found) {
       // Since the last step the failed attempt logged: an upper bound of the time
       // from the fault to its detection (the fault came after that step).
-      f["DetectionSeconds"] = r.created - Num(ledger_attempts[i], "last_time");
+      f["DetectionSeconds"] =
+          r.created - on_hpodd(Num(ledger_attempts[i], "last_time"), job_offset);
     }
     if (resumed > 0) f["ReplacementSeconds"] = resumed - r.created;
     if (found && i + 1 < ledger_attempts.size() && i < gaps.size()) {
       const Json& next = ledger_attempts[i + 1];
-      if (resumed > 0) f["RestartSeconds"] = Num(next, "process_start") - resumed;
+      if (resumed > 0) {
+        f["RestartSeconds"] = on_hpodd(Num(next, "process_start"), job_offset) - resumed;
+      }
       f["RendezvousSeconds"] = Num(gaps[i], "rendezvous_s");
       f["CheckpointLoadSeconds"] = Num(gaps[i], "checkpoint_load_s");
       f["FirstStepSeconds"] = Num(gaps[i], "first_step_s");

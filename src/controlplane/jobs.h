@@ -67,11 +67,20 @@ class JobService {
 
   // The answer object to one local-socket request from a node of `cluster_id`:
   // {"error": ...} for a request it cannot read, naming the field.
-  nlohmann::json Answer(const std::string& cluster_id, const nlohmann::json& request);
+  // `node_clock_offset` is the asking node's clock minus hpodd's
+  // (AgentService::ClockOffset); job_health's `since`, read on the node, is moved
+  // onto hpodd's clock with it, and job_event keeps it with the event for
+  // DescribeJobGoodput's join of the node's times with recoveries'. None (an
+  // agent older than heartbeat.time): the node's times are taken as they come, as
+  // if the clocks agreed.
+  nlohmann::json Answer(const std::string& cluster_id, const nlohmann::json& request,
+                        std::optional<double> node_clock_offset = std::nullopt);
 
  private:
-  nlohmann::json Health(const std::string& cluster_id, const nlohmann::json& request);
-  nlohmann::json Event(const std::string& cluster_id, const nlohmann::json& request);
+  nlohmann::json Health(const std::string& cluster_id, const nlohmann::json& request,
+                        std::optional<double> node_clock_offset);
+  nlohmann::json Event(const std::string& cluster_id, const nlohmann::json& request,
+                       std::optional<double> node_clock_offset);
 
   store::Store& store_;
   const Clock& clock_;

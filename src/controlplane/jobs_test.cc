@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "hpod/controlplane/recovery.h"
 
 namespace hpod::controlplane {
@@ -123,6 +125,39 @@ class JobServiceTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<store::Store> store_;
 };
+
+// `since` is the supervisor's reading of its node's clock; recoveries' times are
+// hpodd's. With the asking node's clock offset (AgentService::ClockOffset) the
+// answer is the same whichever way the node's clock is off.
+TEST_F(JobServiceTest, SinceIsReadOnTheNodesClock) {
+  const double t0 = clock_.NowEpochSeconds();
+  ASSERT_TRUE(store_
+                  ->Write([&](store::WriteTx& tx) -> Status {
+                    store::RecoveryRecord r = Rec("rcv-1", "w1", kRecoverySucceeded, t0 + 100);
+                    r.cluster_id = "c1";
+                    r.instance_id = "i-1";
+                    return tx.PutRecovery(r);
+                  })
+                  .ok());
+  JobService jobs(*store_, clock_);
+  auto ask = [&](double since_on_node, std::optional<double> offset) {
+    return jobs.Answer("c1", {{"op", "job_health"}, {"nodes", {"w1"}}, {"since", since_on_node}},
+                       offset)["verdict"];
+  };
+  // The step began at t0 + 50 by hpodd's clock, before the recovery: it failed
+  // on the node, which was then recovered. A node 90 s ahead read t0 + 140.
+  EXPECT_EQ(ask(t0 + 140 - 1, 90.0), "recovered");
+  // A node 90 s behind read t0 - 40.
+  EXPECT_EQ(ask(t0 - 40 - 1, -90.0), "recovered");
+  // The step began at t0 + 130, after that recovery: nothing of the step's
+  // failed. Ahead: t0 + 220; behind: t0 + 40 (which, taken as hpodd's time, would
+  // be before the recovery and count it).
+  EXPECT_EQ(ask(t0 + 220 - 1, 90.0), "healthy");
+  EXPECT_EQ(ask(t0 + 40 - 1, -90.0), "healthy");
+  // An agent older than heartbeat.time: `since` is taken as hpodd's time.
+  EXPECT_EQ(ask(t0 + 50 - 1, std::nullopt), "recovered");
+  EXPECT_EQ(ask(t0 + 130 - 1, std::nullopt), "healthy");
+}
 
 TEST_F(JobServiceTest, EventsAreKeptPerJobAndTheLatestGoodputWins) {
   JobService jobs(*store_, clock_);
@@ -246,6 +281,60 @@ TEST_F(JobServiceTest, DescribeJoinsRecoveriesByTimeAndSurvivesAMalformedSummary
   });
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
   EXPECT_THAT(missing.message(), HasSubstr("--auto-resume"));
+}
+
+// The node's times (events, ledger) are moved onto hpodd's clock with the offset
+// its agent had when each event came, before they are joined with recoveries.
+TEST_F(JobServiceTest, DescribeJoinsOnHpoddsClockWhateverTheNodesClock) {
+  JobService jobs(*store_, clock_);
+  ASSERT_TRUE(store_
+                  ->Write([](store::WriteTx& tx) -> Status {
+                    auto r = Rec("rcv-aaaaaaaaaaaa", "w2", kRecoverySucceeded, 111.0);
+                    r.cluster_id = "c1";
+                    return tx.PutRecovery(r);
+                  })
+                  .ok());
+  for (double skew : {90.0, -90.0}) {
+    const std::string job = skew > 0 ? "21" : "22";
+    auto node = [&](double hpodd_time) { return hpodd_time + skew; };
+    Json ledger = {
+        {"attempts",
+         {{{"process_start", node(100)}, {"last_time", node(110)}, {"first_step_time", node(101)}},
+          {{"process_start", node(118)},
+           {"last_time", node(130)},
+           {"first_step_time", node(119.5)}}}},
+        {"gaps", {{{"rendezvous_s", 0.1}, {"checkpoint_load_s", 0.2}, {"first_step_s", 1.5}}}}};
+    ASSERT_EQ(jobs.Answer("c1",
+                          {{"op", "job_event"},
+                           {"job_id", job},
+                           {"event", "started"},
+                           {"time", node(99)},
+                           {"nodes", {"w1", "w2"}}},
+                          skew),
+              Json({{"ok", true}}));
+    ASSERT_EQ(jobs.Answer("c1",
+                          {{"op", "job_event"},
+                           {"job_id", job},
+                           {"event", "finished"},
+                           {"time", node(131)},
+                           {"goodput", ledger}},
+                          skew),
+              Json({{"ok", true}}));
+    nlohmann::ordered_json out;
+    ASSERT_TRUE(store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster("c1"));
+                      HPOD_ASSIGN_OR_RETURN(out, DescribeJobGoodput(tx, c, job));
+                      return OkStatus();
+                    })
+                    .ok());
+    ASSERT_EQ(out["Failures"].size(), 1u) << skew << " " << out.dump();
+    const auto& f = out["Failures"][0];
+    EXPECT_DOUBLE_EQ(f["DetectionSeconds"].get<double>(), 1.0) << skew;
+    EXPECT_DOUBLE_EQ(f["RestartSeconds"].get<double>(), 5.0) << skew;
+    EXPECT_DOUBLE_EQ(f["FaultToFirstStepSeconds"].get<double>(), 9.5) << skew;
+    EXPECT_DOUBLE_EQ(out["Events"][0]["Time"].get<double>(), 99.0) << skew;  // hpodd's clock
+  }
 }
 
 // Only the fields hpod reads are kept, each bounded.

@@ -139,6 +139,12 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
               "Seconds since the node's agent last heartbeat (since it connected, before "
               "the first)",
               node, std::max(0.0, std::chrono::duration<double>(in.steady_now - since).count()));
+    if (a.clock_offset) {
+      out.Gauge("hpod_node_clock_offset_seconds",
+                "The node's clock minus hpodd's, from its agent's heartbeats (low by a "
+                "heartbeat's one-way delay)",
+                node, *a.clock_offset);
+    }
     if (a.host) EmitHost(node, *a.host, out);
     if (!a.health_verdict.empty()) ++verdicts[name->second][a.health_verdict];
     // A node counts once per check label (an agent may repeat a name, and

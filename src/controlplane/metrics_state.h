@@ -25,6 +25,8 @@
 //                                               Detected, Marked, Drained, Launched (recovery.h)
 //   hpod_agent_connections                      connected node agents
 //   hpod_node_heartbeat_age_seconds{cluster_name,node}   since the last heartbeat (or connect)
+//   hpod_node_clock_offset_seconds{cluster_name,node}   the node's clock minus hpodd's
+//                                               (AgentService::ClockOffset; absent when unknown)
 //   hpod_node_health_verdicts{cluster_name,verdict}   connected nodes by their latest health
 //                                               report's verdict (Healthy|Reboot|Replace)
 //   hpod_health_check_failing_nodes{cluster_name,check}   nodes whose check fails or hangs

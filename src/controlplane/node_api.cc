@@ -1,5 +1,6 @@
 #include "hpod/controlplane/node_api.h"
 
+#include <cmath>
 #include <optional>
 
 #include "hpod/controlplane/cluster_api.h"
@@ -34,6 +35,17 @@ StatusOr<ordered_json> NodeApi::Call(const api::Operation& operation, const json
   if (operation.name == "HpodInjectFault") return InjectFault(request);
   if (TrainingApi::Handles(operation.name)) return training_.Call(operation.name, request);
   return UnimplementedError("operation " + operation.name + " is not served by NodeApi");
+}
+
+void NodeApi::AddNodeFacts(const std::string& operation, ordered_json& response) const {
+  if (operation != "DescribeClusterNode" || agents_ == nullptr) return;
+  auto details = response.find("NodeDetails");
+  if (details == response.end() || !details->is_object()) return;
+  auto id = details->find("InstanceId");
+  if (id == details->end() || !id->is_string()) return;
+  if (std::optional<double> offset = agents_->ClockOffset(id->get<std::string>())) {
+    (*details)["HpodClockOffsetSeconds"] = std::round(*offset * 1000) / 1000;
+  }
 }
 
 StatusOr<ordered_json> NodeApi::StartSession(const json& req, const Caller& caller) {

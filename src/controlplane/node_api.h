@@ -12,7 +12,8 @@
 //                       keys only: it is not in ClusterApi::IsReadOnly's set),
 //                       recorded as a Warn event of the node;
 //   HpodListTrainingRuns, HpodGetTrainingMetrics → served by TrainingApi
-//                       (training_api.h): /fsx's training runs, read by an agent.
+//                       (training_api.h): /fsx's training runs, read by an agent;
+// and hpod's members of SageMaker's answers that come from the agents (AddNodeFacts).
 //
 // Thread contract: safe for concurrent calls.
 
@@ -45,6 +46,12 @@ class NodeApi {
   static bool Handles(const std::string& operation);
   StatusOr<nlohmann::ordered_json> Call(const api::Operation& operation,
                                         const nlohmann::json& request, const Caller& caller);
+
+  // Adds what hpodd knows of a node only in memory to ClusterApi's answer to
+  // `operation`: DescribeClusterNode gets NodeDetails.HpodClockOffsetSeconds
+  // (AgentService::ClockOffset, to the millisecond) while it is known. Other
+  // answers are left as they are.
+  void AddNodeFacts(const std::string& operation, nlohmann::ordered_json& response) const;
 
  private:
   StatusOr<nlohmann::ordered_json> StartSession(const nlohmann::json& req, const Caller& caller);

@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include "hpod/api/model.h"
 #include "hpod/base/clock.h"
@@ -132,6 +134,16 @@ class NodeApiTest : public ::testing::Test {
     EXPECT_TRUE(cred.ok() && json::parse(cred->data)["type"] == "credential");
     EXPECT_TRUE((*ws)->Send(json{{"type", "hello"}, {"agent_version", "t"}}.dump(), false).ok());
     return std::move(*ws);
+  }
+
+  template <typename Pred>
+  static bool WaitFor(Pred pred) {
+    auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
   }
 
   // Waits (on AgentService's change callback, never by sleeping) until the
@@ -265,6 +277,74 @@ TEST_F(NodeApiTest, OnlyTheControllersAgentMayReportSlurmsTable) {
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_FALSE(agents_->SlurmNodes(kClusterId).has_value());
   ws->Close();
+}
+
+TEST(NodeApiModelTest, ClusterNodeDetailsHasHpodsClockOffset) {
+  const api::Shape* details = api::ServiceModel::Get().FindShape("ClusterNodeDetails");
+  ASSERT_NE(details, nullptr);
+  const api::Member* offset = details->FindMember("HpodClockOffsetSeconds");
+  ASSERT_NE(offset, nullptr);
+  EXPECT_EQ(offset->shape->type, api::ShapeType::kDouble);
+  EXPECT_NE(details->FindMember("LaunchTime"), nullptr);  // AWS's members are all still there
+}
+
+// DescribeClusterNode as the API server answers it (ClusterApi, then NodeApi's
+// facts from the agents): the node's clock offset, from the `time` of its
+// agent's heartbeats, only while it is known.
+TEST_F(NodeApiTest, DescribeClusterNodeShowsTheNodesClockOffset) {
+  StartAgents();
+  NodeApi nodes(*store_, clock_, agents_.get(), *logs_, nullptr);
+  ControlPlaneOptions options;
+  ClusterApi cluster(*store_, clock_, options, PageTokenCodec("secret"), [](const std::string&) {});
+  const api::Operation* op = api::ServiceModel::Get().FindOperation("DescribeClusterNode");
+  ASSERT_NE(op, nullptr);
+  auto describe = [&]() -> ordered_json {
+    auto out = cluster.Call(*op, json{{"ClusterName", "demo"}, {"NodeId", kWorker}});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (!out.ok()) return ordered_json();
+    nodes.AddNodeFacts("DescribeClusterNode", *out);
+    return (*out)["NodeDetails"];
+  };
+  EXPECT_FALSE(describe().contains("HpodClockOffsetSeconds")) << "no agent connected";
+
+  auto ws = ConnectController(kWorker);
+  ASSERT_NE(ws, nullptr);
+  auto beat = [&](int seq, std::optional<double> node_time) {
+    json b = {{"type", "heartbeat"}, {"seq", seq}};
+    if (node_time) b["time"] = *node_time;
+    ASSERT_TRUE(ws->Send(b.dump(), false).ok());
+    // Frames are handled in order: once get_config is answered the beat counted.
+    ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+    auto answer = ws->Receive(kWait);
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  };
+  beat(1, std::nullopt);  // an agent older than heartbeat.time
+  EXPECT_FALSE(agents_->ClockOffset(kWorker).has_value());
+  EXPECT_FALSE(describe().contains("HpodClockOffsetSeconds"));
+
+  // The node's clock runs 90 s behind hpodd's.
+  const double now = clock_.NowEpochSeconds();
+  beat(2, now - 90);
+  ASSERT_TRUE(agents_->ClockOffset(kWorker).has_value());
+  EXPECT_DOUBLE_EQ(*agents_->ClockOffset(kWorker), -90);
+  ordered_json details = describe();
+  EXPECT_EQ(details["InstanceId"], kWorker);
+  EXPECT_DOUBLE_EQ(details["HpodClockOffsetSeconds"].get<double>(), -90);
+  EXPECT_EQ(details.back(), details["HpodClockOffsetSeconds"]) << "in model order: last";
+  // A beat that took 2 s to arrive reads 2 s lower; the least delayed one stands.
+  clock_.AdvanceTime(std::chrono::seconds(2));
+  beat(3, now - 90);
+  EXPECT_DOUBLE_EQ(*agents_->ClockOffset(kWorker), -90);
+  // The node's clock stepped to 90 s ahead: shown once the older samples aged out.
+  for (int seq = 4; seq < 4 + static_cast<int>(AgentService::kClockSamples); ++seq) {
+    beat(seq, clock_.NowEpochSeconds() + 90.25);
+  }
+  EXPECT_DOUBLE_EQ(*agents_->ClockOffset(kWorker), 90.25);
+  EXPECT_DOUBLE_EQ(describe()["HpodClockOffsetSeconds"].get<double>(), 90.25);
+  // Not known once the agent is gone.
+  ws->Close();
+  ASSERT_TRUE(WaitFor([&] { return !agents_->Liveness(kWorker).connected; }));
+  EXPECT_FALSE(describe().contains("HpodClockOffsetSeconds"));
 }
 
 TEST(NodeApiModelTest, InjectFaultIsAnAdminOperation) {

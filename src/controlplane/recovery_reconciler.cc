@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <sstream>
@@ -50,7 +49,7 @@ RecoveryReconciler::RecoveryReconciler(store::Store& store, provider::Provider* 
 
 StatusOr<RecoveryReconciler::Outcome> RecoveryReconciler::Step(
     const store::ClusterRecord& cluster, const std::vector<NodeRecord>& nodes,
-    const std::map<std::string, store::AgentRecord>& agents, const SlurmReconciler::Pass& slurm) {
+    const std::map<std::string, store::AgentRecord>& agents, SlurmReconciler::Pass& slurm) {
   Outcome out;
   std::vector<RecoveryRecord> active;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
@@ -68,6 +67,7 @@ StatusOr<RecoveryReconciler::Outcome> RecoveryReconciler::Step(
       // Retried on the next pass: every step is repeatable.
       spdlog::warn("recovery {} of {}: {}", r.recovery_id, NodeName(r), s.ToString());
     }
+    SlurmReconciler::NoteRecovery(slurm, r);
     if (RecoveryActive(r)) {
       out.busy = true;
       auto phase = ParseRecoveryPhase(r.phase).value_or(RecoveryPhase::kDetected);
@@ -330,14 +330,12 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
   std::string why;
   bool wait = false;
   const slurm::SlurmNodeState* s = SlurmNodeOf(slurm, r, &why, &wait);
-  // The old slurmd's row is told apart by its start time; when the old one
-  // started in the very second of the launch the two cannot be told apart, and the
-  // launch-time rule alone decides (the node's own agent runs its slurmd by then).
-  slurm::SlurmNodeState stale;
-  stale.slurmd_start_time = r.stale_slurmd_start;
-  const bool ambiguous = stale.SlurmdStartEpoch() >= std::floor(t.launch_time);
-  if (s != nullptr && s->Registered() && s->SlurmdStartEpoch() >= std::floor(t.launch_time) &&
-      (s->slurmd_start_time != r.stale_slurmd_start || ambiguous)) {
+  // The new slurmd's row, never the old one's: judged on the worker's clock from
+  // what the target's own agent says of the slurmd it started, and never the row
+  // this recovery marked (SlurmdOfThisInstance says how, and what older agents get).
+  const nlohmann::json agent_state =
+      agents_ != nullptr ? agents_->SlurmState(t.instance_id) : nlohmann::json();
+  if (s != nullptr && SlurmdOfThisInstance(*s, agent_state, t.launch_time, r.stale_slurmd_start)) {
     step("SlurmdRegistered",
          "slurmd started " + s->slurmd_start_time + ", Slurm state " + s->state);
   }

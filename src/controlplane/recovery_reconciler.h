@@ -40,10 +40,12 @@ class RecoveryReconciler {
   };
   // Errors of one recovery's step are logged and retried at the next pass (every
   // step is repeatable); only a failure to read the recoveries is returned.
+  // `slurm` learns the Slurm rows the recoveries marked
+  // (SlurmReconciler::NoteRecovery), for the node concern later in the pass.
   StatusOr<Outcome> Step(const store::ClusterRecord& cluster,
                          const std::vector<store::NodeRecord>& nodes,
                          const std::map<std::string, store::AgentRecord>& agents,
-                         const SlurmReconciler::Pass& slurm);
+                         SlurmReconciler::Pass& slurm);
 
  private:
   // One step of one recovery; writes what it did.

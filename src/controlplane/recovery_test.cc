@@ -7,23 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include <ctime>
-
 #include "hpod/controlplane/jobs.h"
 #include "hpod/controlplane/slurm_reconcile_fixture.h"
 
 namespace hpod::controlplane::slurm_testing {
 namespace {
-
-// slurmctld's local-time form of an epoch time.
-std::string SlurmTime(double epoch) {
-  std::time_t t = static_cast<std::time_t>(epoch);
-  std::tm local{};
-  localtime_r(&t, &local);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &local);
-  return buf;
-}
 
 class RecoveryTest : public SlurmReconcileTest {
  protected:
@@ -399,6 +387,103 @@ TEST_F(RecoveryTest, ARestartAtEveryStepFinishesTheRecoveryOnce) {
                   .ok());
   EXPECT_EQ(recoveries, 1);
 }
+
+// Workers whose clocks are off hpodd's (issue 25): whether Slurm's row is the new
+// slurmd's is judged on the worker's clock alone (the agent's slurmd_started
+// against SlurmdStartTime), never against hpodd's launch time.
+class RecoverySkewTest : public RecoveryTest, public ::testing::WithParamInterface<int> {
+ protected:
+  // The workers' clock: hpodd's plus the skew.
+  double WorkerNow() { return h_.clock_.NowEpochSeconds() + GetParam(); }
+  void Advance(int s) { h_.clock_.AdvanceTime(std::chrono::seconds(s)); }
+  bool Resumed(const NodeRecord& n) {
+    return RanCommand("scontrol update nodename=" + n.hostname + " state=resume");
+  }
+  void AgentUp(const std::string& instance_id) {
+    ASSERT_TRUE(h_.store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      store::AgentRecord a;
+                      a.instance_id = instance_id;
+                      a.cluster_id = id_;
+                      a.lifecycle_state = "Succeeded";
+                      return tx.PutAgent(a);
+                    })
+                    .ok());
+  }
+};
+
+TEST_P(RecoverySkewTest, AReplacementsSlurmdIsToldFromTheOldOnesRowOnTheWorkersClock) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  // a's agent started its slurmd, which registered a second later (a's clock).
+  agents_.Ack(a.instance_id, "running", WorkerNow());
+  const std::string old_row = SlurmTime(WorkerNow() + 1);
+  agents_.SetNode(a.hostname, "IDLE", "", old_row);
+  Advance(30);
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/true);
+  Pass(1);  // marked (the old row's start recorded), steps cancelled, terminated
+  EXPECT_EQ(Recovery(rid).stale_slurmd_start, old_row);
+  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Replace", old_row);
+  const std::string b_id = Recovery(rid).replacement_id;
+  ASSERT_FALSE(b_id.empty());
+  Pass(1);  // launched
+  Advance(20);
+  AgentUp(b_id);
+  Pass(1);  // b gets its role
+  // b's agent runs its slurmd; Slurm still shows the old one's row.
+  agents_.Ack(b_id, "running", WorkerNow());
+  Pass();
+  EXPECT_EQ(Node(b_id)->status, "Pending");
+  EXPECT_FALSE(Resumed(a)) << "the old slurmd's row was taken for the new one's";
+  Advance(1);
+  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Replace", SlurmTime(WorkerNow()));
+  Pass();
+  EXPECT_EQ(Node(b_id)->status, "Running");
+  EXPECT_TRUE(Resumed(a)) << "the new slurmd's row was not recognized";
+  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(WorkerNow()));
+  Pass();
+  store::RecoveryRecord r = Recovery(rid);
+  EXPECT_EQ(r.status, "Succeeded") << r.message;
+  EXPECT_EQ(Steps(rid),
+            (std::vector<std::string>{"Detected", "Marked", "StepsCancelled", "Terminated",
+                                      "Launched", "LifecycleDone", "SlurmdRegistered", "Resumed"}));
+}
+
+TEST_P(RecoverySkewTest, ARebootedNodesSlurmdIsToldFromTheOldOnesRowOnItsClock) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(1);
+  agents_.Ack(a.instance_id, "running", WorkerNow());
+  const std::string old_row = SlurmTime(WorkerNow() + 1);
+  agents_.SetNode(a.hostname, "IDLE", "", old_row);
+  Advance(30);
+  std::string rid = Request(a, RecoveryAction::kReboot, /*dead=*/true);
+  Pass(1);
+  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Reboot", old_row);
+  // The agent from before the reboot still speaks for the node (its channel has
+  // not closed yet), and so does Slurm's row of its slurmd: neither is new.
+  Pass();
+  EXPECT_EQ(Node(a.instance_id)->status, "Pending");
+  EXPECT_FALSE(Resumed(a));
+  // Back: its new agent starts a new slurmd, whose row follows.
+  Advance(20);
+  agents_.Ack(a.instance_id, "running", WorkerNow());
+  Pass();
+  EXPECT_EQ(Node(a.instance_id)->status, "Pending");
+  Advance(1);
+  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Reboot", SlurmTime(WorkerNow()));
+  Pass();
+  EXPECT_EQ(Node(a.instance_id)->status, "Running");
+  EXPECT_TRUE(Resumed(a));
+  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(WorkerNow()));
+  Pass();
+  EXPECT_EQ(Recovery(rid).status, "Succeeded") << Recovery(rid).message;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkerClock, RecoverySkewTest, ::testing::Values(90, -90),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param > 0 ? std::string("Ahead90s")
+                                                 : std::string("Behind90s");
+                         });
 
 }  // namespace
 }  // namespace hpod::controlplane::slurm_testing

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,8 @@ class AgentRunningProvider final : public provider::Provider {
   Status Reboot(const std::string& id, const std::string& request_id) override {
     return fake_.Reboot(id, request_id);
   }
+  // The fake's nodes as declared (a replacement keeps its address, as locally).
+  provider::NodeEnvironment Environment() const override { return fake_.Environment(); }
 
  private:
   provider::FakeProvider& fake_;
@@ -70,8 +73,11 @@ class FakeSlurmAgents final : public SlurmAgents {
     return r;
   }
 
-  // The agent applied the last message it got and its daemon is `daemon`.
-  void Ack(const std::string& instance_id, const std::string& daemon = "running") {
+  // The agent applied the last message it got and its daemon is `daemon`;
+  // `slurmd_started`: when it started its slurmd, by the node's clock (none: an
+  // agent older than the field).
+  void Ack(const std::string& instance_id, const std::string& daemon = "running",
+           std::optional<double> slurmd_started = std::nullopt) {
     std::lock_guard<std::mutex> lock(mu_);
     const json& m = sent_.at(instance_id).back();
     states_[instance_id] = {{"role", m["role"]},
@@ -79,6 +85,7 @@ class FakeSlurmAgents final : public SlurmAgents {
                             {"daemon", daemon},
                             {"restarts", 0},
                             {"message", ""}};
+    if (slurmd_started) states_[instance_id]["slurmd_started"] = *slurmd_started;
   }
   void SetReport(const std::string& reporter,
                  const std::vector<std::pair<std::string, std::string>>& nodes) {
@@ -136,6 +143,16 @@ class FakeSlurmAgents final : public SlurmAgents {
   std::vector<std::pair<std::string, std::vector<std::string>>> runs_;
   std::string run_output_;
 };
+
+// slurmctld's local-time form of an epoch time (SlurmdStartTime).
+inline std::string SlurmTime(double epoch) {
+  std::time_t t = static_cast<std::time_t>(epoch);
+  std::tm local{};
+  localtime_r(&t, &local);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &local);
+  return buf;
+}
 
 inline std::string ValueOr(const StatusOr<std::string>& s, const std::string& otherwise) {
   return s.ok() ? *s : otherwise;

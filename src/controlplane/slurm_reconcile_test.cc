@@ -5,6 +5,7 @@
 // slurm_removal_test.cc.
 
 #include "hpod/controlplane/slurm_reconcile_fixture.h"
+#include "hpod/controlplane/slurm_reconciler.h"
 
 namespace hpod::controlplane::slurm_testing {
 namespace {
@@ -282,6 +283,67 @@ TEST_F(SlurmReconcileTest, DeleteClusterRemovesItsSettings) {
   EXPECT_EQ(GetSetting(ProvisioningParametersSetting(id_)).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(ValueOr(GetSetting("cluster/other/munge_key"), ""), "keep");
 }
+
+TEST(SlurmdOfThisInstanceTest, OneClockPerComparison) {
+  const double launch = 1700000000;  // hpodd's clock
+  auto row = [](double epoch, const std::string& state = "IDLE") {
+    return slurm::SlurmNodeState{"ip-10-0-0-2", state, "", SlurmTime(epoch)};
+  };
+  const json agent = {{"daemon", "running"}, {"slurmd_started", launch - 90.5}};  // 90 s behind
+  // The node's clock only: a row stamped since the agent's start counts, one before does not.
+  EXPECT_TRUE(SlurmdOfThisInstance(row(launch - 89), agent, launch, ""));
+  EXPECT_TRUE(SlurmdOfThisInstance(row(launch - 91), agent, launch, ""))  // the same second
+      << "SlurmdStartTime is to the second";
+  EXPECT_FALSE(SlurmdOfThisInstance(row(launch - 92), agent, launch, ""));
+  EXPECT_FALSE(SlurmdOfThisInstance(row(launch - 89, "DOWN+NOT_RESPONDING"), agent, launch, ""));
+  // The row a recovery marked never counts, however its time compares.
+  EXPECT_FALSE(SlurmdOfThisInstance(row(launch - 80), agent, launch, SlurmTime(launch - 80)));
+  EXPECT_TRUE(SlurmdOfThisInstance(row(launch - 80), agent, launch, SlurmTime(launch - 300)));
+  // An agent without slurmd_started: hpodd's launch time, as before the field.
+  const json old_agent = {{"daemon", "running"}};
+  EXPECT_FALSE(SlurmdOfThisInstance(row(launch - 89), old_agent, launch, ""));
+  EXPECT_TRUE(SlurmdOfThisInstance(row(launch + 1), old_agent, launch, ""));
+  // No report from the instance's agent yet: none is its own.
+  EXPECT_FALSE(SlurmdOfThisInstance(row(launch + 1), json(), launch, ""));
+  // …where a marked row stamped after the launch cannot be told from a new one.
+  EXPECT_TRUE(SlurmdOfThisInstance(row(launch + 1), old_agent, launch, SlurmTime(launch + 1)));
+  EXPECT_FALSE(SlurmdOfThisInstance(row(launch - 5), old_agent, launch, SlurmTime(launch - 5)));
+}
+
+// A worker whose clock is off hpodd's (issue 25): it is Running once Slurm lists
+// the slurmd its own agent started, judged on the worker's clock (slurmd_started
+// against SlurmdStartTime) and never against hpodd's launch time.
+class SlurmClockSkewTest : public SlurmReconcileTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(SlurmClockSkewTest, AWorkerIsRunningOnceItsOwnSlurmdRegisteredByItsClock) {
+  Create({Typed(Harness::Group("ctl", 1), "Controller"), Harness::Group("w", 1)});
+  SucceedLifecycle();
+  Pass();
+  NodeRecord ctl = NodesOf("ctl").at(0);
+  agents_.Ack(ctl.instance_id);
+  Pass();
+  NodeRecord w = NodesOf("w").at(0);
+  h_.clock_.AdvanceTime(std::chrono::seconds(10));
+  const double started = h_.clock_.NowEpochSeconds() + GetParam();  // the worker's clock
+  agents_.Ack(w.instance_id, "running", started);
+  agents_.SetReport(ctl.instance_id, {});
+  // A row of a slurmd that started before the agent's (another that held the
+  // NodeName): not this node's, whatever hpodd's clock says of it.
+  agents_.SetNode(w.hostname, "IDLE", "", SlurmTime(started - 5));
+  Pass();
+  EXPECT_EQ(Node(w.instance_id)->status, "Pending");
+  // Its own slurmd registered a second after the agent started it.
+  agents_.SetNode(w.hostname, "IDLE", "", SlurmTime(started + 1));
+  Pass();
+  EXPECT_EQ(Node(w.instance_id)->status, "Running");
+  EXPECT_EQ(ClusterStatus(), "InService");
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkerClock, SlurmClockSkewTest, ::testing::Values(90, -90),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param > 0 ? std::string("Ahead90s")
+                                                 : std::string("Behind90s");
+                         });
 
 }  // namespace
 }  // namespace hpod::controlplane::slurm_testing

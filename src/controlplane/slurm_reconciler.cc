@@ -7,6 +7,7 @@
 
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/events.h"
+#include "hpod/controlplane/recovery.h"
 
 namespace hpod::controlplane {
 
@@ -17,6 +18,35 @@ std::string NoSlurmNotedSetting(const std::string& cluster_id) {
   return "cluster/" + cluster_id + "/no_slurm_noted";
 }
 }  // namespace
+
+bool SlurmdOfThisInstance(const slurm::SlurmNodeState& row, const nlohmann::json& agent_state,
+                          double launch_time, const std::string& stale_start) {
+  // No report from the instance's agent yet (it reports on connect): nothing
+  // says which slurmd is its own.
+  if (!row.Registered() || !agent_state.is_object()) return false;
+  const bool stale = !stale_start.empty() && row.slurmd_start_time == stale_start;
+  // The choice, and why (issue 25, one clock per fact): the node's agent says when
+  // it started its slurmd, on the node's clock, and Slurm's SlurmdStartTime is the
+  // same node's clock (slurmd stamps it when it first registers, after the fork),
+  // so "not earlier" compares two readings of one clock. A generation id passed to
+  // slurmd would need a field Slurm 22.05 shows for a non-dynamic node and that
+  // slurmd sets at each start; it has none (Features/Extra are the controller's
+  // and outlive a slurmd).
+  if (agent_state.is_object()) {
+    auto it = agent_state.find("slurmd_started");
+    if (it != agent_state.end() && it->is_number()) {
+      return !stale && row.SlurmdStartEpoch() >= std::floor(it->get<double>());
+    }
+  }
+  // An agent older than slurmd_started: hpodd's launch time against the node's
+  // clock, which holds only while the two agree (the rule before the field).
+  const double launched = std::floor(launch_time);
+  if (row.SlurmdStartEpoch() < launched) return false;
+  if (!stale) return true;
+  slurm::SlurmNodeState old;
+  old.slurmd_start_time = stale_start;
+  return old.SlurmdStartEpoch() >= launched;
+}
 
 SlurmReconciler::SlurmReconciler(store::Store& store, const Clock& clock,
                                  const ControlPlaneOptions& options, SlurmAgents* agents)
@@ -41,6 +71,11 @@ StatusOr<SlurmReconciler::Pass> SlurmReconciler::Begin(const std::string& cluste
   }
   if (!in_play || agents_ == nullptr) return pass;
   pass.report = agents_->SlurmNodes(cluster_id);
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster_id));
+    for (const auto& r : recoveries) NoteRecovery(pass, r);
+    return OkStatus();
+  }));
   // A node leaves Slurm in two steps: drained while still in slurm.conf, then
   // dropped from it (see ReadyToTerminate).
   std::set<std::string> draining;
@@ -55,6 +90,16 @@ StatusOr<SlurmReconciler::Pass> SlurmReconciler::Begin(const std::string& cluste
   if (plan.mode == SlurmPlan::Mode::kNone) NoteNoSlurm(cluster_id);
   pass.plan = std::move(plan);
   return pass;
+}
+
+void SlurmReconciler::NoteRecovery(Pass& pass, const store::RecoveryRecord& r) {
+  const bool replace = ParseRecoveryAction(r.action) == RecoveryAction::kReplace;
+  const std::string& target = replace ? r.replacement_id : r.instance_id;
+  // Only added: a pass is short, and a row a recovery that just finished marked
+  // is still not the node's new slurmd.
+  if (!target.empty() && RecoveryActive(r) && !r.stale_slurmd_start.empty()) {
+    pass.stale_start[target] = r.stale_slurmd_start;
+  }
 }
 
 void SlurmReconciler::NoteNoSlurm(const std::string& cluster_id) {
@@ -115,9 +160,12 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
   if (role->second != slurm::NodeRole::kCompute) return true;
   const slurm::SlurmNodeState* s = pass.report ? pass.report->Find(n.hostname) : nullptr;
   if (pass.report && pass.report->reporter != plan.controller_instance) s = nullptr;
-  // The slurmd of this launch, not a row Slurm still has from a node that held
+  // The slurmd of this instance, not a row Slurm still has from a node that held
   // the name before (a replacement keeps its predecessor's NodeName).
-  return s != nullptr && s->Registered() && s->SlurmdStartEpoch() >= std::floor(n.launch_time);
+  if (s == nullptr) return false;
+  auto stale = pass.stale_start.find(n.instance_id);
+  return SlurmdOfThisInstance(*s, state, n.launch_time,
+                              stale == pass.stale_start.end() ? "" : stale->second);
 }
 
 bool SlurmReconciler::RemovalTimedOut(const std::string& cluster_id,

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,9 +23,39 @@
 #include "hpod/base/thread_annotations.h"
 #include "hpod/controlplane/options.h"
 #include "hpod/controlplane/slurm_plan.h"
+#include "hpod/slurm/scontrol.h"
 #include "hpod/store/store.h"
 
 namespace hpod::controlplane {
+
+// Whether `row`, the controller's row for a compute node's NodeName, shows the
+// slurmd of the node's current instance registered, and not a row Slurm still
+// holds from before: from the instance it replaced (a replacement keeps its
+// predecessor's NodeName) or from the slurmd before a reboot.
+//  - `agent_state`: the instance's own agent's `slurm_state`; null (not reported
+//    since it connected) counts no row.
+//    With `slurmd_started` in it (the node's clock, just before the agent forked
+//    the slurmd that runs): the row counts when its SlurmdStartTime, which that
+//    slurmd stamped from the same clock when it first registered, is not earlier
+//    than that second. Both times come from the worker's clock, so no skew
+//    between machines enters (hpodd's launch time is not used).
+//  - `stale_start`: the SlurmdStartTime a recovery recorded of the row it marked
+//    ("" when none). A row that still shows it never counts: it is the old
+//    slurmd's. (The old row may pass the time test when the replaced machine's
+//    clock ran ahead of the new one's; the string is compared, not a clock.) The
+//    new slurmd showing the very same string, stamped by another clock in the
+//    same second, cannot be told from it: the node then waits for its Slurm part
+//    until ready_timeout fails it, the safe side of the two.
+//  - Agents without `slurmd_started` are judged by the rule before it, which
+//    assumes the node's clock agrees with hpodd's: SlurmdStartTime not earlier
+//    than `launch_time` (hpodd's clock); a `stale_start` row does not count
+//    unless it passes that test itself (then the two cannot be told apart, and
+//    the launch-time rule alone decides).
+// SlurmdStartTime is read as the controller's local time in hpodd's time zone
+// (slurm::SlurmNodeState::SlurmdStartEpoch): a time zone, unlike a clock, is
+// configuration, the same on the controller and hpodd.
+bool SlurmdOfThisInstance(const slurm::SlurmNodeState& row, const nlohmann::json& agent_state,
+                          double launch_time, const std::string& stale_start);
 
 class SlurmReconciler {
  public:
@@ -39,12 +70,20 @@ class SlurmReconciler {
     std::optional<SlurmNodesReport> report;  // the controller's view of its nodes
     std::vector<std::string> to_drain;       // hostnames to drain at Finish
     bool busy = false;                       // Slurm is not yet in step with the cluster
+    // By the instance id an active recovery brings up (the replacement, or the
+    // rebooted node): the SlurmdStartTime of the row it marked (SlurmdOfThisInstance).
+    std::map<std::string, std::string> stale_start;
   };
 
   // Starts a pass over `nodes` (the cluster's rows). `in_play` is false when the
   // provider runs no agents or the cluster is winding down.
   StatusOr<Pass> Begin(const std::string& cluster_id, const std::vector<store::NodeRecord>& nodes,
                        bool in_play);
+  // Keeps in `pass.stale_start` the row `r` marked, while `r` is active (Begin
+  // does for the recoveries it reads; the recovery concern again for those it
+  // advanced in the pass, which may mark and reboot a node before the node
+  // concern looks at it).
+  static void NoteRecovery(Pass& pass, const store::RecoveryRecord& r);
   // Brings one node's Slurm in step with the plan; returns whether the node's part
   // is up (controller: slurmctld answers; compute: registered). In a cluster
   // without Slurm (Mode::kNone) it tells the node so (NoSlurmMessage) until the
