@@ -103,6 +103,10 @@ TEST_F(MetricsStateTest, AgentsHeartbeatsHealthAndHostFigures) {
   const std::map<std::string, std::string> n2 = {{"cluster_name", "demo"},
                                                  {"node", "i-00000000000000002"}};
   EXPECT_DOUBLE_EQ(s[Key("hpod_node_heartbeat_age_seconds", n2)], 1.5);
+  EXPECT_DOUBLE_EQ(s[Key("hpod_node_clock_offset_seconds", n2)], -90.25);
+  // Not known (an agent older than heartbeat.time): no sample rather than a guess.
+  EXPECT_FALSE(s.count(Key("hpod_node_clock_offset_seconds",
+                           {{"cluster_name", "demo"}, {"node", "i-00000000000000003"}})));
   // No heartbeat yet: the age counts from the connection.
   EXPECT_DOUBLE_EQ(s[Key("hpod_node_heartbeat_age_seconds",
                          {{"cluster_name", "demo"}, {"node", "i-00000000000000003"}})],

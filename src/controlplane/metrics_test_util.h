@@ -134,6 +134,7 @@ inline StateInputs Inputs(std::chrono::steady_clock::time_point now) {
   a.host = h;
   a.health_verdict = "Reboot";
   a.failing_checks = {"disk:/fsx"};
+  a.clock_offset = -90.25;
   in.agents.push_back(a);
   AgentSnapshot b;
   b.instance_id = "i-00000000000000003";
