@@ -31,6 +31,7 @@ struct GlobalSpec {
 
 constexpr GlobalSpec kGlobals[] = {
     {"--endpoint-url", GlobalArg::kValue},
+    {"--ca-bundle", GlobalArg::kValue},
     {"--region", GlobalArg::kValue},
     {"--profile", GlobalArg::kValue},
     {"--output", GlobalArg::kValue},
@@ -86,6 +87,7 @@ StatusOr<std::vector<std::string>> ExtractGlobals(const std::vector<std::string>
       value = args[++i];
     }
     if (name == "--endpoint-url") g.config.endpoint_url = value;
+    if (name == "--ca-bundle") g.config.ca_bundle = value;
     if (name == "--region") g.config.region = value;
     if (name == "--profile") g.config.profile = value;
     if (name == "--output") {

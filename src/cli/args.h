@@ -56,7 +56,7 @@ Status UsageError(std::string message);
 bool IsUsageError(const Status& status);
 
 struct GlobalOptions {
-  ConfigFlags config;                // --profile --region --output --endpoint-url
+  ConfigFlags config;  // --profile --region --output --endpoint-url --ca-bundle
   std::optional<std::string> query;  // --query (compiled into Invocation::query)
   bool no_sign_request = false;
   bool debug = false;

@@ -238,6 +238,11 @@ StatusOr<Json> ApiClient::Call(const api::Operation& op, const Json& params) {
       if (response.status().code() == StatusCode::kDeadlineExceeded) {
         return DeadlineExceededError("Read timeout on endpoint URL: \"" + url_ + "\"");
       }
+      // A certificate hpodd's endpoint does not verify against the CA bundle is
+      // said as the AWS CLI says it (the transport's message names the URL and
+      // OpenSSL's reason): "Could not connect" would send users after the network.
+      const std::string why(response.status().message());
+      if (why.rfind("SSL validation failed", 0) == 0) return UnavailableError(why);
       return UnavailableError("Could not connect to the endpoint URL: \"" + url_ + "\"");
     }
     TraceResponse(*response);

@@ -142,6 +142,19 @@ TEST_F(ClientTest, ConnectionFailure) {
   EXPECT_EQ(transport_.calls.size(), 2u);
 }
 
+// An endpoint whose certificate does not verify: the AWS CLI's line, with the
+// reason, not a connection failure.
+TEST_F(ClientTest, CertificateFailureSaysSo) {
+  const std::string why =
+      "SSL validation failed for https://127.0.0.1:8450/ SSL certificate problem: unable to get "
+      "local issuer certificate";
+  transport_.Queue("DescribeCluster", {UnavailableError(why)});
+  ApiClient client = MakeClient(1);
+  StatusOr<Json> r = client.Call(Op("DescribeCluster"), {{"ClusterName", "c"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), why);
+}
+
 TEST_F(ClientTest, InvalidJsonResponse) {
   http::Response bad;
   bad.status = 200;

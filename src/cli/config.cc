@@ -210,6 +210,11 @@ StatusOr<Settings> ResolveSettings(const ConfigFlags& flags, const Environment& 
     if (!e) e = Lookup(pc, "endpoint_url");
     s.endpoint_url = e.value_or(kDefaultEndpoint);
   }
+  // botocore's order for the CA bundle: the flag, AWS_CA_BUNDLE, the profile.
+  std::optional<std::string> ca = flags.ca_bundle;
+  if (!ca) ca = GetEnv(env, "AWS_CA_BUNDLE");
+  if (!ca) ca = Lookup(pc, "ca_bundle");
+  if (ca.has_value() && !ca->empty()) s.ca_bundle = ExpandPath(*ca, env);
   std::optional<std::string> attempts = GetEnv(env, "AWS_MAX_ATTEMPTS");
   if (!attempts) attempts = Lookup(pc, "max_attempts");
   if (attempts.has_value()) {

@@ -18,6 +18,9 @@
 //   endpoint     --endpoint-url, HPOD_ENDPOINT_URL, AWS_ENDPOINT_URL_SAGEMAKER,
 //                AWS_ENDPOINT_URL, profile `endpoint_url`, http://127.0.0.1:8450.
 //   max attempts AWS_MAX_ATTEMPTS, profile `max_attempts`, 3 (standard retry mode).
+//   CA bundle    --ca-bundle, AWS_CA_BUNDLE, profile `ca_bundle` (`hpodd init` writes
+//                it for an https:// endpoint: hpodd's own CA), else the system's CAs;
+//                the certificates an https:// endpoint must chain to.
 //
 // Files: AWS_CONFIG_FILE (~/.aws/config; sections "[default]" and "[profile name]")
 // and AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials; sections "[name]"). `~` and
@@ -62,6 +65,7 @@ struct ConfigFlags {
   std::optional<std::string> region;
   std::optional<std::string> output;
   std::optional<std::string> endpoint_url;
+  std::optional<std::string> ca_bundle;
 };
 
 struct Settings {
@@ -69,6 +73,9 @@ struct Settings {
   std::string region;   // empty when none is configured
   std::string output = "json";
   std::string endpoint_url;
+  // PEM file of the CAs an https:// endpoint is verified against (`~` and $VARS
+  // expanded); empty: the system's CA store.
+  std::string ca_bundle;
   int max_attempts = 3;
   // Values of the profile (config file), e.g. cli_read_timeout; for --debug.
   std::map<std::string, std::string> profile_config;

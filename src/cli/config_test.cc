@@ -103,6 +103,22 @@ TEST(ResolveSettingsTest, ProfileValuesAndPrecedence) {
   EXPECT_EQ(s->endpoint_url, "http://flag:2");
 }
 
+// The CA bundle an https:// endpoint is verified against, in botocore's order:
+// --ca-bundle, AWS_CA_BUNDLE, the profile's ca_bundle (which `hpodd init` writes
+// for an https:// endpoint); none means the system's CAs.
+TEST(ResolveSettingsTest, CaBundleFromFlagEnvironmentOrProfile) {
+  TempHome home;
+  Environment env = home.Env();
+  EXPECT_EQ(ResolveSettings({}, env)->ca_bundle, "");
+  home.Write(".aws/config", "[default]\nca_bundle = ~/hpodd/ca.pem\n");
+  EXPECT_EQ(ResolveSettings({}, env)->ca_bundle, home.path() + "/hpodd/ca.pem");
+  env["AWS_CA_BUNDLE"] = "/etc/env-ca.pem";
+  EXPECT_EQ(ResolveSettings({}, env)->ca_bundle, "/etc/env-ca.pem");
+  ConfigFlags flags;
+  flags.ca_bundle = "/etc/flag-ca.pem";
+  EXPECT_EQ(ResolveSettings(flags, env)->ca_bundle, "/etc/flag-ca.pem");
+}
+
 // `hpodd init` writes [profile hpod] (region, endpoint_url) and [hpod] credentials:
 // a bare `hpod` command uses them, before AWS's [default]; anything chosen by name
 // (flag or environment) still wins.
@@ -134,7 +150,8 @@ TEST(ResolveSettingsTest, HpodProfileIsTheDefaultWhenPresent) {
 
   // Only in the credentials file is enough, as for a named profile.
   TempHome creds_only;
-  creds_only.Write(".aws/credentials", "[hpod]\naws_access_key_id = B\naws_secret_access_key = T\n");
+  creds_only.Write(".aws/credentials",
+                   "[hpod]\naws_access_key_id = B\naws_secret_access_key = T\n");
   EXPECT_EQ(ResolveSettings({}, creds_only.Env())->profile, "hpod");
 }
 

@@ -24,8 +24,8 @@ int Main(int argc, const char* const* argv, const char* const* envp, std::ostrea
   rt.stdin_is_tty = ::isatty(STDIN_FILENO) == 1;
   rt.stdin_fd = STDIN_FILENO;
   rt.stdout_fd = STDOUT_FILENO;
-  rt.make_session_connector = [](std::chrono::milliseconds connect_timeout) {
-    return RealSessionConnector(connect_timeout);
+  rt.make_session_connector = [](const http::ClientOptions& options) {
+    return RealSessionConnector(options);
   };
   // awscli measures the terminal behind stdout and falls back to 80 columns.
   winsize ws{};

@@ -165,6 +165,8 @@ std::string TopLevelHelp() {
       "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"
       "                              $AWS_ENDPOINT_URL, profile endpoint_url, "
       "http://127.0.0.1:8450\n"
+      "  --ca-bundle FILE            the CAs an https:// endpoint is verified against;\n"
+      "                              default: $AWS_CA_BUNDLE, profile ca_bundle, the system's\n"
       "  --region REGION             default: $AWS_REGION, $AWS_DEFAULT_REGION, profile region\n"
       "  --profile NAME              default: $HPOD_PROFILE, $AWS_DEFAULT_PROFILE, $AWS_PROFILE,\n"
       "                              hpod (when `hpodd init` wrote it), default\n"

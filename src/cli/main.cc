@@ -187,12 +187,14 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
   if (options.debug != nullptr) {
     err << "[debug] " << VersionString() << "; profile " << settings->profile << ", region "
         << settings->region << ", endpoint " << settings->endpoint_url << ", max attempts "
-        << settings->max_attempts << "\n";
+        << settings->max_attempts
+        << (settings->ca_bundle.empty() ? "" : ", CA bundle " + settings->ca_bundle) << "\n";
   }
 
   http::ClientOptions http_options;
   http_options.connect_timeout = TimeoutFrom(inv.globals.connect_timeout_s);
   http_options.timeout = TimeoutFrom(inv.globals.read_timeout_s);
+  http_options.ca_file = settings->ca_bundle;
   RealSleeper real_sleeper;
   const Clock& clock = rt.clock != nullptr ? *rt.clock : RealClock::Get();
   Sleeper& sleeper = rt.sleeper != nullptr ? *rt.sleeper : real_sleeper;
@@ -225,7 +227,7 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
     io.stdout_fd = rt.stdout_fd;
     io.stdin_is_tty = rt.stdin_is_tty;
     io.err = &err;
-    io.connect = rt.make_session_connector(http_options.connect_timeout);
+    io.connect = rt.make_session_connector(http_options);
     io.poll_interval = rt.session_poll_interval;
     // The session writes to the stdout fd directly; nothing buffered may follow it.
     out.flush();

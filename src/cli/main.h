@@ -53,7 +53,8 @@ struct Runtime {
   int stdin_fd = 0;
   int stdout_fd = 1;
   bool stdin_is_tty = false;
-  std::function<SessionConnector(std::chrono::milliseconds connect_timeout)> make_session_connector;
+  // Dials a session's StreamUrl with the API calls' connect timeout and CA bundle.
+  std::function<SessionConnector(const http::ClientOptions& options)> make_session_connector;
   std::chrono::milliseconds session_poll_interval{500};
   // logs --follow: stop after this many calls (a test seam; unset = until Ctrl-C).
   std::optional<int64_t> logs_max_calls;

@@ -197,6 +197,21 @@ TEST_F(MainTest, EndpointAndTimeouts) {
   EXPECT_EQ(http_options_.timeout, std::chrono::seconds(60));
 }
 
+// --ca-bundle (or AWS_CA_BUNDLE, or the profile's ca_bundle) reaches the HTTP
+// client, which verifies an https:// endpoint against it.
+TEST_F(MainTest, CaBundleReachesTheTransport) {
+  EXPECT_EQ(Run({"delete-cluster", "--cluster-name", "c"}), kExitOk);
+  EXPECT_EQ(http_options_.ca_file, "");
+  env_["AWS_CA_BUNDLE"] = "/var/lib/hpod/tls/ca.pem";
+  EXPECT_EQ(Run({"delete-cluster", "--cluster-name", "c", "--endpoint-url", "https://h:8450"}),
+            kExitOk);
+  EXPECT_EQ(http_options_.ca_file, "/var/lib/hpod/tls/ca.pem");
+  EXPECT_EQ(Run({"delete-cluster", "--cluster-name", "c", "--ca-bundle", "/tmp/other.pem"}),
+            kExitOk);
+  EXPECT_EQ(http_options_.ca_file, "/tmp/other.pem");
+  EXPECT_EQ(Run({"delete-cluster", "--cluster-name", "c", "--ca-bundle"}), kExitUsage);
+}
+
 TEST_F(MainTest, DebugNeverPrintsSecrets) {
   env_["AWS_SESSION_TOKEN"] = "session-token-value";
   EXPECT_EQ(Run({"describe-cluster", "--cluster-name", "c", "--debug"}), kExitOk);
@@ -251,6 +266,32 @@ TEST_F(MainTest, WaitSucceedsAndFails) {
   EXPECT_NE(err_.str().find("Waiter ClusterInService failed: An error occurred (ResourceNotFound)"),
             std::string::npos);
   EXPECT_EQ(Run({"wait", "cluster-deleted", "--cluster-name", "missing"}), kExitOk);
+}
+
+// hpodd adds the node's clock offset (its agent's clock minus hpodd's) to
+// DescribeClusterNode as an hpod member of the shape; the CLI keeps modelled
+// members only, so it prints it because the model has it.
+TEST_F(MainTest, DescribeClusterNodeShowsTheNodesClockOffset) {
+  transport_.On("DescribeClusterNode", [](const Json& body) -> StatusOr<http::Response> {
+    return JsonResponse(200, {{"NodeDetails",
+                               {{"InstanceGroupName", "workers"},
+                                {"InstanceId", body["NodeId"]},
+                                {"InstanceStatus", {{"Status", "Running"}, {"Message", ""}}},
+                                {"HpodClockOffsetSeconds", -90.25},
+                                {"NotInTheModel", 1}}}});
+  });
+  ASSERT_EQ(
+      Run({"describe-cluster-node", "--cluster-name", "demo", "--node-id", "i-0123456789abcdef0"}),
+      kExitOk)
+      << err_.str();
+  EXPECT_NE(out_.str().find("\"HpodClockOffsetSeconds\": -90.25"), std::string::npos) << out_.str();
+  EXPECT_EQ(out_.str().find("NotInTheModel"), std::string::npos) << out_.str();
+  ASSERT_EQ(
+      Run({"describe-cluster-node", "--cluster-name", "demo", "--node-id", "i-0123456789abcdef0",
+           "--query", "NodeDetails.HpodClockOffsetSeconds", "--output", "text"}),
+      kExitOk)
+      << err_.str();
+  EXPECT_EQ(out_.str(), "-90.25\n");
 }
 
 TEST_F(MainTest, InjectFaultIsTheHpodInjectFaultOperation) {

@@ -35,6 +35,7 @@
 
 #include "hpod/base/status.h"
 #include "hpod/cli/client.h"
+#include "hpod/http/client.h"
 #include "hpod/http/message.h"
 
 namespace hpod::cli {
@@ -75,7 +76,9 @@ using SessionConnector = std::function<StatusOr<std::unique_ptr<SessionSocket>>(
 
 // The production connector over http::WebSocketClient (session_ws.cc; kept out of
 // session.cc so that tests link without the WebSocket implementation).
-SessionConnector RealSessionConnector(std::chrono::milliseconds connect_timeout);
+// `options`: the API calls' connect timeout and CA bundle (ca_file), which a
+// wss:// StreamUrl is verified against as the API endpoint is.
+SessionConnector RealSessionConnector(const http::ClientOptions& options);
 
 // Terminal window size (rows, cols); nullopt when unknown.
 using WindowSizeFn = std::function<std::optional<std::pair<uint16_t, uint16_t>>()>;

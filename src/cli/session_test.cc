@@ -467,8 +467,8 @@ class StartSessionCommandTest : public StartSessionTest {
     rt.stdin_fd = stdin_.fd[0];
     rt.stdout_fd = stdout_.fd[1];
     rt.session_poll_interval = 50ms;
-    rt.make_session_connector = [this](std::chrono::milliseconds timeout) {
-      connect_timeout_ = timeout;
+    rt.make_session_connector = [this](const http::ClientOptions& options) {
+      connect_timeout_ = options.connect_timeout;
       return Io().connect;
     };
     return cli::Run(args, rt);

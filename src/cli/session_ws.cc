@@ -36,12 +36,13 @@ class WebSocketSessionSocket final : public SessionSocket {
 
 }  // namespace
 
-SessionConnector RealSessionConnector(std::chrono::milliseconds connect_timeout) {
-  return [connect_timeout](
+SessionConnector RealSessionConnector(const http::ClientOptions& api) {
+  return [connect_timeout = api.connect_timeout, ca_file = api.ca_file](
              const std::string& url,
              const std::vector<http::Header>& headers) -> StatusOr<std::unique_ptr<SessionSocket>> {
     http::WebSocketClientOptions options;
     options.connect_timeout = connect_timeout;
+    options.ca_file = ca_file;
     HPOD_ASSIGN_OR_RETURN(std::unique_ptr<http::WebSocketClient> ws,
                           http::WebSocketClient::Connect(url, headers, options));
     return std::unique_ptr<SessionSocket>(std::make_unique<WebSocketSessionSocket>(std::move(ws)));
