@@ -49,6 +49,12 @@ Status NodeEnvironment::Validate() const {
         "node environment: s3_relay_socket " + s3_relay_socket +
         " needs agent_socket (the relay sits in hpodd's socket directory) and an absolute path");
   }
+  if (!s3_relay_socket.empty() && std::filesystem::path(s3_relay_socket).parent_path() !=
+                                      std::filesystem::path(agent_socket).parent_path()) {
+    return InvalidArgumentError("node environment: s3_relay_socket " + s3_relay_socket +
+                                " must be in the directory of agent_socket " + agent_socket +
+                                " (hpodd puts the relay beside its agent socket)");
+  }
   if (!spank_plugin.empty() && !Absolute(spank_plugin)) {
     return InvalidArgumentError("node environment: spank_plugin " + spank_plugin +
                                 " must be an absolute path inside the node");

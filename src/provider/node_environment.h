@@ -45,8 +45,8 @@ struct NodeEnvironment {
 
   // Where, inside the node, hpodd's S3 relay socket appears (hpodd creates it in
   // its agent socket's directory under this file name); empty: no relay, agents
-  // reach the S3 endpoint themselves. Only with `agent_socket` (the relay rides on
-  // the same shared directory).
+  // reach the S3 endpoint themselves. Only with `agent_socket`, and in its
+  // directory (the relay rides on the same shared directory).
   std::string s3_relay_socket;
 
   // GPU instance types get stand-in device files in `gpu_device_dir` (inside the
@@ -68,6 +68,8 @@ struct NodeEnvironment {
   // already resolved) from the nodes: the outermost of `private_dirs` at or above
   // it; "/" when nodes see none of hpodd's files; "" when they see it as hpodd does.
   std::string PrivateDirOf(std::string_view host_path) const;
+
+  bool operator==(const NodeEnvironment&) const = default;
 };
 
 }  // namespace hpod::provider

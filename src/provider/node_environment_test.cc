@@ -79,6 +79,8 @@ TEST(NodeEnvironmentTest, InconsistentDeclarationsAreRefusedNamingTheField) {
          e.agent_url = "https://h:1";
        },
        "s3_relay_socket"},
+      {"relay elsewhere", [](NodeEnvironment& e) { e.s3_relay_socket = "/run/other/s3.sock"; },
+       "s3_relay_socket"},
       {"relative plugin", [](NodeEnvironment& e) { e.spank_plugin = "spank_hpod.so"; },
        "spank_plugin"},
       {"relative gpu dir", [](NodeEnvironment& e) { e.gpu_device_dir = "gpus"; }, "gpu_device_dir"},

@@ -11,6 +11,7 @@
 
 #include "hpod/provider/local/local_provider.h"
 #include "hpod/provider/local/node_host.h"
+#include "hpod/provider/local/node_init.h"
 #include "hpod/provider/provider_conformance.h"
 
 namespace hpod::provider::local {
@@ -82,6 +83,7 @@ class LocalHarness {
   }
 
   Provider& provider() { return *provider_; }
+  LocalProvider& local() { return *provider_; }
   LaunchSpec Spec(const std::string& id, const std::string& cluster) {
     LaunchSpec s;
     s.instance_id = id;
@@ -126,6 +128,26 @@ TEST(LocalProviderEnvironmentTest, DeclaresNodesThatShareThisMachine) {
   EXPECT_TRUE(e.gpu_stand_ins);
   EXPECT_EQ(e.gpu_device_dir, "/run/hpod-gpus");
   EXPECT_TRUE(e.replacement_keeps_address);
+}
+
+// The declaration agrees with what the provider does: node-init binds hpodd's
+// socket directory where agent_socket says, and the SPANK plugin is on the node
+// disk where spank_plugin says (the disk's state/ is the node's /var/lib/hpod-agent).
+TEST(LocalProviderEnvironmentTest, AgreesWithTheNodesItMakes) {
+  LocalHarness h;
+  const NodeEnvironment e = h.provider().Environment();
+  ASSERT_TRUE(h.provider().Launch(h.Spec("i-0e0000000000000f1", "env-c1")).ok());
+  const std::string node_dir = h.local().NodeDir("i-0e0000000000000f1");
+  auto init = LoadNodeInitConfig(node_dir + "/node-init.json");
+  ASSERT_TRUE(init.ok()) << init.status().ToString();
+  bool socket_dir_bound = false;
+  for (const MountStep& m : PlanMounts(*init)) {
+    socket_dir_bound |= m.kind == MountStep::Kind::kBind && m.source == "/var/lib/hpod" &&
+                        m.target + "/agent.sock" == e.agent_socket;
+  }
+  EXPECT_TRUE(socket_dir_bound) << "no bind of hpodd's socket directory on " << e.agent_socket;
+  EXPECT_EQ(e.spank_plugin, std::string(kAgentStateDir) + "/spank_hpod.so");
+  EXPECT_TRUE(fs::exists(node_dir + "/disk/state/spank_hpod.so"));
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ NodeEnvironment LocalProvider::Environment() const {
         fs::path(options_.agent_endpoint.substr(kUnix.size())).filename().string();
     e.agent_socket = std::string(kAgentSocketDirInNode) + "/" + name;
     e.s3_relay_socket = std::string(kAgentSocketDirInNode) + "/s3.sock";
+  } else if (options_.agent_endpoint.rfind("https://", 0) == 0) {
+    e.agent_url = options_.agent_endpoint;  // WriteNodeFiles passes it on unchanged
   }
   e.sees_hpodd_files = true;
   e.private_dirs = NodePrivateDirs();
