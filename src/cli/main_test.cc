@@ -294,32 +294,6 @@ TEST_F(MainTest, DescribeClusterNodeShowsTheNodesClockOffset) {
   EXPECT_EQ(out_.str(), "-90.25\n");
 }
 
-// hpodd adds the node's clock offset (its agent's clock minus hpodd's) to
-// DescribeClusterNode as an hpod member of the shape; the CLI keeps modelled
-// members only, so it prints it because the model has it.
-TEST_F(MainTest, DescribeClusterNodeShowsTheNodesClockOffset) {
-  transport_.On("DescribeClusterNode", [](const Json& body) -> StatusOr<http::Response> {
-    return JsonResponse(200, {{"NodeDetails",
-                               {{"InstanceGroupName", "workers"},
-                                {"InstanceId", body["NodeId"]},
-                                {"InstanceStatus", {{"Status", "Running"}, {"Message", ""}}},
-                                {"HpodClockOffsetSeconds", -90.25},
-                                {"NotInTheModel", 1}}}});
-  });
-  ASSERT_EQ(
-      Run({"describe-cluster-node", "--cluster-name", "demo", "--node-id", "i-0123456789abcdef0"}),
-      kExitOk)
-      << err_.str();
-  EXPECT_NE(out_.str().find("\"HpodClockOffsetSeconds\": -90.25"), std::string::npos) << out_.str();
-  EXPECT_EQ(out_.str().find("NotInTheModel"), std::string::npos) << out_.str();
-  ASSERT_EQ(
-      Run({"describe-cluster-node", "--cluster-name", "demo", "--node-id", "i-0123456789abcdef0",
-           "--query", "NodeDetails.HpodClockOffsetSeconds", "--output", "text"}),
-      kExitOk)
-      << err_.str();
-  EXPECT_EQ(out_.str(), "-90.25\n");
-}
-
 TEST_F(MainTest, InjectFaultIsTheHpodInjectFaultOperation) {
   transport_.On("HpodInjectFault", [](const Json& body) -> StatusOr<http::Response> {
     return JsonResponse(
