@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "hpod/base/logging.h"
 #include "hpod/base/sd_notify.h"
 #include "hpod/base/signals.h"
+#include "hpod/controlplane/api_tls.h"
 #include "hpod/controlplane/console.h"
 #include "hpod/controlplane/daemon.h"
 #include "hpod/controlplane/init.h"
@@ -82,7 +84,7 @@ std::string LockDataDir(const std::string& data_dir) {
 }
 
 int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& context,
-             const ProviderFactory& make_provider, const char* provider_description) {
+             const ProviderChoice& choice) {
   // The stop signals are blocked in every thread (started before any other)
   // and read by a watcher thread, never by a handler (hpod/base/signals.h).
   // The first one shuts down; later ones change nothing.
@@ -102,13 +104,15 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& 
   if (std::string busy = LockDataDir(options.data_dir); !busy.empty()) return Fail(busy);
 
   const Clock& clock = RealClock::Get();
-  auto provider = make_provider(clock, context);
+  auto provider = choice.make(clock, context);
   if (!provider.ok()) return Fail(provider.status().message());
   auto daemon = controlplane::Daemon::Start(options, std::move(provider).value(), clock);
   if (!daemon.ok()) return Fail(daemon.status().message());
-  spdlog::info("node provider: {}", provider_description);
+  spdlog::info("node provider: {}", choice.description);
   // Scripts wait for this line (and systemd for READY=1) before calling the API.
-  std::printf("hpodd ready on http://%s:%u\n", options.http.address.c_str(),
+  const std::string& host = options.http.address;
+  std::printf("hpodd ready on %s://%s:%u\n", options.http.tls.enabled ? "https" : "http",
+              host.find(':') != std::string::npos ? ("[" + host + "]").c_str() : host.c_str(),
               static_cast<unsigned>((*daemon)->port()));
   std::fflush(stdout);
   (void)SdNotify("READY=1");
@@ -121,8 +125,7 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& 
 
 }  // namespace
 
-int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
-              const char* provider_description) {
+int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& providers) {
   CLI::App app{"hpodd: the hpod control plane (SageMaker HyperPod cluster API)", "hpodd"};
   app.require_subcommand(0, 1);
   // Subcommands inherit this: `hpodd metrics-token --data-dir D` means what
@@ -139,6 +142,7 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   std::string listen = "127.0.0.1:8450";
   std::string region = "us-west-2", account = "123456789012";
   bool insecure = false;
+  bool tls = false;
   int threads = 2;
   size_t max_body = 8 * 1024 * 1024;
   std::string log_file;
@@ -150,11 +154,21 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
       register_timeout_s = 120;
   int slurmd_timeout_s = 30;
   std::string console_dir;
+  std::string provider_name = providers.empty() ? "" : providers.front().name;
+  std::vector<std::string> provider_names;
+  for (const ProviderChoice& p : providers) provider_names.push_back(p.name);
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
+    a->add_option("--provider", provider_name,
+                  "Where nodes come from: " + CLI::detail::join(provider_names, ", "))
+        ->check(CLI::IsMember(provider_names))
+        ->capture_default_str();
     a->add_option("--listen", listen, "ADDRESS:PORT to serve on (default loopback)")
         ->capture_default_str();
     a->add_option("--region", region, "Region in ARNs and DNS names")->capture_default_str();
     a->add_option("--account-id", account, "12-digit account id in ARNs")->capture_default_str();
+    a->add_flag("--tls", tls,
+                "Serve the API, the console, sessions and /metrics over TLS on a loopback "
+                "address too (any other address is always TLS: <data-dir>/tls, from hpodd init)");
     a->add_flag("--insecure-no-auth", insecure,
                 "DEVELOPMENT ONLY: accept unsigned requests and treat every caller as admin");
     a->add_option("--http-threads", threads, "I/O threads")->capture_default_str();
@@ -294,7 +308,10 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
     io.region = region;
     io.profile = profile;
     io.aws_dir = aws_dir;
-    io.endpoint_url = endpoint.empty() ? "http://" + listen : endpoint;
+    // hpodd serves TLS only on a non-loopback address (api_tls.h), and an https://
+    // endpoint also gets the profile's ca_bundle.
+    const std::string scheme = controlplane::IsLoopbackAddress(address) ? "http://" : "https://";
+    io.endpoint_url = endpoint.empty() ? scheme + listen : endpoint;
     io.listen_address = address;
     io.tls_names = tls_names;
     auto r = controlplane::InitDataDir(io, RealClock::Get());
@@ -373,6 +390,11 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   options.control_plane.region = region;
   options.control_plane.account_id = account;
   options.insecure_no_auth = insecure;
+  {
+    auto api_tls = controlplane::ApiTlsOptions(data_dir, address, tls, RealClock::Get());
+    if (!api_tls.ok()) return Fail(api_tls.status().message());
+    options.http.tls = *api_tls;
+  }
   if (account.size() != 12 || account.find_first_not_of("0123456789") != std::string::npos) {
     return Fail("--account-id must be 12 digits");
   }
@@ -381,10 +403,6 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   }
   options.control_plane.agent_register_timeout = std::chrono::seconds(register_timeout_s);
   options.control_plane.slurm.slurmd_timeout_s = slurmd_timeout_s;
-  // Local nodes share a host without GPUs: GPU instance types get stand-in
-  // devices in each node's own /run, so Slurm's GRES accounting works as on AWS.
-  options.control_plane.slurm.gpu_device_dir = "/run/hpod-gpus";
-  options.control_plane.slurm.stand_in_gpus = true;
   options.agents.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   options.control_plane.health.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
   options.agents.lifecycle_timeout = std::chrono::seconds(lifecycle_timeout_s);
@@ -410,7 +428,11 @@ int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
   context.link_prefix = link_prefix;
   context.node_disk_mb = node_disk_mb;
   context.fake_nvml_library = fake_nvml_library;
-  return RunServe(options, context, make_provider, provider_description);
+  const auto chosen =
+      std::find_if(providers.begin(), providers.end(),
+                   [&](const ProviderChoice& p) { return p.name == provider_name; });
+  if (chosen == providers.end()) return Fail("no node provider named " + provider_name);
+  return RunServe(options, context, *chosen);
 }
 
 }  // namespace hpod::cmd

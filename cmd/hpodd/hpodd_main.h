@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hpod/base/clock.h"
 #include "hpod/provider/provider.h"
@@ -28,7 +29,16 @@ struct ProviderContext {
 using ProviderFactory = std::function<StatusOr<std::unique_ptr<provider::Provider>>(
     const Clock&, const ProviderContext&)>;
 
-int HpoddMain(int argc, char** argv, const ProviderFactory& make_provider,
-              const char* provider_description);
+// One provider `hpodd --provider NAME` may pick.
+struct ProviderChoice {
+  std::string name;         // "local"
+  std::string description;  // "local (Linux namespaces on this machine)", logged at start
+  ProviderFactory make;
+};
+
+// `providers` lists what this binary offers, the default first; the providers are
+// chosen by the binary's main and only there (docs/architecture.md: cmd/hpodd picks
+// implementations).
+int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& providers);
 
 }  // namespace hpod::cmd

@@ -1,4 +1,5 @@
-// hpodd: the control plane. Providers are chosen here and only here.
+// hpodd: the control plane. Providers are chosen here and only here (--provider;
+// a new provider is one more entry in main's list).
 //
 // The local provider runs every node as Linux namespaces on this machine; it
 // needs root (network namespaces, bridges, mounts).
@@ -73,5 +74,6 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
 }  // namespace
 
 int main(int argc, char** argv) {
-  return hpod::cmd::HpoddMain(argc, argv, MakeLocal, "local (Linux namespaces)");
+  return hpod::cmd::HpoddMain(argc, argv,
+                              {{"local", "local (Linux namespaces on this machine)", MakeLocal}});
 }

@@ -281,6 +281,9 @@ std::vector<std::string> ServerCertificateNames(const std::string& listen_addres
   } else {
     AddName(names, listen_address);
     if (address.rfind("127.", 0) == 0 || address == "::1") AddName(names, "localhost");
+    // hpodd listens on 127.0.0.1 for "localhost" (http/server_listen.cc), which
+    // clients may dial by address too.
+    if (address == "localhost") AddName(names, "127.0.0.1");
   }
   for (const auto& n : tls_names) AddName(names, n);
   return names;

@@ -239,6 +239,8 @@ TEST(InitTlsNamesTest, ServerCertificateNamesFollowTheListenAddress) {
   using V = std::vector<std::string>;
   EXPECT_EQ(ServerCertificateNames("127.0.0.1", {}), (V{"127.0.0.1", "localhost"}));
   EXPECT_EQ(ServerCertificateNames("::1", {}), (V{"::1", "localhost"}));
+  // hpodd serves "localhost" on 127.0.0.1, which clients may dial by address.
+  EXPECT_EQ(ServerCertificateNames("localhost", {}), (V{"localhost", "127.0.0.1"}));
   EXPECT_EQ(ServerCertificateNames("10.0.0.5", {"hpodd.example", "10.0.0.5", "HPODD.EXAMPLE"}),
             (V{"10.0.0.5", "hpodd.example"}));
   EXPECT_EQ(ServerCertificateNames("fd00::0001", {"fd00::1"}), (V{"fd00::0001"}));

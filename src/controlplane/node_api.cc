@@ -90,7 +90,9 @@ StatusOr<ordered_json> NodeApi::StartSession(const json& req, const Caller& call
   }));
   ordered_json out;
   out["SessionId"] = grant.session_id;
-  out["StreamUrl"] = "ws://" + caller.host + "/v1/sessions/" + grant.session_id;
+  // The relay is on the listener the request came to: TLS there, TLS here.
+  out["StreamUrl"] = std::string(caller.tls ? "wss://" : "ws://") + caller.host + "/v1/sessions/" +
+                     grant.session_id;
   out["TokenValue"] = grant.token;
   return out;
 }

@@ -33,6 +33,7 @@ namespace hpod::controlplane {
 struct Caller {
   std::string access_key_id;  // "" with --insecure-no-auth
   std::string host;           // Host header the request came to (for StreamUrl)
+  bool tls = false;           // it came over TLS: StreamUrl is wss://
 };
 
 class NodeApi {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -119,7 +120,14 @@ StatusOr<std::shared_ptr<SslContext>> MakeServerTlsContext(const TlsServerOption
   if (options.require_client_cert && options.client_ca_file.empty()) {
     return InvalidArgumentError("TLS require_client_cert needs a client CA file");
   }
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
+  std::shared_ptr<ssl::context> context;
+  try {
+    // asio's constructor throws when OpenSSL cannot make a context (out of
+    // memory); ReloadTls and Start must get a Status, never the exception.
+    context = std::make_shared<ssl::context>(ssl::context::tls_server);
+  } catch (const std::exception& e) {
+    return InternalError(std::string("cannot create a TLS context: ") + e.what());
+  }
   HPOD_RETURN_IF_ERROR(SetCommonOptions(*context));
   HPOD_RETURN_IF_ERROR(LoadCertificateAndKey(*context, options.cert_file, options.key_file));
   SSL_CTX* ctx = context->native_handle();
@@ -143,7 +151,12 @@ StatusOr<std::shared_ptr<SslContext>> MakeClientTlsContext(const std::string& ca
   if (cert_file.empty() != key_file.empty()) {
     return InvalidArgumentError("a TLS client certificate needs both a certificate and a key file");
   }
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  std::shared_ptr<ssl::context> context;
+  try {
+    context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  } catch (const std::exception& e) {
+    return InternalError(std::string("cannot create a TLS context: ") + e.what());
+  }
   HPOD_RETURN_IF_ERROR(SetCommonOptions(*context));
   if (ca_file.empty()) {
     boost::system::error_code ec;

@@ -75,15 +75,21 @@ class Daemon:
              "--region", REGION] + self.extra_args,
             stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         line = self.proc.stdout.readline()
-        m = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
+        m = re.search(r"ready on (https?)://127\.0\.0\.1:(\d+)", line)
         if not m:
             raise RuntimeError("hpodd-fake did not start: %r (see %s)" % (line, self.log.name))
-        self.port = int(m.group(1))
+        self.scheme = m.group(1)
+        self.port = int(m.group(2))
         return self
 
     @property
     def endpoint(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % (getattr(self, "scheme", "http"), self.port)
+
+    @property
+    def ca_bundle(self):
+        """hpodd's CA (`hpodd init` made it): what clients verify its TLS listener against."""
+        return os.path.join(self.data_dir, "tls", "ca.pem")
 
     def stop(self):
         """SIGTERM and wait; returns the exit status (None if it was not running)."""
@@ -191,7 +197,8 @@ def client_env(aws_dir, **extra):
     `hpodd init --aws-dir aws_dir` wrote, plus `extra`."""
     e = dict(os.environ)
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-              "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
+              "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+              "AWS_CA_BUNDLE"):  # would override the profile's ca_bundle
         e.pop(k, None)
     e.update({
         "AWS_SHARED_CREDENTIALS_FILE": os.path.join(aws_dir, "credentials"),

@@ -38,5 +38,5 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeFake(
 }  // namespace
 
 int main(int argc, char** argv) {
-  return hpod::cmd::HpoddMain(argc, argv, MakeFake, "fake (tests only)");
+  return hpod::cmd::HpoddMain(argc, argv, {{"fake", "fake (tests only)", MakeFake}});
 }
