@@ -11,7 +11,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= $(or $(HPOD_PREFIX),/usr/local)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all deps build test unit e2e fuzz quickstart quickstart-down install corpus bench clean
+.PHONY: all deps build build-installables test unit e2e fuzz quickstart quickstart-down install corpus bench clean
 
 all: build
 
@@ -23,6 +23,11 @@ $(BUILD)/CMakeCache.txt: | deps
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
+
+# Only what `make install` puts in $(PREFIX): the programs, the SPANK plugin, the
+# fake NVML and the console; no test binaries (CMakeLists.txt: hpod_installables).
+build-installables: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS) --target hpod_installables
 
 # Unit and e2e tests through ctest, then a short libFuzzer run on the request
 # decoder and the SigV4 parser.
@@ -41,13 +46,13 @@ fuzz: build
 
 # The quickstart installs into $(PREFIX) itself (HPOD_PREFIX), so that nodes find
 # hpod-train and hpod-data on their PATH; settings: scripts/quickstart.py's header.
-quickstart: build
+quickstart: build-installables
 	HPOD_PREFIX=$(PREFIX) python3 scripts/quickstart.py up
 
 quickstart-down:
 	HPOD_PREFIX=$(PREFIX) python3 scripts/quickstart.py down
 
-install: build
+install: build-installables
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 corpus: build

@@ -74,7 +74,9 @@ class SessionWebSocketTest : public ::testing::Test {
     io.stdin_fd = in_[0];
     io.stdout_fd = out_[1];
     io.err = &err_;
-    io.connect = RealSessionConnector(std::chrono::milliseconds(5000));
+    http::ClientOptions connect;
+    connect.connect_timeout = std::chrono::milliseconds(5000);
+    io.connect = RealSessionConnector(connect);
     io.poll_interval = std::chrono::milliseconds(100);
     return RunStartSession(client, start, io);
   }
