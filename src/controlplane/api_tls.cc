@@ -44,7 +44,7 @@ StatusOr<http::TlsServerOptions> ApiTlsOptions(const std::string& data_dir,
   const std::string why =
       IsLoopbackAddress(address)
           ? "--tls was given"
-          : address + " is not a loopback address, and hpodd serves TLS only there";
+          : "hpodd speaks only TLS on an address other than loopback, such as " + address;
   const std::string fix = "run `hpodd init --data-dir " + data_dir + " --listen " +
                           (address.find(':') != std::string::npos ? "[" + address + "]" : address) +
                           ":PORT` (it keeps what exists and adds what is missing)";

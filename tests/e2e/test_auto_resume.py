@@ -18,7 +18,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 import nodestest  # noqa: E402
 import test_slurm  # noqa: E402
 
-STEPS = 120          # long enough that a fault lands mid-run, after a checkpoint
+# Long enough that a fault injected just after step SAVE_INTERVAL + 5 lands before
+# the job ends: at 120 steps a run at 30-35 it/s (an idle 2-core machine) ended
+# 3 s after that step, before a Replace had terminated the node, and the test
+# failed for the race, not for hpod. 360 steps leave 10 s or more.
+STEPS = 360
 SAVE_INTERVAL = 20
 PLUGIN = os.path.join(nodestest.hpodtest.BIN_DIR, "src", "slurm", "spank", "spank_hpod.so")
 

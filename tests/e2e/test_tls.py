@@ -152,7 +152,8 @@ class TlsTest(hpodtest.CliTestCase):
         self.addCleanup(bare.cleanup)
         os.unlink(os.path.join(bare.data_dir, "tls", "server.pem"))
         err = self.serve_refused(bare.data_dir, "192.0.2.1:0")
-        self.assertIn("192.0.2.1 is not a loopback address, and hpodd serves TLS only there", err)
+        self.assertIn("hpodd speaks only TLS on an address other than loopback, such as "
+                      "192.0.2.1", err)
         self.assertIn("server.pem is missing", err)
 
 

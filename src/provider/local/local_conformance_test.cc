@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "hpod/provider/local/local_provider.h"
+#include "hpod/provider/local/local_provider_test_fixture.h"
 #include "hpod/provider/local/node_host.h"
 #include "hpod/provider/local/node_init.h"
 #include "hpod/provider/provider_conformance.h"
@@ -18,42 +19,6 @@ namespace hpod::provider::local {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Lends the harness's FakeNodeHost to the provider, which owns its NodeHost.
-class BorrowedHost final : public NodeHost {
- public:
-  explicit BorrowedHost(FakeNodeHost* h) : h_(h) {}
-  StatusOr<std::vector<std::string>> ListRoutes() override { return h_->ListRoutes(); }
-  Status AddGuardRoute(const std::string& c) override { return h_->AddGuardRoute(c); }
-  Status DeleteGuardRoute(const std::string& c) override { return h_->DeleteGuardRoute(c); }
-  Status CreateBridge(const std::string& n, const std::string& g) override {
-    return h_->CreateBridge(n, g);
-  }
-  Status DeleteBridge(const std::string& n) override { return h_->DeleteBridge(n); }
-  Status CreateNodeNetwork(const NodeNetwork& n) override { return h_->CreateNodeNetwork(n); }
-  Status DeleteNodeNetwork(const std::string& ns, const std::string& v) override {
-    return h_->DeleteNodeNetwork(ns, v);
-  }
-  bool NetnsExists(const std::string& ns) override { return h_->NetnsExists(ns); }
-  StatusOr<ProcessId> SpawnNode(const NodeSpawn& s) override { return h_->SpawnNode(s); }
-  bool IsAlive(const ProcessId& id) override { return h_->IsAlive(id); }
-  Status Kill(const ProcessId& id, std::chrono::milliseconds t) override { return h_->Kill(id, t); }
-  std::string HostnameOf(const ProcessId& id) override { return h_->HostnameOf(id); }
-  StatusOr<std::vector<NodeProcessInfo>> NodeProcesses(const ProcessId& id) override {
-    return h_->NodeProcesses(id);
-  }
-  Status Signal(const ProcessId& id, int sig) override { return h_->Signal(id, sig); }
-  Status SetLinkUp(const std::string& l, bool up) override { return h_->SetLinkUp(l, up); }
-  Status MountDisk(const std::string& d, int mb) override { return h_->MountDisk(d, mb); }
-  Status UnmountDisk(const std::string& d) override { return h_->UnmountDisk(d); }
-  Status FillDisk(const std::string& d) override { return h_->FillDisk(d); }
-  Status RunInNodeMounts(const ProcessId& id, const std::vector<std::string>& argv) override {
-    return h_->RunInNodeMounts(id, argv);
-  }
-
- private:
-  FakeNodeHost* h_;
-};
 
 class LocalHarness {
  public:
@@ -72,7 +37,7 @@ class LocalHarness {
     // Any file will do: the provider copies it onto node disks as it is.
     o.spank_plugin = (dir_ / "spank_hpod.so").string();
     std::ofstream(o.spank_plugin) << "not really a plugin";
-    auto p = LocalProvider::Create(o, std::make_unique<BorrowedHost>(&host_));
+    auto p = LocalProvider::Create(o, std::make_unique<test_support::SharedHost>(&host_));
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     if (p.ok()) provider_ = std::move(*p);
   }
