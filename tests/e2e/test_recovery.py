@@ -284,13 +284,20 @@ class RecoveryTest(unittest.TestCase):
         with its disk (slurmctld's StateSaveLocation) and the cluster's munge key,
         so a job queued before the fault is still queued after it, and the workers,
         which all lose it at once, are not blamed."""
-        t_submit = int(time.time())
         job = self.on_controller("sbatch --parsable --begin=now+1hour --wrap 'true'").strip()
+        submitted = time.time()
         # slurmctld saves its state in the background; what it had not saved when the
-        # node died is lost, as with any kill -9 of slurmctld. Wait until it saved.
+        # node died is lost, as with any kill -9 of slurmctld. Wait until a save that
+        # began after the submission finished: job_state's mtime (whole seconds) past
+        # submitted + 1 is one, as a save takes milliseconds. (Waiting only for an mtime
+        # past the submission's second raced a save that began before it: the job was
+        # then lost by slurmctld, not by hpod.) Changing the job makes slurmctld save
+        # again after that second.
+        time.sleep(1.2)
+        self.on_controller("scontrol update jobid=%s comment=hpod-state-saved" % job)
         deadline = time.time() + 30
         while int(self.d.in_node(self.controller, "stat -c %Y /var/spool/slurmctld/job_state"
-                                 ).stdout.strip() or 0) <= t_submit:
+                                 ).stdout.strip() or 0) <= int(submitted) + 1:
             self.assertLess(time.time(), deadline, "slurmctld never saved its job state")
             time.sleep(0.5)
         key = self.d.in_node(self.controller, "md5sum /var/lib/hpod-agent/munge/munge.key")
