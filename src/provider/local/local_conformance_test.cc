@@ -50,15 +50,7 @@ class LocalHarness {
   Provider& provider() { return *provider_; }
   LocalProvider& local() { return *provider_; }
   LaunchSpec Spec(const std::string& id, const std::string& cluster) {
-    LaunchSpec s;
-    s.instance_id = id;
-    s.cluster_id = cluster;
-    s.cluster_name = "cluster-" + cluster;
-    s.group_name = "workers";
-    s.instance_name = "workers-1";
-    s.instance_type = "ml.c5.xlarge";
-    s.bootstrap_token = "tok-" + id;
-    return s;
+    return test_support::TestSpec(id, cluster);
   }
   // The fake host settles at once: nothing to wait for.
   void Advance() {}

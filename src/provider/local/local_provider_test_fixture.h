@@ -56,6 +56,21 @@ class SharedHost final : public NodeHost {
   FakeNodeHost* h_;
 };
 
+// A worker's LaunchSpec in `cluster` (the local tests' and the conformance harness's).
+inline LaunchSpec TestSpec(const std::string& id, const std::string& cluster,
+                           const std::string& ip = "") {
+  LaunchSpec s;
+  s.instance_id = id;
+  s.cluster_id = cluster;
+  s.cluster_name = "cluster-" + cluster;
+  s.group_name = "workers";
+  s.instance_name = "workers-1";
+  s.instance_type = "ml.c5.xlarge";
+  s.bootstrap_token = "tok-" + id;
+  s.private_ip = ip;
+  return s;
+}
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -94,16 +109,7 @@ class LocalProviderTest : public ::testing::Test {
 
   static LaunchSpec Spec(const std::string& id, const std::string& cluster = "c1",
                          const std::string& ip = "") {
-    LaunchSpec s;
-    s.instance_id = id;
-    s.cluster_id = cluster;
-    s.cluster_name = "cluster-" + cluster;
-    s.group_name = "workers";
-    s.instance_name = "workers-1";
-    s.instance_type = "ml.c5.xlarge";
-    s.bootstrap_token = "tok-" + id;
-    s.private_ip = ip;
-    return s;
+    return TestSpec(id, cluster, ip);
   }
   NodeObservation Observe(LocalProvider& p, const std::string& id) {
     auto o = p.Describe(id);
