@@ -79,6 +79,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wrong_secret(secret):
+    """`secret` with its last character changed: always a different key. (Not just
+    secret[:-1] + "x": secrets are 40 characters of A-Z a-z 0-9 + /, so 1 in 64
+    ends in "x" already, and that "wrong" key was the admin's own and signed in.)"""
+    wrong = secret[:-1] + ("x" if secret[-1] != "x" else "y")
+    assert wrong != secret
+    return wrong
+
+
 def parse_key(text):
     kv = dict(l.split(" = ", 1) for l in text.splitlines() if " = " in l)
     return kv["aws_access_key_id"].strip(), kv["aws_secret_access_key"].strip()
@@ -277,7 +286,7 @@ class ConsoleTest(unittest.TestCase):
         b = self.browser
         started = time.time()
         b.step("open")
-        wrong = b.step("signin", keyId=self.admin[0], secret=self.admin[1][:-1] + "x",
+        wrong = b.step("signin", keyId=self.admin[0], secret=wrong_secret(self.admin[1]),
                        refused=True, shot="signin-refused")
         self.assertRegex(wrong["error"], r"SignatureDoesNotMatch|InvalidSignature|"
                                          r"UnrecognizedClient|AccessDenied|IncompleteSignature")
