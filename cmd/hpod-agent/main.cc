@@ -1,6 +1,8 @@
 // hpod-agent: the node agent. Flags → AgentOptions → Agent::Run (PROTOCOL.md).
-// Exit codes: 0 after SIGTERM/SIGINT, 78 (EX_CONFIG) for a bad config file or a node
-// credential hpodd refuses.
+//   hpod-agent --config FILE                     a node the provider configured
+//   hpod-agent join --server URL --token TOKEN   a machine joining over the network
+// Exit codes: 0 after SIGTERM/SIGINT, 78 (EX_CONFIG) for a bad config file, a
+// refused join or a node credential (or certificate) hpodd refuses.
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -11,9 +13,66 @@
 
 #include "hpod/agent/agent.h"
 #include "hpod/agent/agent_options.h"
+#include "hpod/agent/join.h"
+#include "hpod/agent/machine_facts.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/logging.h"
 #include "hpod/base/signals.h"
+
+namespace {
+
+using hpod::agent::kExitConfig;
+
+// The joined state for `server`, joining first when the state dir has none.
+hpod::StatusOr<hpod::agent::JoinedState> EnsureJoined(const std::string& server,
+                                                      const std::string& token,
+                                                      const std::string& state_dir,
+                                                      const std::string& machine_id_file) {
+  auto state = hpod::agent::LoadJoinedState(state_dir);
+  if (state.ok()) {
+    if (!server.empty() && state->server != server && state->server + "/" != server) {
+      return hpod::FailedPreconditionError(
+          state_dir + " holds a join to " + state->server + ", not " + server +
+          "; use another --state-dir, or remove " + state_dir + "/join.json to join anew");
+    }
+    spdlog::info("already joined {} as host {}", state->server, state->host_id);
+    return state;
+  }
+  if (state.status().code() != hpod::StatusCode::kNotFound) return state.status();
+  if (token.empty()) {
+    return hpod::FailedPreconditionError("this machine has not joined hpodd yet (no " + state_dir +
+                                         "/join.json) and has no join token to join with");
+  }
+  hpod::agent::FactsOptions fo;
+  if (!machine_id_file.empty()) fo.machine_id_file = machine_id_file;
+  HPOD_ASSIGN_OR_RETURN(nlohmann::json facts, hpod::agent::CollectMachineFacts(fo));
+  hpod::agent::JoinOptions jo;
+  jo.server = server;
+  jo.token = token;
+  jo.state_dir = state_dir;
+  jo.facts = std::move(facts);
+  HPOD_ASSIGN_OR_RETURN(auto joined, hpod::agent::JoinHpodd(jo));
+  spdlog::info("joined {} as host {} of pool {}{}", joined.server, joined.host_id, joined.pool,
+               joined.instance_id.empty() ? "" : " for node " + joined.instance_id);
+  return joined;
+}
+
+// Runs `run` until it returns, stopping it on SIGTERM/SIGINT.
+int RunUntilSignal(const std::function<int()>& run, const std::function<void()>& stop) {
+  std::atomic<bool> stopping{false};
+  auto watcher = hpod::SignalWatcher::Start({SIGTERM, SIGINT}, [&](int sig) {
+    if (stopping.exchange(true)) return;  // a burst of them stops the agent once
+    spdlog::info("received {}, stopping", hpod::SignalName(sig));
+    stop();
+  });
+  if (!watcher.ok()) {
+    spdlog::error("{}", watcher.status().message());
+    return 1;
+  }
+  return run();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hpod-agent: the hpod node agent"};
@@ -22,31 +81,78 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_path, "agent config file (JSON, written by the provider)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  std::string machine_id_file;
+  app.add_option("--machine-id-file", machine_id_file,
+                 "where the machine id is read at a join (default /etc/machine-id)");
+
+  CLI::App* join = app.add_subcommand(
+      "join",
+      "join hpodd over the network with a join token (hpod create-join-token), then run as "
+      "this machine's agent");
+  std::string server, token, state_dir = "/var/lib/hpod-agent";
+  join->add_option("--server", server, "hpodd's agent address, https://HOST:PORT (--agent-listen)")
+      ->required();
+  join->add_option("--token", token, "the join token (hpodjoin1....); unused once joined")
+      ->required();
+  join->add_option("--state-dir", state_dir,
+                   "where the agent keeps its key, certificate and state (default "
+                   "/var/lib/hpod-agent)");
   CLI11_PARSE(app, argc, argv);
 
   hpod::InitLogging(hpod::LoggingOptions{log_level, "", "hpod-agent"});
-  auto options = hpod::agent::LoadAgentConfig(config_path);
-  if (!options.ok()) {
-    spdlog::error("{}", options.status().message());
-    return hpod::agent::kExitConfig;
-  }
-
   // The stop signals are read by a watcher thread, never by a handler
   // (hpod/base/signals.h); blocked here, before the agent starts any thread.
   hpod::BlockSignals({SIGTERM, SIGINT});
   signal(SIGPIPE, SIG_IGN);
 
-  hpod::agent::Agent agent(*options, hpod::RealClock::Get());
-  spdlog::default_logger()->sinks().push_back(agent.MakeLogSink());
-  std::atomic<bool> stopping{false};
-  auto watcher = hpod::SignalWatcher::Start({SIGTERM, SIGINT}, [&](int sig) {
-    if (stopping.exchange(true)) return;  // a burst of them stops the agent once
-    spdlog::info("received {}, stopping", hpod::SignalName(sig));
-    agent.Stop();
-  });
-  if (!watcher.ok()) {
-    spdlog::error("{}", watcher.status().message());
-    return 1;
+  hpod::agent::AgentOptions options;
+  if (join->parsed()) {
+    auto joined = EnsureJoined(server, token, state_dir, machine_id_file);
+    if (!joined.ok()) {
+      spdlog::error("{}", joined.status().message());
+      std::fprintf(stderr, "hpod-agent join: %s\n", std::string(joined.status().message()).c_str());
+      return kExitConfig;
+    }
+    if (joined->instance_id.empty()) {
+      std::atomic<bool> stopped{false};
+      return RunUntilSignal(
+          [&] {
+            hpod::Status s =
+                hpod::agent::RunSpareHost(*joined, state_dir, [&] { return stopped.load(); });
+            if (s.ok()) return 0;
+            spdlog::error("{}", s.message());
+            return kExitConfig;
+          },
+          [&] { stopped = true; });
+    }
+    options.instance_id = joined->instance_id;
+    options.endpoint = joined->server;
+    options.state_dir = state_dir;
+  } else {
+    auto loaded = hpod::agent::LoadAgentConfig(config_path);
+    if (!loaded.ok()) {
+      spdlog::error("{}", loaded.status().message());
+      return kExitConfig;
+    }
+    options = *loaded;
+    if (options.endpoint.rfind("https://", 0) == 0) {
+      // A network agent the provider configured: it joins with the token the
+      // provider minted for this launch, exactly as a machine of the user would.
+      auto joined =
+          EnsureJoined(options.endpoint, options.join_token, options.state_dir, machine_id_file);
+      if (!joined.ok()) {
+        spdlog::error("{}", joined.status().message());
+        return kExitConfig;
+      }
+      if (joined->instance_id != options.instance_id) {
+        spdlog::error("this host joined as {} for node '{}', but its config is for {}",
+                      joined->host_id, joined->instance_id, options.instance_id);
+        return kExitConfig;
+      }
+    }
   }
-  return agent.Run();
+
+  hpod::agent::Agent agent(options, hpod::RealClock::Get());
+  spdlog::default_logger()->sinks().push_back(agent.MakeLogSink());
+  return RunUntilSignal([&] { return agent.Run(); }, [&] { agent.Stop(); });
 }

@@ -110,6 +110,13 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& 
   if (!daemon.ok()) return Fail(daemon.status().message());
   spdlog::info("node provider: {}", choice.description);
   // Scripts wait for this line (and systemd for READY=1) before calling the API.
+  // Before the ready line, which scripts wait for.
+  if (uint16_t agent_port = (*daemon)->agent_network_port(); agent_port != 0) {
+    const std::string& a = options.agent_listen_address;
+    std::printf("hpodd agents join on https://%s:%u\n",
+                a.find(':') != std::string::npos ? ("[" + a + "]").c_str() : a.c_str(),
+                static_cast<unsigned>(agent_port));
+  }
   const std::string& host = options.http.address;
   std::printf("hpodd ready on %s://%s:%u\n", options.http.tls.enabled ? "https" : "http",
               host.find(':') != std::string::npos ? ("[" + host + "]").c_str() : host.c_str(),
@@ -154,6 +161,9 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
       register_timeout_s = 120;
   int slurmd_timeout_s = 30;
   std::string console_dir;
+  std::string agent_listen;
+  std::vector<std::string> agent_tls_names;
+  int agent_cert_validity_s = 7 * 24 * 3600;
   std::string provider_name = providers.empty() ? "" : providers.front().name;
   std::vector<std::string> provider_names;
   for (const ProviderChoice& p : providers) provider_names.push_back(p.name);
@@ -219,6 +229,17 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
                   "Slurm's SlurmdTimeout: seconds without an answer from a node's slurmd "
                   "before Slurm marks it DOWN (hpod's node replacement must finish sooner)")
         ->check(CLI::Range(5, 3600))
+        ->capture_default_str();
+    a->add_option("--agent-listen", agent_listen,
+                  "ADDRESS:PORT where machines join (hpod-agent join) and network agents connect, "
+                  "over mutual TLS with hpodd's CA (<data-dir>/tls); default: none, agents use "
+                  "the Unix socket");
+    a->add_option("--agent-tls-name", agent_tls_names,
+                  "A DNS name or IP address agents dial --agent-listen by, for its certificate "
+                  "(repeatable)");
+    a->add_option("--agent-cert-validity", agent_cert_validity_s,
+                  "Seconds a host's client certificate is valid; agents renew it at two thirds")
+        ->check(CLI::Range(10, 366 * 24 * 3600))
         ->capture_default_str();
     a->add_option("--console-dir", console_dir,
                   "Directory of the web console's built files (index.html, assets/) served at "
@@ -414,6 +435,13 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     options.agents.s3.secret_access_key = v;
   }
   options.agent_socket = controlplane::AgentSocketPath(data_dir);
+  if (!agent_listen.empty()) {
+    if (!ParseListen(agent_listen, &options.agent_listen_address, &options.agent_listen_port)) {
+      return Fail("--agent-listen: expected ADDRESS:PORT, got " + agent_listen);
+    }
+    options.agent_tls_names = agent_tls_names;
+    options.joins.certificate_validity = std::chrono::seconds(agent_cert_validity_s);
+  }
   {
     // Found beside the binary as the SPANK plugin is (main.cc), installed or built.
     std::error_code exe_error;

@@ -105,6 +105,14 @@ Agent::Agent(AgentOptions options, const Clock& clock)
   channel.backoff_max = options_.backoff_max;
   channel.connect_timeout = options_.connect_timeout;
   channel.heartbeat_interval = options_.default_heartbeat_interval;
+  if (options_.endpoint.rfind("https://", 0) == 0) {
+    // A network agent: the certificate its join left (join.h) is its credential.
+    IdentityPaths identity = NodeIdentityPaths(options_.state_dir);
+    channel.tls_ca_file = identity.ca;
+    channel.tls_node_pem = identity.node;
+    renewal_ = std::make_unique<CertificateRenewal>(identity.node, clock_);
+    channel.renewal = renewal_.get();
+  }
   channel_ = std::make_unique<Channel>(channel, this);
   log_target_->channel = channel_.get();  // no sink exists yet: MakeLogSink comes later
   SlurmNodeOptions slurm = options_.slurm;

@@ -23,6 +23,7 @@
 #include "hpod/agent/commands.h"
 #include "hpod/agent/health/health_checks.h"
 #include "hpod/agent/host_stats.h"
+#include "hpod/agent/join.h"
 #include "hpod/agent/lifecycle.h"
 #include "hpod/agent/local_socket.h"
 #include "hpod/agent/slurm_node.h"
@@ -89,6 +90,7 @@ class Agent final : public ChannelHandler {
   TrainingQueryRunner training_;  // hpodd's training_query messages (reads /fsx)
   // Before channel_: the heartbeat thread reads it (HeartbeatFields).
   HostSampler host_;
+  std::unique_ptr<CertificateRenewal> renewal_;  // network agents only; before channel_
   std::unique_ptr<Channel> channel_;
   std::unique_ptr<SlurmNode> slurm_;  // after channel_: its callbacks send on it
   Mutex instance_type_mu_;

@@ -30,6 +30,10 @@ struct AgentOptions {
   // "unix:///abs/path.sock" or "http://host:port".
   std::string endpoint;
   std::string bootstrap_token;
+  // https:// endpoints: the join token (hpodjoin1....) the agent joins with when
+  // its state dir holds no certificate yet (join.h); the provider mints one per
+  // launch. Unused once joined.
+  std::string join_token;
   // On the node's own disk: node-credential, lifecycle.json, lifecycle.log.
   std::string state_dir;
   std::string hostname;    // empty: gethostname()

@@ -45,8 +45,8 @@ StatusOr<Dial> MakeDial(std::string_view endpoint, std::string_view path,
   } else {
     return InvalidArgumentError("unsupported endpoint " + std::string(endpoint));
   }
-  dial.headers = {{"X-Hpod-Instance-Id", std::string(instance_id)},
-                  {"Authorization", std::string(authorization)}};
+  dial.headers = {{"X-Hpod-Instance-Id", std::string(instance_id)}};
+  if (!authorization.empty()) dial.headers.push_back({"Authorization", std::string(authorization)});
   return dial;
 }
 
@@ -97,9 +97,22 @@ StatusOr<Dial> Channel::SessionDial(std::string_view session_id) const {
     MutexLock lock(mu_);
     secret = secret_;
   }
+  if (tls()) {
+    HPOD_ASSIGN_OR_RETURN(
+        Dial dial, MakeDial(options_.endpoint, "/agent/v1/sessions/" + std::string(session_id),
+                            options_.instance_id, "", options_.connect_timeout));
+    UseCertificate(dial);
+    return dial;
+  }
   if (secret.empty()) return FailedPreconditionError("no node credential yet");
   return MakeDial(options_.endpoint, "/agent/v1/sessions/" + std::string(session_id),
                   options_.instance_id, "HpodNode " + secret, options_.connect_timeout);
+}
+
+void Channel::UseCertificate(Dial& dial) const {
+  dial.options.ca_file = options_.tls_ca_file;
+  dial.options.client_cert_file = options_.tls_node_pem;
+  dial.options.client_key_file = options_.tls_node_pem;
 }
 
 void Channel::Send(const Json& message) { Enqueue(Serialize(message), true); }
@@ -174,6 +187,9 @@ void Channel::HeartbeatLoop() {
     proto::Heartbeat beat = handler_->HeartbeatFields();
     beat.seq = static_cast<int64_t>(++seq);
     Enqueue(Serialize(beat.ToJson()), /*keep_while_disconnected=*/false);
+    if (options_.renewal != nullptr) {
+      if (auto renew = options_.renewal->Due()) Enqueue(Serialize(renew->ToJson()), false);
+    }
     lock.Lock();
   }
 }
@@ -189,20 +205,23 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
     MutexLock lock(mu_);
     secret = secret_;
   }
-  const bool bootstrap = secret.empty();
+  const bool bootstrap = secret.empty() && !tls();
   std::string authorization =
-      bootstrap ? "HpodBootstrap " + options_.bootstrap_token : "HpodNode " + secret;
+      tls() ? "" : (bootstrap ? "HpodBootstrap " + options_.bootstrap_token : "HpodNode " + secret);
   HPOD_ASSIGN_OR_RETURN(Dial dial,
                         MakeDial(options_.endpoint, "/agent/v1/channel", options_.instance_id,
                                  authorization, options_.connect_timeout));
+  if (tls()) UseCertificate(dial);
   auto client = http::WebSocketClient::Connect(dial.url, dial.headers, dial.options);
   if (!client.ok()) {
     StatusCode code = client.status().code();
     if (code == StatusCode::kUnauthenticated || code == StatusCode::kNotFound) {
       return FailedPreconditionError(
           std::string("hpodd refused this node's ") +
-          (bootstrap ? "bootstrap token" : "credential " + credential_path()) + " (" +
-          (code == StatusCode::kNotFound ? "404: the node was deleted" : "401") + ": " +
+          (tls()       ? "certificate " + options_.tls_node_pem
+           : bootstrap ? "bootstrap token"
+                       : "credential " + credential_path()) +
+          " (" + (code == StatusCode::kNotFound ? "404: the node was deleted" : "401") + ": " +
           Trim(client.status().message()) + "); not retrying");
     }
     return client.status();
@@ -231,8 +250,28 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
   return conn;
 }
 
+bool Channel::OnIdentityMessage(const Json& message) {
+  if (options_.renewal == nullptr) return false;
+  const std::string type = message.value("type", "");
+  if (type == proto::Certificate::kType) {
+    auto cert = proto::Certificate::FromJson(message);
+    Status s = cert.ok() ? options_.renewal->Accept(*cert) : cert.status();
+    if (!s.ok()) spdlog::warn("renewing this host's certificate: {}", s.message());
+    return true;
+  }
+  if (type == proto::Error::kType &&
+      message.value("frame_type", "") == proto::RenewCertificate::kType) {
+    spdlog::warn("hpodd did not renew this host's certificate: {}",
+                 message.value("message", std::string("(no reason)")));
+    return true;
+  }
+  return false;
+}
+
 Status Channel::Run() {
-  if (auto stored = ReadFile(credential_path()); stored.ok() && !Trim(*stored).empty()) {
+  if (tls()) {
+    // A network agent: its certificate is its credential (join.h).
+  } else if (auto stored = ReadFile(credential_path()); stored.ok() && !Trim(*stored).empty()) {
     MutexLock lock(mu_);
     secret_ = Trim(*stored);
   } else if (options_.bootstrap_token.empty()) {
@@ -292,6 +331,7 @@ Status Channel::Run() {
         spdlog::warn("ignoring a channel message that is not a JSON object");
         continue;
       }
+      if (OnIdentityMessage(parsed)) continue;
       handler_->OnMessage(parsed);
       handler_->OnIdle();
     }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "hpod/agent/join.h"
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/status.h"
@@ -39,7 +40,8 @@ struct Dial {
 };
 
 // The Dial for `path` on `endpoint` ("unix:///abs.sock" → ws://localhost<path>
-// through the socket; "http://host:port" → ws://host:port<path>).
+// through the socket; "http(s)://host:port" → ws(s)://host:port<path>). An empty
+// `authorization` sends no Authorization header (network agents).
 StatusOr<Dial> MakeDial(std::string_view endpoint, std::string_view path,
                         std::string_view instance_id, std::string_view authorization,
                         std::chrono::milliseconds connect_timeout);
@@ -59,6 +61,13 @@ struct ChannelOptions {
   std::chrono::milliseconds poll_interval{5000};
   // Bytes of queued messages kept while disconnected.
   size_t outbox_max_bytes = 4 * 1024 * 1024;
+  // A network agent (an https:// endpoint; join.h): hpodd's CA and this host's
+  // certificate + key. It authenticates by certificate only (no bootstrap token,
+  // no credential), and `renewal` (may be null) renews the certificate over the
+  // channel.
+  std::string tls_ca_file;
+  std::string tls_node_pem;
+  CertificateRenewal* renewal = nullptr;
 };
 
 class Channel;
@@ -103,7 +112,8 @@ class Channel {
   // A `log` message; `data` longer than 64 KiB is split.
   void SendLog(std::string_view stream, std::string_view data);
   void SetHeartbeatInterval(std::chrono::milliseconds interval);
-  // The Dial for a shell session, authenticated with the node credential.
+  // The Dial for a shell session, authenticated with the node credential (or,
+  // for a network agent, its certificate).
   StatusOr<Dial> SessionDial(std::string_view session_id) const;
 
   bool connected() const;
@@ -116,6 +126,11 @@ class Channel {
   void WriterLoop();
   void HeartbeatLoop();
   bool SleepUnlessStopped(std::chrono::milliseconds d);
+  // A network agent (tls_node_pem set) authenticates with its certificate.
+  bool tls() const { return !options_.tls_node_pem.empty(); }
+  void UseCertificate(Dial& dial) const;
+  // Handles renewal's `certificate` and its `error`; true when it was one of them.
+  bool OnIdentityMessage(const nlohmann::json& message);
 
   const ChannelOptions options_;
   ChannelHandler* const handler_;

@@ -353,6 +353,27 @@ StatusOr<Credential> Credential::FromJson(const Json& j) {
 }
 Json Credential::ToJson() const { return Typed(kType, Json{{"secret", secret}}); }
 
+StatusOr<RenewCertificate> RenewCertificate::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  RenewCertificate c;
+  r.Str("csr", &c.csr, true);
+  return r.Done(std::move(c));
+}
+Json RenewCertificate::ToJson() const { return Typed(kType, Json{{"csr", csr}}); }
+
+StatusOr<Certificate> Certificate::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  Certificate c;
+  r.Str("certificate", &c.certificate, true);
+  r.Num("not_after", &c.not_after, true);
+  return r.Done(std::move(c));
+}
+Json Certificate::ToJson() const {
+  return Typed(kType, Json{{"certificate", certificate}, {"not_after", not_after}});
+}
+
 StatusOr<Config> Config::FromJson(const Json& j) {
   Reader r(j, {kType, ""});
   r.Type(kType);

@@ -298,6 +298,28 @@ struct Credential {
   bool operator==(const Credential&) const = default;
 };
 
+// Mutual-TLS agents (PROTOCOL.md, "Network agents"): asks for a new client
+// certificate for the key that signed `csr` (a new key, made on the node).
+struct RenewCertificate {
+  static constexpr std::string_view kType = "renew_certificate";
+  std::string csr;  // PEM
+
+  static StatusOr<RenewCertificate> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const RenewCertificate&) const = default;
+};
+
+// The answer to renew_certificate; on failure hpodd sends an `error` frame instead.
+struct Certificate {
+  static constexpr std::string_view kType = "certificate";
+  std::string certificate;  // PEM
+  double not_after = 0;     // epoch seconds
+
+  static StatusOr<Certificate> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const Certificate&) const = default;
+};
+
 struct Config {
   static constexpr std::string_view kType = "config";
   std::optional<int64_t> heartbeat_interval_ms;  // absent: the agent keeps its default

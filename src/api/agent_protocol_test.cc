@@ -70,6 +70,8 @@ std::map<std::string, json> FullMessages() {
                         JobQuery{"q-1", json{{"op", "job_health"}}}.ToJson(),
                         JobAnswer{"q-1", json{{"verdict", "healthy"}}}.ToJson(),
                         Credential{"s"}.ToJson(),
+                        RenewCertificate{"-----BEGIN CERTIFICATE REQUEST-----"}.ToJson(),
+                        Certificate{"-----BEGIN CERTIFICATE-----", 1.8e9}.ToJson(),
                         FullConfig().ToJson(),
                         ConfigPending{300}.ToJson(),
                         FullCommand().ToJson(),
@@ -144,6 +146,8 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(JobQuery{"q-7", json{{"op", "job_event"}, {"attempt", 1}}});
   ExpectRoundTrip(JobAnswer{"q-7", json{{"ok", true}}});
   ExpectRoundTrip(Credential{"secret"});
+  ExpectRoundTrip(RenewCertificate{"csr"});
+  ExpectRoundTrip(Certificate{"pem", 1.8e9});
   ExpectRoundTrip(FullConfig());
   ExpectRoundTrip(Config{std::nullopt, std::nullopt, json::object(), nullptr});
   ExpectRoundTrip(ConfigPending{300});

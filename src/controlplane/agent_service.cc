@@ -71,6 +71,31 @@ StatusOr<store::NodeRecord> AgentService::AuthenticateAgent(const http::Request&
   *bootstrapped = false;
   std::string instance_id(request.HeaderValue("X-Hpod-Instance-Id"));
   if (instance_id.empty()) return UnauthenticatedError("missing X-Hpod-Instance-Id");
+  if (request.tls) {
+    // Over the network a node proves itself with its certificate only: a secret
+    // it was handed could have been handed to anyone.
+    if (!certificate_hooks_.auth) {
+      return UnauthenticatedError("this hpodd takes no network agents");
+    }
+    if (request.peer_cert_serial_hex.empty()) {
+      return UnauthenticatedError(
+          "no client certificate: a node joins first (hpod-agent join) and connects with the "
+          "certificate it got");
+    }
+    HPOD_ASSIGN_OR_RETURN(std::string serves, certificate_hooks_.auth(request.peer_cert_serial_hex,
+                                                                      request.peer_cert_cn));
+    if (serves != instance_id) {
+      return UnauthenticatedError("host " + request.peer_cert_cn + " serves " +
+                                  (serves.empty() ? std::string("no node") : serves) + ", not " +
+                                  instance_id);
+    }
+    store::NodeRecord tls_node;
+    HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(tls_node, tx.GetNodeById(instance_id));
+      return OkStatus();
+    }));
+    return tls_node;
+  }
   store::NodeRecord node;
   std::optional<store::AgentRecord> agent;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
@@ -121,6 +146,8 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
   ch->instance_id = node->instance_id;
   ch->cluster_id = node->cluster_id;
   ch->group_name = node->group_name;
+  ch->cert_serial = request.peer_cert_serial_hex;
+  ch->cert_cn = request.peer_cert_cn;
   if (bootstrapped) {
     std::string secret = RandomString(43, kAlnum);
     Status s = store_.Write([&](store::WriteTx& tx) -> Status {
@@ -154,6 +181,22 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
   cb.on_message = [this, ch](http::WebSocketMessage m) { OnChannelMessage(ch, m); };
   cb.on_close = [this, ch] { OnChannelClosed(ch); };
   return cb;
+}
+
+bool AgentService::IsConnected(const std::string& instance_id) const {
+  MutexLock lock(mu_);
+  return channels_.count(instance_id) > 0;
+}
+
+void AgentService::Disconnect(const std::string& instance_id, const std::string& reason) {
+  std::shared_ptr<http::WebSocket> socket;
+  {
+    MutexLock lock(mu_);
+    auto it = channels_.find(instance_id);
+    if (it == channels_.end()) return;
+    socket = it->second->socket;
+  }
+  socket->Close(reason);
 }
 
 void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
@@ -298,6 +341,23 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     if (auto q = Parse<proto::JobQuery>(ch, msg)) HandleJobQuery(ch, *q);
   } else if (type == proto::TrainingResult::kType) {
     HandleTrainingResult(ch, msg);
+  } else if (type == proto::RenewCertificate::kType) {
+    auto renew = Parse<proto::RenewCertificate>(ch, msg);
+    if (!renew) return;
+    if (ch->cert_serial.empty() || !certificate_hooks_.renew) {
+      Refuse(ch, type, "renew_certificate: this channel is not authenticated by a certificate");
+      return;
+    }
+    auto issued = certificate_hooks_.renew(ch->cert_serial, ch->cert_cn, renew->csr);
+    if (!issued.ok()) {
+      // Not Refuse: a refusal here is no malformed frame, and must reach the agent
+      // every time it asks.
+      ch->socket->Send(
+          proto::Error{type, "renew_certificate: " + issued.status().message()}.ToJson().dump(),
+          false);
+      return;
+    }
+    ch->socket->Send(issued->ToJson().dump(), false);
   } else {
     // A newer agent's message: not malformed, just not ours to act on.
     spdlog::debug("agent of {} sent unknown frame type {}", ch->instance_id, type);

@@ -206,6 +206,25 @@ class AgentService final : public SlurmAgents, public NodeSignals {
                                    std::optional<double> clock_offset)>;
   void SetJobHandler(JobHandler handler) { job_handler_ = std::move(handler); }
 
+  // Network agents (mutual TLS; join_service.h). An upgrade that came over TLS is
+  // authenticated only by its verified client certificate: `auth(serial, cn)`
+  // returns the instance id the certificate's host serves (its
+  // X-Hpod-Instance-Id must be that one) or why it is refused; bootstrap tokens
+  // and node credentials are not accepted there. `renew(serial, cn, csr)` answers
+  // a channel's renew_certificate. Set once, before agents connect.
+  struct CertificateHooks {
+    std::function<StatusOr<std::string>(const std::string& serial, const std::string& cn)> auth;
+    std::function<StatusOr<api::agentproto::Certificate>(
+        const std::string& serial, const std::string& cn, const std::string& csr)>
+        renew;
+  };
+  void SetCertificateHooks(CertificateHooks hooks) { certificate_hooks_ = std::move(hooks); }
+
+  // Whether the node's agent holds a channel now.
+  bool IsConnected(const std::string& instance_id) const;
+  // Closes the node's channel, if it has one (its host was revoked).
+  void Disconnect(const std::string& instance_id, const std::string& reason);
+
  private:
   struct Channel;
   struct Session;
@@ -278,7 +297,8 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::map<std::string, api::agentproto::HealthReport> health_ GUARDED_BY(mu_);
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
-  JobHandler job_handler_;  // set before serving, read-only after
+  JobHandler job_handler_;
+  CertificateHooks certificate_hooks_;  // set before serving, read-only after
 };
 
 }  // namespace hpod::controlplane

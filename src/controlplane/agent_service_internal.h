@@ -33,6 +33,9 @@ struct AgentService::Channel {
   std::string group_name;
   uint64_t serial = 0;  // distinguishes a reconnect from the connection it replaced
   bool confirm_bootstrap = false;
+  // A network agent's verified client certificate (empty over the Unix socket).
+  std::string cert_serial;
+  std::string cert_cn;
   std::string lifecycle_state;  // last state written to the store
   std::chrono::steady_clock::time_point connected_at;
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;

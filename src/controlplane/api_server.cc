@@ -155,6 +155,14 @@ http::Response ApiServer::Serve(const http::Request& request) {
       result = node_api_.Call(
           *decoded->operation, decoded->input,
           Caller{role->access_key_id, std::string(request.HeaderValue("Host")), request.tls});
+    } else if (HostApi::Handles(op)) {
+      if (hosts_ == nullptr) {
+        result = FailedPreconditionError(
+            "this hpodd has no network listener for agents, so no machine can join it; start "
+            "hpodd with --agent-listen ADDRESS:PORT");
+      } else {
+        result = hosts_->Call(op, decoded->input);
+      }
     } else if (RecoveryApiHandles(op)) {
       result = CallRecoveryApi(store_, op, decoded->input);
     } else {

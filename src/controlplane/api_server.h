@@ -14,6 +14,7 @@
 #include "hpod/auth/sigv4.h"
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/host_api.h"
 #include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/http/message.h"
@@ -41,6 +42,10 @@ class ApiServer {
 
   http::Response Handle(const http::Request& request);
 
+  // Join tokens and hosts (host_api.h); without one, those operations answer
+  // that this hpodd has no agent network listener. Set before serving.
+  void SetHostApi(HostApi* hosts) { hosts_ = hosts; }
+
  private:
   class StoreSecrets : public auth::SecretLookup {
    public:
@@ -67,6 +72,7 @@ class ApiServer {
   const ApiServerOptions options_;
   StoreSecrets secrets_;
   Metrics* const metrics_;
+  HostApi* hosts_ = nullptr;
 };
 
 }  // namespace hpod::controlplane

@@ -135,7 +135,8 @@ bool ClusterApi::IsReadOnly(const std::string& op) {
       "DescribeClusterNode",   "ListClusterEvents",    "DescribeClusterEvent",
       "HpodStartSession",      "HpodGetNodeLogs",      "HpodListSlurmNodes",
       "HpodDescribeRecovery",  "HpodListRecoveries",   "HpodDescribeJobGoodput",
-      "HpodGetCallerIdentity", "HpodListTrainingRuns", "HpodGetTrainingMetrics"};
+      "HpodGetCallerIdentity", "HpodListTrainingRuns", "HpodGetTrainingMetrics",
+      "HpodListHosts"};
   return kReadOnly.count(op) > 0;
 }
 

@@ -139,12 +139,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   }
   std::function<std::string(const std::string&)> bootstrap_token;
   if (d->provider_ != nullptr && d->provider_->RunsAgents()) {
-    if (env.agent_socket.empty()) {
-      // The network path (an https:// agent_url with mutual TLS) is not served yet.
+    if (env.agent_socket.empty() && options.agent_listen_address.empty()) {
       return FailedPreconditionError(
           "the node provider's agents dial " +
           (env.agent_url.empty() ? std::string("nothing") : env.agent_url) +
-          ", but this hpodd serves agents on its Unix socket only");
+          " over the network; start hpodd with --agent-listen ADDRESS:PORT");
     }
     HPOD_ASSIGN_OR_RETURN(std::string key, AgentService::BootstrapKey(*d->store_));
     AgentServiceOptions agent_options = options.agents;
@@ -241,6 +240,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
         http::Server::Start(so, d->agent_routes_->handler(), d->agent_routes_->upgrade_handler()));
     spdlog::info("hpodd serving node agents on unix:{}", so.unix_path);
   }
+  if (!options.agent_listen_address.empty()) HPOD_RETURN_IF_ERROR(d->StartAgentNetwork());
   d->queue_->Start();
   d->resync_ = std::thread([self] { self->ResyncLoop(); });
   d->api_routes_ = std::make_unique<http::Router>();
@@ -283,6 +283,8 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
   }
   cv_.notify_all();
   if (agents_) agents_->Shutdown();
+  if (host_channels_) host_channels_->Shutdown();
+  if (agent_net_server_) agent_net_server_->Shutdown(grace);
   if (server_) server_->Shutdown(grace);
   if (agent_server_) agent_server_->Shutdown(grace);
   if (s3_relay_) s3_relay_->Shutdown();

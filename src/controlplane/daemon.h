@@ -23,7 +23,10 @@
 #include "hpod/controlplane/cluster_reconciler.h"
 #include "hpod/controlplane/console.h"
 #include "hpod/controlplane/health_reconciler.h"
+#include "hpod/controlplane/host_api.h"
+#include "hpod/controlplane/host_channels.h"
 #include "hpod/controlplane/jobs.h"
+#include "hpod/controlplane/join_service.h"
 #include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/controlplane/node_logs.h"
@@ -50,6 +53,15 @@ struct DaemonOptions {
   std::string agent_socket;
   // The web console's files (console.h); default: none, GET / says how to build it.
   ConsoleOptions console;
+  // The agents' network listener (daemon_agent_network.cc): mutual TLS over TCP,
+  // where machines join (GET /join/v1/ca, POST /join/v1/join) and their agents
+  // connect with the certificate they got. Empty address: none (only the Unix
+  // socket). Port 0 picks a free one (agent_network_port()).
+  std::string agent_listen_address;
+  uint16_t agent_listen_port = 0;
+  // Extra names for the listener's certificate (--tls-name).
+  std::vector<std::string> agent_tls_names;
+  JoinServiceOptions joins;
 };
 
 class Daemon {
@@ -61,6 +73,8 @@ class Daemon {
   ~Daemon();
 
   uint16_t port() const { return server_->port(); }
+  // The agents' network listener's port; 0 when there is none.
+  uint16_t agent_network_port() const { return agent_net_server_ ? agent_net_server_->port() : 0; }
   // Stops serving (in-flight requests finish within `grace`), then stops reconciling.
   void Shutdown(std::chrono::milliseconds grace);
 
@@ -71,6 +85,10 @@ class Daemon {
   // the session relay's upgrades) and of the agents' listener (their channel and session upgrades).
   Status AddApiRoutes(http::Router& router);
   Status AddAgentRoutes(http::Router& router);
+  // The agents' network listener: its certificate, the join service and its
+  // routes (daemon_agent_network.cc). Called from Start when configured.
+  Status StartAgentNetwork();
+  http::Response ServeJoin(const http::Request& request);
 
   DaemonOptions options_;
   const Clock* clock_ = nullptr;
@@ -92,6 +110,12 @@ class Daemon {
   std::unique_ptr<http::Router> agent_routes_;  // the agents' listener's routes
   std::unique_ptr<http::Server> agent_server_;
   std::unique_ptr<S3Relay> s3_relay_;
+  // With --agent-listen: joins, spare hosts' channels, their API, the listener.
+  std::unique_ptr<JoinService> joins_;
+  std::unique_ptr<HostChannels> host_channels_;
+  std::unique_ptr<HostApi> host_api_;
+  std::unique_ptr<http::Router> agent_net_routes_;
+  std::unique_ptr<http::Server> agent_net_server_;
   std::unique_ptr<Console> console_;          // never null once started
   std::unique_ptr<http::Router> api_routes_;  // the API listener's routes
   std::unique_ptr<http::Server> server_;

@@ -121,6 +121,10 @@ StatusOr<Response> Client::Send(const std::string& url, const Request& request) 
   if (!impl_->options.client_key_file.empty()) {
     curl_easy_setopt(h, CURLOPT_SSLKEY, impl_->options.client_key_file.c_str());
   }
+  if (!impl_->options.verify_server) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &response.body);

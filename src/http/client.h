@@ -32,6 +32,10 @@ struct ClientOptions {
   // asks; both or neither.
   std::string client_cert_file{};
   std::string client_key_file{};
+  // false: the server's certificate is not checked at all. Only for fetching a
+  // document whose bytes the caller authenticates itself (hpod-agent join fetches
+  // hpodd's CA and trusts it only if its hash is the join token's pin).
+  bool verify_server = true;
 };
 
 class Client {

@@ -75,6 +75,12 @@ class Daemon:
              "--region", REGION] + self.extra_args,
             stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         line = self.proc.stdout.readline()
+        # With --agent-listen, the agents' address comes first.
+        self.agent_url = None
+        joins = re.search(r"agents join on (https://\S+)", line)
+        if joins:
+            self.agent_url = joins.group(1)
+            line = self.proc.stdout.readline()
         m = re.search(r"ready on (https?)://127\.0\.0\.1:(\d+)", line)
         if not m:
             raise RuntimeError("hpodd-fake did not start: %r (see %s)" % (line, self.log.name))

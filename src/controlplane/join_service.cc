@@ -1,0 +1,272 @@
+#include "hpod/controlplane/join_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <regex>
+
+#include "hpod/auth/join_token.h"
+#include "hpod/base/crypto.h"
+
+namespace hpod::controlplane {
+namespace {
+
+namespace pki = auth::pki;
+
+// Facts are what an agent says about its machine: kept as given, bounded.
+constexpr size_t kMaxFactsBytes = 64 * 1024;
+
+std::string Utc(double epoch) {
+  std::time_t t = static_cast<std::time_t>(epoch);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+double Epoch(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// One answer for an unknown id and a wrong secret: a guesser learns nothing.
+Status NotValid(const std::string& id) {
+  return UnauthenticatedError("join token " + id +
+                              " is not valid here (no such token, or a wrong secret)");
+}
+
+}  // namespace
+
+std::string JoinTokenStatus(const store::JoinTokenRecord& t, double now) {
+  if (t.revoked) return "Revoked";
+  if (now >= t.expires) return "Expired";
+  if (t.uses_left <= 0) return "UsedUp";
+  return "Active";
+}
+
+JoinService::JoinService(store::Store& store, const Clock& clock, pki::Issued ca,
+                         std::string ca_pin, JoinServiceOptions options,
+                         std::function<bool(const store::HostRecord&)> is_live)
+    : store_(store),
+      clock_(clock),
+      ca_(std::move(ca)),
+      ca_pin_(std::move(ca_pin)),
+      options_(options),
+      is_live_(std::move(is_live)) {}
+
+StatusOr<CreatedJoinToken> JoinService::CreateToken(const JoinTokenSpec& spec) {
+  if (spec.ttl.count() < 1) return InvalidArgumentError("a join token's ttl must be at least 1 s");
+  if (spec.uses < 1) return InvalidArgumentError("a join token must allow at least 1 use");
+  auth::JoinToken token = auth::NewJoinToken(ca_pin_);
+  CreatedJoinToken out;
+  store::JoinTokenRecord& r = out.record;
+  r.id = token.id;
+  r.secret_hash = auth::HashJoinSecret(token.secret);
+  r.pool = spec.pool.empty() ? "default" : spec.pool;
+  r.instance_id = spec.instance_id;
+  r.created = clock_.NowEpochSeconds();
+  r.expires = r.created + static_cast<double>(spec.ttl.count());
+  r.uses_left = spec.uses;
+  r.description = spec.description;
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    // 32 random bits: a collision is rare, and must not replace a live token.
+    if (tx.GetJoinToken(r.id).ok()) return AbortedError("join token id collision; try again");
+    return tx.PutJoinToken(r);
+  }));
+  out.text = auth::FormatJoinToken(token);
+  return out;
+}
+
+StatusOr<store::JoinTokenRecord> JoinService::RevokeToken(const std::string& id) {
+  store::JoinTokenRecord t;
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    auto got = tx.GetJoinToken(id);
+    if (!got.ok()) {
+      if (got.status().code() == StatusCode::kNotFound) {
+        return NotFoundError("join token " + id + " not found");
+      }
+      return got.status();
+    }
+    t = *got;
+    if (t.revoked) return OkStatus();
+    t.revoked = true;
+    return tx.PutJoinToken(t);
+  }));
+  return t;
+}
+
+StatusOr<IssuedCertificate> JoinService::Sign(const std::string& csr_pem,
+                                              const std::string& host_id) {
+  HPOD_ASSIGN_OR_RETURN(
+      std::string pem,
+      pki::SignClientCertificate(ca_, csr_pem, host_id, options_.certificate_validity, clock_));
+  HPOD_ASSIGN_OR_RETURN(pki::CertificateInfo info, pki::ParseCertificate(pem));
+  return IssuedCertificate{pem, info.serial_hex, Epoch(info.not_after)};
+}
+
+StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
+  HPOD_ASSIGN_OR_RETURN(auth::JoinToken token, auth::ParseJoinToken(request.token));
+  if (token.ca_pin != ca_pin_) {
+    return UnauthenticatedError("the join token is for another hpodd: it pins CA " + token.ca_pin +
+                                ", this hpodd's CA is " + ca_pin_);
+  }
+  if (!request.facts.is_object()) {
+    return InvalidArgumentError("the machine's facts must be a JSON object");
+  }
+  if (request.facts.dump().size() > kMaxFactsBytes) {
+    return InvalidArgumentError("the machine's facts are over 64 KiB");
+  }
+  static const std::regex kMachineId("^[0-9a-f]{32}$");
+  auto mid = request.facts.find("machine_id");
+  if (mid == request.facts.end() || !mid->is_string() ||
+      !std::regex_match(mid->get<std::string>(), kMachineId)) {
+    return InvalidArgumentError(
+        "the machine's facts need machine_id: 32 lowercase hex characters, as /etc/machine-id "
+        "holds (run systemd-machine-id-setup on a machine that has none)");
+  }
+  const std::string machine_id = *mid;
+  const double now = clock_.NowEpochSeconds();
+
+  JoinResult result;
+  Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+    auto got = tx.GetJoinToken(token.id);
+    if (!got.ok()) {
+      return got.status().code() == StatusCode::kNotFound ? NotValid(token.id) : got.status();
+    }
+    store::JoinTokenRecord t = *got;
+    if (!auth::JoinSecretMatches(token.secret, t.secret_hash)) return NotValid(token.id);
+    if (t.revoked) return UnauthenticatedError("join token " + t.id + " was revoked");
+    if (now >= t.expires) {
+      return UnauthenticatedError("join token " + t.id + " expired at " + Utc(t.expires) +
+                                  "; create a new one with `hpod create-join-token`");
+    }
+    if (t.uses_left <= 0) {
+      return UnauthenticatedError("join token " + t.id +
+                                  " is used up; create a new one with `hpod create-join-token`");
+    }
+    store::HostRecord host;
+    auto before = tx.GetHostByMachineId(machine_id);
+    if (before.ok()) {
+      if (is_live_ && is_live_(*before)) {
+        return AlreadyExistsError("machine " + machine_id + " already joined as host " +
+                                  before->host_id +
+                                  " and its agent is connected; stop that agent, or revoke the "
+                                  "host (hpod hpod-revoke-host --host-id " +
+                                  before->host_id + "), before joining it again");
+      }
+      host = *before;
+      // Its old key is gone with the old agent: nothing may use it any more.
+      HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates(host.host_id));
+      for (store::CertificateRecord c : certs) {
+        if (c.revoked > 0) continue;
+        c.revoked = now;
+        HPOD_RETURN_IF_ERROR(tx.PutCertificate(c));
+      }
+    } else if (before.status().code() != StatusCode::kNotFound) {
+      return before.status();
+    } else {
+      host.host_id = "h-" + HexEncode(RandomBytes(8));
+      if (tx.GetHost(host.host_id).ok()) return AbortedError("host id collision; try again");
+    }
+    host.machine_id = machine_id;
+    host.pool = t.pool;
+    host.instance_id = t.instance_id;
+    host.facts = request.facts;
+    host.joined = now;
+    host.token_id = t.id;
+    host.state = t.instance_id.empty() ? "Spare" : "Assigned";
+    HPOD_ASSIGN_OR_RETURN(result.certificate, Sign(request.csr_pem, host.host_id));
+    store::CertificateRecord cert;
+    cert.serial = result.certificate.serial;
+    cert.host_id = host.host_id;
+    cert.not_after = result.certificate.not_after;
+    cert.issued = now;
+    HPOD_RETURN_IF_ERROR(tx.PutCertificate(cert));
+    HPOD_RETURN_IF_ERROR(tx.PutHost(host));
+    --t.uses_left;
+    HPOD_RETURN_IF_ERROR(tx.PutJoinToken(t));
+    result.host = host;
+    return OkStatus();
+  });
+  if (!s.ok()) {
+    spdlog::warn("join refused: {}", s.message());
+    return s;
+  }
+  spdlog::info("machine {} joined pool {} as host {}{} (token {}, certificate {})", machine_id,
+               result.host.pool, result.host.host_id,
+               result.host.instance_id.empty() ? "" : " for " + result.host.instance_id, token.id,
+               result.certificate.serial);
+  return result;
+}
+
+StatusOr<store::HostRecord> JoinService::Authenticate(const std::string& serial,
+                                                      const std::string& common_name) {
+  store::HostRecord host;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    auto cert = tx.GetCertificate(serial);
+    if (!cert.ok()) {
+      if (cert.status().code() != StatusCode::kNotFound) return cert.status();
+      return UnauthenticatedError("certificate " + serial + " was not issued by this hpodd");
+    }
+    if (cert->revoked > 0) {
+      return UnauthenticatedError("certificate " + serial + " of host " + cert->host_id +
+                                  " was revoked at " + Utc(cert->revoked) +
+                                  "; join the machine again with a new token");
+    }
+    if (cert->host_id != common_name) {
+      return UnauthenticatedError("certificate " + serial + " names " + common_name +
+                                  ", but was issued to host " + cert->host_id);
+    }
+    auto h = tx.GetHost(cert->host_id);
+    if (!h.ok()) {
+      if (h.status().code() != StatusCode::kNotFound) return h.status();
+      return UnauthenticatedError("host " + cert->host_id + " was removed");
+    }
+    host = *h;
+    return OkStatus();
+  }));
+  return host;
+}
+
+StatusOr<IssuedCertificate> JoinService::Renew(const std::string& serial,
+                                               const std::string& common_name,
+                                               const std::string& csr_pem) {
+  HPOD_ASSIGN_OR_RETURN(store::HostRecord host, Authenticate(serial, common_name));
+  HPOD_ASSIGN_OR_RETURN(IssuedCertificate issued, Sign(csr_pem, host.host_id));
+  store::CertificateRecord cert;
+  cert.serial = issued.serial;
+  cert.host_id = host.host_id;
+  cert.not_after = issued.not_after;
+  cert.issued = clock_.NowEpochSeconds();
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) { return tx.PutCertificate(cert); }));
+  spdlog::info("renewed the certificate of host {}: {} replaces {}", host.host_id, issued.serial,
+               serial);
+  return issued;
+}
+
+StatusOr<std::vector<std::string>> JoinService::RevokeHost(const std::string& host_id) {
+  std::vector<std::string> revoked;
+  const double now = clock_.NowEpochSeconds();
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    auto host = tx.GetHost(host_id);
+    if (!host.ok()) {
+      if (host.status().code() == StatusCode::kNotFound) {
+        return NotFoundError("host " + host_id + " not found");
+      }
+      return host.status();
+    }
+    HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates(host_id));
+    for (store::CertificateRecord c : certs) {
+      if (c.revoked > 0) continue;
+      c.revoked = now;
+      revoked.push_back(c.serial);
+      HPOD_RETURN_IF_ERROR(tx.PutCertificate(c));
+    }
+    host->state = "Revoked";
+    return tx.PutHost(*host);
+  }));
+  spdlog::warn("revoked host {} ({} certificate(s))", host_id, revoked.size());
+  return revoked;
+}
+
+}  // namespace hpod::controlplane
