@@ -407,13 +407,14 @@ struct Error {
 
 // Every message type above (the PROTOCOL.md test checks the document against it).
 // (The training messages are in agent_protocol_training.h.)
-inline constexpr std::array<std::string_view, 22> kMessageTypes = {
+inline constexpr std::array<std::string_view, 24> kMessageTypes = {
     // agent → hpodd
     Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
     ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, HealthReport::kType,
-    CommandResult::kType, JobQuery::kType, TrainingResult::kType,
+    CommandResult::kType, JobQuery::kType, TrainingResult::kType, RenewCertificate::kType,
     // hpodd → agent
-    JobAnswer::kType, Credential::kType, Config::kType, ConfigPending::kType, Command::kType,
-    OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType, TrainingQuery::kType};
+    JobAnswer::kType, Credential::kType, Certificate::kType, Config::kType, ConfigPending::kType,
+    Command::kType, OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType,
+    TrainingQuery::kType};
 
 }  // namespace hpod::api::agentproto
