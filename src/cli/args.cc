@@ -121,6 +121,7 @@ std::string VerbChoices() {
   verbs.push_back("start-session");
   verbs.push_back("logs");
   verbs.push_back("inject-fault");
+  verbs.push_back("create-join-token");
   verbs.push_back("describe-recovery");
   verbs.push_back("describe-job-goodput");
   verbs.push_back("get-caller-identity");
@@ -252,6 +253,10 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
   }
   if (verb == "inject-fault") {
     HPOD_RETURN_IF_ERROR(internal::ParseInjectFaultArgs(rest, help, inv));
+    return inv;
+  }
+  if (verb == "create-join-token") {
+    HPOD_RETURN_IF_ERROR(internal::ParseCreateJoinTokenArgs(rest, help, inv));
     return inv;
   }
   if (verb == "describe-job-goodput") {

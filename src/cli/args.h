@@ -9,6 +9,9 @@
 //   hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]
 //   hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N] [--xid-code N]
 //        (HpodInjectFault's request, run as that operation: Kind kOperation)
+//   hpod create-join-token [--pool NAME] [--ttl DURATION] [--uses N] [--description TEXT]
+//        (HpodCreateJoinToken's request, Kind kOperation; prints the bare JoinToken
+//        unless --output json|table or --query asks for the response)
 //   hpod describe-recovery --cluster-name NAME (--recovery-id ID | --node-id ID)
 //   hpod help | hpod <verb> help | hpod wait [<waiter>] help | hpod --version
 //
@@ -85,7 +88,7 @@ struct Invocation {
   std::optional<Expression> query;
 
   // kHelp: "", a verb, "wait", "wait <waiter>", "start-session", "logs",
-  // "inject-fault" or "describe-recovery".
+  // "inject-fault", "create-join-token" or "describe-recovery".
   std::string help_topic;
 
   // kOperation.
@@ -95,6 +98,9 @@ struct Invocation {
   PaginationOptions pagination;
   std::optional<std::string> skeleton;  // --generate-cli-skeleton: "input" | "output"
   bool with_slurm = false;              // list-cluster-nodes --with-slurm (slurm_nodes.h)
+  // When set, the command prints only this string member of the response, alone on
+  // its line, instead of formatting the response (create-join-token: "JoinToken").
+  std::string bare_member;
 
   // kWait.
   Waiter waiter = Waiter::kClusterInService;

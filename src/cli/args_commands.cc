@@ -1,7 +1,9 @@
 // Each command's own options (args_internal.h): the operations derived from the
-// model, then the hand-written wait, start-session and logs.
+// model, then the hand-written wait, start-session, logs, inject-fault,
+// create-join-token, describe-recovery and describe-job-goodput.
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -62,6 +64,14 @@ StatusOr<bool> ParseSimpleArgs(const std::vector<std::string>& words,
     return UsageError("Unknown options: " + list);
   }
   return false;
+}
+
+// "30d", "1h", "90s": the largest unit that divides `seconds` evenly.
+std::string FormatDuration(int64_t seconds) {
+  for (const auto& [unit, size] : {std::pair<char, int64_t>{'d', 86400}, {'h', 3600}, {'m', 60}}) {
+    if (seconds > 0 && seconds % size == 0) return std::to_string(seconds / size) + unit;
+  }
+  return std::to_string(seconds) + "s";
 }
 
 Status RequireOptions(const std::map<std::string, std::string>& values,
@@ -356,6 +366,101 @@ Status ParseInjectFaultArgs(const std::vector<std::string>& words, bool help, In
   inv.kind = Invocation::Kind::kOperation;
   inv.operation = op;
   inv.params = std::move(params);
+  return OkStatus();
+}
+
+StatusOr<int64_t> ParseDurationSeconds(std::string_view option, std::string_view value,
+                                       int64_t min_s, int64_t max_s) {
+  const std::string quoted = "\"" + std::string(value) + "\"";
+  const std::string prefix = std::string(option) + ": " + quoted;
+  auto not_a_duration = [&] {
+    return UsageError(prefix + " is not a duration; use e.g. 90s, 30m, 1h or 7d");
+  };
+  auto too_long = [&] {
+    return UsageError(prefix + " is too long; use at most " + FormatDuration(max_s) + " (" +
+                      std::to_string(max_s) + "s)");
+  };
+  // Plain seconds, or one or more <digits><unit> parts ("1h30m").
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  int64_t total = 0;
+  size_t i = 0;
+  while (i < value.size()) {
+    size_t start = i;
+    while (i < value.size() && value[i] >= '0' && value[i] <= '9') ++i;
+    if (i == start) return not_a_duration();
+    int64_t unit = 1;
+    if (!plain) {
+      if (i == value.size()) return not_a_duration();  // "1h30": the last part has no unit
+      switch (value[i++]) {
+        case 's': unit = 1; break;
+        case 'm': unit = 60; break;
+        case 'h': unit = 3600; break;
+        case 'd': unit = 86400; break;
+        default: return not_a_duration();
+      }
+    }
+    std::optional<int64_t> n = ParseInt(value.substr(start, (plain ? i : i - 1) - start));
+    // Past max_s already (or past int64): no need to add up the rest.
+    if (!n.has_value() || *n > max_s / unit || total > max_s - *n * unit) return too_long();
+    total += *n * unit;
+  }
+  if (value.empty()) return not_a_duration();
+  if (total < min_s) {
+    return UsageError(prefix + " is too short; use at least " + FormatDuration(min_s));
+  }
+  return total;
+}
+
+// The friendly form of HpodCreateJoinToken (admin); it becomes that operation's
+// request, so errors and --output json|table work as for
+// `hpod hpod-create-join-token`. Unless the whole response is asked for
+// (--output json or table given on the command line, or --query), only the
+// JoinToken is printed, so that TOKEN=$(hpod create-join-token) works whatever
+// AWS_DEFAULT_OUTPUT or the profile say.
+Status ParseCreateJoinTokenArgs(const std::vector<std::string>& words, bool help,
+                                Invocation& inv) {
+  std::map<std::string, std::string> values;
+  HPOD_ASSIGN_OR_RETURN(bool help_word, ParseSimpleArgs(words,
+                                                        {{"--pool", true},
+                                                         {"--ttl", true},
+                                                         {"--uses", true},
+                                                         {"--description", true}},
+                                                        values));
+  if (help || help_word) {
+    inv.kind = Invocation::Kind::kHelp;
+    inv.help_topic = "create-join-token";
+    return OkStatus();
+  }
+  const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodCreateJoinToken");
+  const api::Member* ttl = op == nullptr ? nullptr : op->input->FindMember("TtlSeconds");
+  if (ttl == nullptr) return InternalError("the model has no HpodCreateJoinToken operation");
+  Json params = Json::object();
+  if (values.count("--pool") != 0) params["Pool"] = values["--pool"];
+  if (values.count("--ttl") != 0) {
+    // The bounds are the model's, the one place the token lifetime is limited.
+    HPOD_ASSIGN_OR_RETURN(
+        int64_t seconds,
+        ParseDurationSeconds("--ttl", values["--ttl"], ttl->shape->min.value_or(1),
+                             ttl->shape->max.value_or(std::numeric_limits<int64_t>::max())));
+    params["TtlSeconds"] = seconds;
+  }
+  if (values.count("--uses") != 0) {
+    std::optional<int64_t> n = ParseInt(values["--uses"]);
+    if (!n.has_value()) {
+      return UsageError("argument --uses: invalid int value: '" + values["--uses"] + "'");
+    }
+    params["Uses"] = *n;  // its range is checked against the model before sending
+  }
+  if (values.count("--description") != 0) params["Description"] = values["--description"];
+  inv.kind = Invocation::Kind::kOperation;
+  inv.operation = op;
+  inv.params = std::move(params);
+  const std::optional<std::string>& output = inv.globals.config.output;
+  if (!inv.globals.query.has_value() && (!output.has_value() || *output == "text")) {
+    inv.bare_member = "JoinToken";
+  }
   return OkStatus();
 }
 

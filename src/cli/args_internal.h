@@ -4,7 +4,7 @@
 // holds the entry point (global options, verb dispatch, names); args_values.cc
 // turns an option's words into a member value by its shape; args_commands.cc
 // parses each command's own options (model operations, wait, start-session,
-// logs, inject-fault).
+// logs, inject-fault, create-join-token).
 //
 // Thread contract: pure functions, like args.h.
 
@@ -45,6 +45,13 @@ std::vector<std::string> TakeValues(const std::vector<std::string>& words, size_
 StatusOr<Json> ParseMemberValue(const std::string& cli_name, std::vector<std::string> words,
                                 const api::Shape& shape, const Environment& env);
 
+// A duration option's value in seconds (create-join-token --ttl): "90s", "30m",
+// "1h", "7d", parts together ("1h30m") or plain seconds ("3600"), between min_s
+// and max_s. Otherwise a usage error that names `option` and says what to write,
+// e.g. `--ttl: "1x" is not a duration; use e.g. 90s, 30m, 1h or 7d`.
+StatusOr<int64_t> ParseDurationSeconds(std::string_view option, std::string_view value,
+                                       int64_t min_s, int64_t max_s);
+
 // Each command's options after the verb, into `inv` (which ParseCommandLine has
 // filled with the globals, the operation or the waiter). "help" among them turns
 // `inv` into a help request.
@@ -54,6 +61,8 @@ Status ParseWaitArgs(const std::vector<std::string>& words, Invocation& inv);
 Status ParseStartSessionArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
 Status ParseLogsArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
 Status ParseInjectFaultArgs(const std::vector<std::string>& words, bool help, Invocation& inv);
+Status ParseCreateJoinTokenArgs(const std::vector<std::string>& words, bool help,
+                                Invocation& inv);
 Status ParseDescribeJobGoodputArgs(const std::vector<std::string>& words, bool help,
                                    Invocation& inv);
 Status ParseDescribeRecoveryArgs(const std::vector<std::string>& words, bool help, Invocation& inv);

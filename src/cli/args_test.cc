@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "hpod/cli/args_internal.h"
+
 namespace hpod::cli {
 namespace {
 
@@ -313,6 +315,56 @@ TEST(ParseCommandLineTest, SkeletonHelpVersionWait) {
   EXPECT_TRUE(IsUsageError(Parse({"wait", "cluster-exploded", "--cluster-name", "c"}).status()));
   EXPECT_TRUE(IsUsageError(
       Parse({"wait", "cluster-deleted", "--cluster-name", "c", "--delay", "0"}).status()));
+}
+
+TEST(ParseCommandLineTest, CreateJoinToken) {
+  StatusOr<Invocation> inv = Parse({"create-join-token", "--pool", "gpu", "--ttl", "1h30m",
+                                    "--uses=2", "--description", "rack 4"});
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->kind, Invocation::Kind::kOperation);
+  EXPECT_EQ(inv->operation->name, "HpodCreateJoinToken");
+  EXPECT_EQ(inv->params,
+            Json({{"Pool", "gpu"}, {"TtlSeconds", 5400}, {"Uses", 2}, {"Description", "rack 4"}}));
+  EXPECT_EQ(inv->bare_member, "JoinToken");
+  // The token alone unless the command line asks for the response.
+  EXPECT_EQ(Parse({"create-join-token", "--output", "text"})->bare_member, "JoinToken");
+  EXPECT_EQ(Parse({"create-join-token", "--output", "json"})->bare_member, "");
+  EXPECT_EQ(Parse({"--output", "table", "create-join-token"})->bare_member, "");
+  EXPECT_EQ(Parse({"create-join-token", "--query", "TokenId"})->bare_member, "");
+  EXPECT_EQ(Parse({"hpod-create-join-token"})->bare_member, "");  // the generated verb
+  EXPECT_EQ(Parse({"create-join-token", "help"})->help_topic, "create-join-token");
+  EXPECT_EQ(Parse({"create-join-token", "--help"})->help_topic, "create-join-token");
+  Status bad = Parse({"create-join-token", "--ttl", "1x"}).status();
+  EXPECT_TRUE(IsUsageError(bad));
+  EXPECT_EQ(bad.message(), R"(--ttl: "1x" is not a duration; use e.g. 90s, 30m, 1h or 7d)");
+}
+
+TEST(ParseDurationSecondsTest, UnitsPartsAndBounds) {
+  using internal::ParseDurationSeconds;
+  const std::pair<const char*, int64_t> good[] = {
+      {"1", 1},         {"3600", 3600}, {"90s", 90},   {"30m", 1800},     {"1h", 3600},
+      {"7d", 604800},   {"1h30m", 5400}, {"1d1h1m1s", 90061}, {"30d", 2592000}, {"007s", 7}};
+  for (const auto& [text, want] : good) {
+    StatusOr<int64_t> got = ParseDurationSeconds("--ttl", text, 1, 2592000);
+    ASSERT_TRUE(got.ok()) << text << ": " << got.status().ToString();
+    EXPECT_EQ(*got, want) << text;
+  }
+  for (const char* text : {"", "x", "1x", "s", "1H", " 1h", "1h ", "-1h", "+1h", "1.5h", "1h30",
+                           "1hh", "1e3"}) {
+    StatusOr<int64_t> got = ParseDurationSeconds("--ttl", text, 1, 2592000);
+    ASSERT_FALSE(got.ok()) << text;
+    EXPECT_TRUE(IsUsageError(got.status())) << text;
+    EXPECT_EQ(got.status().message(), "--ttl: \"" + std::string(text) +
+                                          "\" is not a duration; use e.g. 90s, 30m, 1h or 7d");
+  }
+  EXPECT_EQ(ParseDurationSeconds("--ttl", "0m", 1, 2592000).status().message(),
+            R"(--ttl: "0m" is too short; use at least 1s)");
+  EXPECT_EQ(ParseDurationSeconds("--ttl", "2592001", 1, 2592000).status().message(),
+            R"(--ttl: "2592001" is too long; use at most 30d (2592000s))");
+  EXPECT_EQ(ParseDurationSeconds("--ttl", "9223372036854775807d", 1, 2592000).status().message(),
+            R"(--ttl: "9223372036854775807d" is too long; use at most 30d (2592000s))");
+  EXPECT_EQ(ParseDurationSeconds("--ttl", "2h", 1, 5400).status().message(),
+            R"(--ttl: "2h" is too long; use at most 90m (5400s))");
 }
 
 }  // namespace

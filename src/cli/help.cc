@@ -139,6 +139,8 @@ std::string TopLevelHelp() {
       "  hpod logs --cluster-name NAME --node-id ID [--stream LifecycleConfig|Agent] [--follow]\n"
       "  hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N]\n"
       "                    [--xid-code N]\n"
+      "  hpod create-join-token [--pool NAME] [--ttl DURATION] [--uses N]\n"
+      "                         [--description TEXT]\n"
       "  hpod describe-recovery --cluster-name NAME (--recovery-id ID | --node-id ID)\n"
       "  hpod describe-job-goodput --cluster-name NAME --job-id SLURM_JOB_ID\n"
       "  hpod help | hpod <command> help | hpod wait help\n\n"
@@ -155,6 +157,7 @@ std::string TopLevelHelp() {
   out += "  start-session                 a shell or a command on a node (aws ssm start-session)\n";
   out += "  logs                          a node's lifecycle-script or agent log\n";
   out += "  inject-fault                  break a node on purpose to test recovery (admin)\n";
+  out += "  create-join-token             a token for a machine to join as a host (admin)\n";
   out += "  describe-recovery             one node recovery's timeline, step by step\n";
   out += "  describe-job-goodput          an --auto-resume job's goodput and its failures\n";
   out += "  get-caller-identity           your access key and its role (admin or user)\n";
@@ -378,6 +381,45 @@ std::string InjectFaultHelp() {
          "  --xid-code (integer)\n"
          "      1-1000; required with --kind gpu-xid (e.g. 79: GPU has fallen off the bus).\n\n"
          "Prints {NodeId, Kind, InjectedTime}. The same as `hpod hpod-inject-fault`.\n";
+}
+
+std::string CreateJoinTokenHelp() {
+  return "NAME\n"
+         "  create-join-token - a token with which a machine joins hpodd as a host\n"
+         "  (hpod HpodCreateJoinToken; admin keys only)\n\n"
+         "SYNOPSIS\n"
+         "  hpod create-join-token\n"
+         "    [--pool <value>]\n"
+         "    [--ttl <value>]\n"
+         "    [--uses <value>]\n"
+         "    [--description <value>]\n\n"
+         "OPTIONS\n"
+         "  --pool (string)\n"
+         "      The pool the machine joins: lowercase letters, digits and '-', at most 63\n"
+         "      characters. Default: default.\n"
+         "  --ttl (duration)\n"
+         "      How long the token can be used: 90s, 30m, 1h, 7d, 1h30m or plain seconds;\n"
+         "      1s to 30d. Default: 1h.\n"
+         "  --uses (integer)\n"
+         "      How many machines may join with it, 1-100000. Default: 1.\n"
+         "  --description (string)\n"
+         "      A note kept with the token (at most 256 characters), shown by\n"
+         "      hpod hpod-list-join-tokens.\n\n"
+         "The token carries the hash of hpodd's CA certificate (the machine checks that it\n"
+         "talks to this hpodd before it sends anything), the token's id and a secret.\n"
+         "hpodd keeps only the secret's hash, so the token is printed once and cannot be\n"
+         "shown again. On the machine, run:\n\n"
+         "  hpod-agent join --server https://HOST:PORT --token TOKEN\n\n"
+         "Prints the token alone on one line, so that TOKEN=$(hpod create-join-token)\n"
+         "works; --output text prints the same, and AWS_DEFAULT_OUTPUT or the profile's\n"
+         "output setting do not change it. --output json or --output table prints the\n"
+         "whole response {JoinToken, TokenId, Pool, Uses, ExpiresAt}; --query picks from\n"
+         "it. The same request as `hpod hpod-create-join-token --ttl-seconds N`.\n\n"
+         "Related:\n"
+         "  hpod hpod-list-join-tokens                 the tokens, their uses left, expiry\n"
+         "  hpod hpod-revoke-join-token --token-id ID  stop a token before it expires\n"
+         "  hpod hpod-list-hosts [--pool NAME]         the machines that joined\n"
+         "  hpod hpod-revoke-host --host-id ID         revoke a host and its certificates\n";
 }
 
 std::string DescribeRecoveryHelp() {

@@ -24,6 +24,8 @@ std::string StartSessionHelp();
 std::string LogsHelp();
 // `hpod inject-fault help`.
 std::string InjectFaultHelp();
+// `hpod create-join-token help`.
+std::string CreateJoinTokenHelp();
 std::string DescribeRecoveryHelp();
 std::string DescribeJobGoodputHelp();
 

@@ -89,6 +89,16 @@ int RunOperation(const Invocation& inv, const Settings& settings, OutputFormat f
     return Fail(*rt.err, response.status().aws_type().empty() ? kExitOther : kExitService,
                 response.status().message());
   }
+  if (!inv.bare_member.empty()) {
+    // One string for a script to capture (create-join-token's JoinToken).
+    auto it = response->find(inv.bare_member);
+    if (it == response->end() || !it->is_string()) {
+      return Fail(*rt.err, kExitOther,
+                  "The " + op.name + " response has no " + inv.bare_member + " string");
+    }
+    *rt.out << it->get<std::string>() << "\n";
+    return kExitOk;
+  }
   *rt.out << FormatResponse(fmt, *response);
   return kExitOk;
 }
@@ -109,6 +119,8 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
         out << LogsHelp();
       } else if (inv.help_topic == "inject-fault") {
         out << InjectFaultHelp();
+      } else if (inv.help_topic == "create-join-token") {
+        out << CreateJoinTokenHelp();
       } else if (inv.help_topic == "describe-job-goodput") {
         out << DescribeJobGoodputHelp();
       } else if (inv.help_topic == "describe-recovery") {
