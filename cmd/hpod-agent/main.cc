@@ -1,6 +1,7 @@
 // hpod-agent: the node agent. Flags → AgentOptions → Agent::Run (PROTOCOL.md).
 //   hpod-agent --config FILE                     a node the provider configured
 //   hpod-agent join --server URL --token TOKEN   a machine joining over the network
+//   hpod-agent join --server URL                 the same machine, once joined
 // Exit codes: 0 after SIGTERM/SIGINT, 78 (EX_CONFIG) for a bad config file, a
 // refused join or a node credential (or certificate) hpodd refuses.
 
@@ -92,8 +93,10 @@ int main(int argc, char** argv) {
   std::string server, token, state_dir = "/var/lib/hpod-agent";
   join->add_option("--server", server, "hpodd's agent address, https://HOST:PORT (--agent-listen)")
       ->required();
-  join->add_option("--token", token, "the join token (hpodjoin1....); unused once joined")
-      ->required();
+  // Not required: a machine that joined restarts with `hpod-agent join --server URL`
+  // (its state dir holds its key and certificate; the token was spent).
+  join->add_option("--token", token,
+                   "the join token (hpod create-join-token); needed only for the first join");
   join->add_option("--state-dir", state_dir,
                    "where the agent keeps its key, certificate and state (default "
                    "/var/lib/hpod-agent)");
@@ -139,7 +142,8 @@ int main(int argc, char** argv) {
       // A network agent the provider configured: it joins with the token the
       // provider minted for this launch, exactly as a machine of the user would.
       auto joined =
-          EnsureJoined(options.endpoint, options.join_token, options.state_dir, machine_id_file);
+          EnsureJoined(options.endpoint, options.join_token, options.state_dir,
+                       machine_id_file.empty() ? options.machine_id_file : machine_id_file);
       if (!joined.ok()) {
         spdlog::error("{}", joined.status().message());
         return kExitConfig;

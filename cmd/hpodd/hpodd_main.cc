@@ -109,10 +109,10 @@ int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& 
   auto daemon = controlplane::Daemon::Start(options, std::move(provider).value(), clock);
   if (!daemon.ok()) return Fail(daemon.status().message());
   spdlog::info("node provider: {}", choice.description);
-  // Scripts wait for this line (and systemd for READY=1) before calling the API.
-  // Before the ready line, which scripts wait for.
+  // The agents' address comes before the ready line, which scripts (and systemd,
+  // READY=1) wait for before they call the API.
   if (uint16_t agent_port = (*daemon)->agent_network_port(); agent_port != 0) {
-    const std::string& a = options.agent_listen_address;
+    const std::string& a = (*daemon)->agent_network_address();
     std::printf("hpodd agents join on https://%s:%u\n",
                 a.find(':') != std::string::npos ? ("[" + a + "]").c_str() : a.c_str(),
                 static_cast<unsigned>(agent_port));
@@ -162,6 +162,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   int slurmd_timeout_s = 30;
   std::string console_dir;
   std::string agent_listen;
+  std::string agent_transport = "unix";
   std::vector<std::string> agent_tls_names;
   int agent_cert_validity_s = 7 * 24 * 3600;
   std::string provider_name = providers.empty() ? "" : providers.front().name;
@@ -234,6 +235,12 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
                   "ADDRESS:PORT where machines join (hpod-agent join) and network agents connect, "
                   "over mutual TLS with hpodd's CA (<data-dir>/tls); default: none, agents use "
                   "the Unix socket");
+    a->add_option("--agent-transport", agent_transport,
+                  "How local nodes' agents reach hpodd: unix (a socket bound into each node) or "
+                  "tls (over the node network, joining with a token and mutual TLS, as remote "
+                  "machines do; hpodd listens on the node block's last address, port 8451)")
+        ->check(CLI::IsMember({"unix", "tls"}))
+        ->capture_default_str();
     a->add_option("--agent-tls-name", agent_tls_names,
                   "A DNS name or IP address agents dial --agent-listen by, for its certificate "
                   "(repeatable)");
@@ -435,6 +442,12 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     options.agents.s3.secret_access_key = v;
   }
   options.agent_socket = controlplane::AgentSocketPath(data_dir);
+  if (agent_transport == "tls" && !agent_listen.empty()) {
+    return Fail(
+        "--agent-transport tls picks the agents' address itself (the node block's last address, "
+        "port 8451); give --agent-listen only for machines that join from elsewhere, with "
+        "--agent-transport unix");
+  }
   if (!agent_listen.empty()) {
     if (!ParseListen(agent_listen, &options.agent_listen_address, &options.agent_listen_port)) {
       return Fail("--agent-listen: expected ADDRESS:PORT, got " + agent_listen);
@@ -456,6 +469,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   context.link_prefix = link_prefix;
   context.node_disk_mb = node_disk_mb;
   context.fake_nvml_library = fake_nvml_library;
+  context.agent_transport = agent_transport;
   const auto chosen =
       std::find_if(providers.begin(), providers.end(),
                    [&](const ProviderChoice& p) { return p.name == provider_name; });

@@ -22,6 +22,9 @@ struct ProviderContext {
   std::string link_prefix;        // --link-prefix (names of bridges, veths, netns)
   int node_disk_mb = 0;           // --node-disk-mb (0: node disks are plain directories)
   std::string fake_nvml_library;  // --fake-nvml-library (empty: no NVML seam)
+  // --agent-transport: "unix" (agents dial agent_socket) or "tls" (over the node
+  // network with mutual TLS; the provider declares the URL, hpodd listens there).
+  std::string agent_transport = "unix";
 };
 
 // Makes the provider hpodd runs with; may return null (no provider), or an error

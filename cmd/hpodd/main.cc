@@ -43,6 +43,9 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
   o.node_init_binary = FindProgram("hpod-node-init");
   o.agent_binary = FindProgram("hpod-agent");
   o.agent_endpoint = "unix://" + ctx.agent_socket;
+  if (ctx.agent_transport == "tls") {
+    o.agent_transport = hpod::provider::local::LocalProviderOptions::AgentTransport::kTls;
+  }
   o.node_disk_mb = ctx.node_disk_mb;
   // hpod's SPANK plugin (auto-resume): installed (<prefix>/lib/hpod/ beside
   // <prefix>/bin/hpodd, as `make install` puts it), beside hpodd, or in the build

@@ -82,6 +82,7 @@ StatusOr<AgentOptions> ParseAgentConfig(std::string_view json_text) {
   HPOD_RETURN_IF_ERROR(ReadString(doc, "endpoint", true, &options.endpoint));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "bootstrap_token", false, &options.bootstrap_token));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "join_token", false, &options.join_token));
+  HPOD_RETURN_IF_ERROR(ReadString(doc, "machine_id_file", false, &options.machine_id_file));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "state_dir", true, &options.state_dir));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "hostname", false, &options.hostname));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "private_ip", false, &options.private_ip));

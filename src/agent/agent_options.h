@@ -34,6 +34,9 @@ struct AgentOptions {
   // its state dir holds no certificate yet (join.h); the provider mints one per
   // launch. Unused once joined.
   std::string join_token;
+  // Where the join reads the machine id; empty: /etc/machine-id. The local
+  // provider's network nodes each have their own on their node disk.
+  std::string machine_id_file;
   // On the node's own disk: node-credential, lifecycle.json, lifecycle.log.
   std::string state_dir;
   std::string hostname;    // empty: gethostname()

@@ -411,15 +411,25 @@ void AgentService::HandleHello(const std::shared_ptr<Channel>& ch, const json& m
   }
   bool confirm = ch->confirm_bootstrap;
   ch->confirm_bootstrap = false;
+  // A network agent registered when it joined (its certificate, checked at the
+  // upgrade, serves this node): its first hello makes its record.
+  const bool joined = !ch->cert_serial.empty();
   Status s = store_.Write([&](store::WriteTx& tx) -> Status {
     auto existing = tx.GetAgent(ch->instance_id);
-    if (!existing.ok()) {
+    store::AgentRecord a;
+    if (existing.ok()) {
+      a = *existing;
+    } else if (joined && existing.status().code() == StatusCode::kNotFound) {
+      a.instance_id = ch->instance_id;
+      a.cluster_id = ch->cluster_id;
+    } else {
       // Connected with a credential but the record is gone: the node was deleted.
       return existing.status();
     }
-    store::AgentRecord a = *existing;
     a.agent_version = hello->agent_version;
-    if (confirm && a.registered_time == 0) a.registered_time = clock_.NowEpochSeconds();
+    if ((confirm || joined) && a.registered_time == 0) {
+      a.registered_time = clock_.NowEpochSeconds();
+    }
     return tx.PutAgent(a);
   });
   if (!s.ok()) spdlog::warn("hello from {}: {}", ch->instance_id, s.ToString());

@@ -45,6 +45,29 @@ http::Response Healthz(const http::Request&) {
   return r;
 }
 
+// "https://10.77.255.254:8451" → its address and port.
+Status ListenerOfUrl(const std::string& url, std::string* address, uint16_t* port) {
+  const std::string kHttps = "https://";
+  size_t colon = url.rfind(':');
+  if (url.rfind(kHttps, 0) != 0 || colon == std::string::npos || colon < kHttps.size()) {
+    return InvalidArgumentError("the node provider's agent URL " + url +
+                                " is not https://ADDRESS:PORT");
+  }
+  std::string host = url.substr(kHttps.size(), colon - kHttps.size());
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string digits = url.substr(colon + 1);
+  while (!digits.empty() && digits.back() == '/') digits.pop_back();
+  if (digits.empty() || digits.size() > 5 ||
+      digits.find_first_not_of("0123456789") != std::string::npos || std::stoi(digits) > 65535) {
+    return InvalidArgumentError("the node provider's agent URL " + url + " has no port");
+  }
+  *address = host;
+  *port = static_cast<uint16_t>(std::stoi(digits));
+  return OkStatus();
+}
+
 std::string RouteTable(const http::Router& router) {
   std::string table;
   for (const http::Route& route : router.routes()) {
@@ -139,7 +162,12 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   }
   std::function<std::string(const std::string&)> bootstrap_token;
   if (d->provider_ != nullptr && d->provider_->RunsAgents()) {
-    if (env.agent_socket.empty() && options.agent_listen_address.empty()) {
+    if (!env.agent_url.empty() && d->options_.agent_listen_address.empty()) {
+      // hpodd listens where the provider's nodes dial.
+      HPOD_RETURN_IF_ERROR(ListenerOfUrl(env.agent_url, &d->options_.agent_listen_address,
+                                         &d->options_.agent_listen_port));
+    }
+    if (env.agent_socket.empty() && d->options_.agent_listen_address.empty()) {
       return FailedPreconditionError(
           "the node provider's agents dial " +
           (env.agent_url.empty() ? std::string("nothing") : env.agent_url) +
@@ -166,7 +194,25 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
                                                   self->queue_->Add(cluster_id);
                                                   self->queue_->Add(HealthKey(cluster_id));
                                                 });
-    bootstrap_token = [self](const std::string& id) { return self->agents_->BootstrapToken(id); };
+    if (env.agent_socket.empty()) {
+      // Network agents: each launch gets a join token of its own, for that node
+      // only, spent by its first join (join_service.h).
+      bootstrap_token = [self](const std::string& id) -> std::string {
+        JoinTokenSpec spec;
+        spec.pool = "nodes";
+        spec.instance_id = id;
+        spec.ttl = std::chrono::hours(1);
+        spec.description = "launch of " + id;
+        auto t = self->joins_->CreateToken(spec);
+        if (!t.ok()) {
+          spdlog::warn("join token for {}: {}", id, t.status().ToString());
+          return "";
+        }
+        return t->text;
+      };
+    } else {
+      bootstrap_token = [self](const std::string& id) { return self->agents_->BootstrapToken(id); };
+    }
     d->jobs_ = std::make_unique<JobService>(*d->store_, clock);
     d->agents_->SetJobHandler([self](const std::string& cluster_id, const nlohmann::json& request,
                                      std::optional<double> clock_offset) {
@@ -240,7 +286,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
         http::Server::Start(so, d->agent_routes_->handler(), d->agent_routes_->upgrade_handler()));
     spdlog::info("hpodd serving node agents on unix:{}", so.unix_path);
   }
-  if (!options.agent_listen_address.empty()) HPOD_RETURN_IF_ERROR(d->StartAgentNetwork());
+  if (!d->options_.agent_listen_address.empty()) HPOD_RETURN_IF_ERROR(d->StartAgentNetwork());
   d->queue_->Start();
   d->resync_ = std::thread([self] { self->ResyncLoop(); });
   d->api_routes_ = std::make_unique<http::Router>();

@@ -75,6 +75,9 @@ class Daemon {
   uint16_t port() const { return server_->port(); }
   // The agents' network listener's port; 0 when there is none.
   uint16_t agent_network_port() const { return agent_net_server_ ? agent_net_server_->port() : 0; }
+  // The address it listens on: --agent-listen's, or the one the provider's
+  // nodes dial (NodeEnvironment::agent_url); empty without a listener.
+  const std::string& agent_network_address() const { return options_.agent_listen_address; }
   // Stops serving (in-flight requests finish within `grace`), then stops reconciling.
   void Shutdown(std::chrono::milliseconds grace);
 

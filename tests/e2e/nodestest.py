@@ -84,6 +84,12 @@ class NodesDaemon:
              "--log-level", "debug"] + self.extra_args,
             stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         line = self.proc.stdout.readline()
+        # With --agent-transport tls, the agents' address comes first.
+        self.agent_url = None
+        joins = re.search(r"agents join on (https://\S+)", line)
+        if joins:
+            self.agent_url = joins.group(1)
+            line = self.proc.stdout.readline()
         m = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
         if not m:
             self.proc.wait(timeout=10)
@@ -229,6 +235,17 @@ class NodesDaemon:
             mounts = [l.split()[4] for l in f if self.root in l]
         for m in sorted(mounts, key=len, reverse=True):
             run("umount", "-l", m, check=False)
+        keep = os.environ.get("HPOD_E2E_KEEP_LOGS")
+        if keep:  # a directory to keep hpodd's log in, for a failure to be read later
+            os.makedirs(keep, exist_ok=True)
+            for name in ("hpodd.out", os.path.join("data", "hpodd.log")):
+                if os.path.exists(os.path.join(self.root, name)):
+                    shutil.copy(os.path.join(self.root, name), os.path.join(
+                        keep, "%s-%s" % (self.prefix, os.path.basename(name))))
+            logs = os.path.join(self.data_dir, "logs")
+            if os.path.isdir(logs):
+                shutil.copytree(logs, os.path.join(keep, "%s-node-logs" % self.prefix),
+                                dirs_exist_ok=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -29,6 +29,9 @@ PLUGIN = os.path.join(nodestest.hpodtest.BIN_DIR, "src", "slurm", "spank", "span
 
 class AutoResumeTest(unittest.TestCase):
     d = None
+    # test_nodes_tls.py runs some of these tests again with the agents on TLS.
+    PREFIX = "t5a"
+    HPODD_ARGS = ()
 
     @classmethod
     def setUpClass(cls):
@@ -37,7 +40,7 @@ class AutoResumeTest(unittest.TestCase):
             raise unittest.SkipTest("Debian's slurm packages are not installed")
         if not os.path.exists(PLUGIN):
             raise unittest.SkipTest("spank_hpod.so is not built")
-        cls.d = nodestest.NodesDaemon("t5a")
+        cls.d = nodestest.NodesDaemon(cls.PREFIX, extra_args=cls.HPODD_ARGS)
         try:
             lcs = os.path.join(cls.d.root, "lcs")
             nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
@@ -172,15 +175,15 @@ class AutoResumeTest(unittest.TestCase):
         return json.loads(self.read("/fsx/runs/%s/summary.json" % name) or "{}")
 
     def reference_loss(self):
-        if AutoResumeTest.reference is None:
+        if type(self).reference is None:
             job = self.submit("reference")
-            AutoResumeTest.reference_job = job
+            type(self).reference_job = job
             self.wait_done(job)
             log = self.read("/fsx/ar/reference.out")
             self.assertEqual(self.job_state(job), "COMPLETED", log)
             self.assertNotIn("Retrying step", log)
-            AutoResumeTest.reference = self.summary("reference")["final_loss"]
-        return AutoResumeTest.reference
+            type(self).reference = self.summary("reference")["final_loss"]
+        return type(self).reference
 
     def assert_resumed(self, name, job, host, fault_kind):
         """The job completed after one retry on the replaced node and ends where an

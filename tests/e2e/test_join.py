@@ -60,6 +60,15 @@ class JoinTest(unittest.TestCase):
             args += ["--" + k.replace("_", "-"), str(v)]
         return self.hpod(*args)["JoinToken"]
 
+    def friendly_token(self, *args):
+        """`hpod create-join-token ...` as an admin types it: the bare token on stdout."""
+        p = subprocess.run([hpodtest.HPOD_CLI, "--endpoint-url", self.d.endpoint,
+                            "create-join-token"] + list(args), capture_output=True, text=True,
+                           env=self.d.env(), timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.count("\n"), 1, p.stdout)
+        return p.stdout.strip()
+
     def machine(self, name):
         """A state dir and a machine-id file of its own: one machine per name."""
         state = os.path.join(self.tmp, name)
@@ -73,7 +82,7 @@ class JoinTest(unittest.TestCase):
     def join_args(self, token, name):
         state, mid = self.machine(name)
         return [AGENT, "--machine-id-file", mid, "join", "--server", self.d.agent_url,
-                "--token", token, "--state-dir", state]
+                "--state-dir", state] + (["--token", token] if token else [])
 
     def refused(self, token, name):
         """Runs a join that must fail; returns its one line on stderr."""
@@ -120,7 +129,11 @@ class JoinTest(unittest.TestCase):
     # -- tests -----------------------------------------------------------------
 
     def test_a_machine_joins_runs_as_a_spare_host_and_renews_its_certificate(self):
-        token = self.token(pool="rack4", description="e2e")
+        token = self.friendly_token("--pool", "rack4", "--ttl", "10m", "--description", "e2e")
+        listed = [t for t in self.hpod("hpod-list-join-tokens")["JoinTokens"]
+                  if t.get("Description") == "e2e"]
+        self.assertEqual(len(listed), 1, listed)
+        self.assertIn(listed[0]["TokenId"], token)
         agent = self.start(token, "alpha")
         self.wait_for("join.json", lambda: os.path.exists(
             os.path.join(self.machine("alpha")[0], "join.json")))
@@ -148,10 +161,10 @@ class JoinTest(unittest.TestCase):
             self.listed(host_id)["CertificateSerial"].lstrip("0") == renewed.lstrip("0")))
         self.assertIsNone(agent.poll())
 
-        # A join with the same state dir is a restart, not a second join.
+        # A join with the same state dir is a restart, not a second join: no token.
         agent.terminate()
         self.assertEqual(agent.wait(timeout=30), 0)
-        again = self.start("hpodjoin1.not-used-once-joined", "alpha")
+        again = self.start(None, "alpha")
         self.wait_for("alpha reconnected", lambda: self.listed(host_id)["Connected"])
         again.terminate()
         again.wait(timeout=30)

@@ -78,6 +78,17 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
                                    overlaps[0] + "; choose another with --node-block");
   }
   HPOD_RETURN_IF_ERROR(host->AddGuardRoute(options.node_block));
+  if (options.agent_transport == LocalProviderOptions::AgentTransport::kTls) {
+    const std::string service = AgentServiceAddress(options.node_block);
+    if (service.empty()) {
+      return InvalidArgumentError("node block " + options.node_block +
+                                  " is one /24; network agents need a larger block (its last "
+                                  "/24 holds hpodd's agent address)");
+    }
+    // Behind the guard: only the nodes, through their bridges, reach it.
+    HPOD_RETURN_IF_ERROR(host->AddServiceAddress(service + "/32"));
+    options.agent_endpoint = "https://" + service + ":" + std::to_string(options.agent_port);
+  }
   if (options.node_disk_mb < 0) {
     return InvalidArgumentError("local provider: node_disk_mb must be 0 (no sized disk) or more");
   }
@@ -258,13 +269,14 @@ StatusOr<LocalProvider::Cluster*> LocalProvider::EnsureCluster(const std::string
     std::set<int> used;
     for (const auto& [id, c] : clusters_) used.insert(c.subnet);
     int count = 1 << (24 - block_prefix_);
+    if (network_agents()) --count;  // the last /24 holds hpodd's agent address
     int k = -1;
     // A replacement for the only node of a cluster (whose /24 was freed) gets its
     // old /24 back when it is free.
     if (auto ip = ParseIpv4(want_ip)) {
       uint32_t mask = block_prefix_ == 0 ? 0 : ~uint32_t{0} << (32 - block_prefix_);
       int want = static_cast<int>((*ip - block_) >> 8);
-      if ((*ip & mask) == block_ && !used.count(want)) k = want;
+      if ((*ip & mask) == block_ && want < count && !used.count(want)) k = want;
     }
     for (int i = 0; k < 0 && i < count; ++i) {
       if (!used.count(i)) k = i;
@@ -329,12 +341,19 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
   json agent = {{"instance_id", n.instance_id},
                 {"cluster_id", n.cluster_id},
                 {"endpoint", endpoint},
-                {"bootstrap_token", spec.bootstrap_token},
                 {"state_dir", kAgentStateDir},
                 {"hostname", n.hostname},
                 {"private_ip", n.ip},
                 // In the node's private /run (node_init.cc), where srun finds it.
                 {"local_socket", "/run/hpod-agent/agent.sock"}};
+  if (network_agents()) {
+    // A machine of its own: it joins with its launch's token and its own machine
+    // id (PrepareDisk writes it on its disk).
+    agent["join_token"] = spec.bootstrap_token;
+    agent["machine_id_file"] = std::string(kAgentStateDir) + "/machine-id";
+  } else {
+    agent["bootstrap_token"] = spec.bootstrap_token;
+  }
   HPOD_RETURN_IF_ERROR(WriteFileAtomic(dir + "/agent.json", agent.dump(2), 0600));
   NodeInitConfig init;
   init.hostname = n.hostname;
@@ -417,8 +436,7 @@ Status LocalProvider::Launch(const LaunchSpec& spec) {
   if (s.ok()) s = SaveNode(n);
   if (s.ok()) s = WriteHosts(n.cluster_id);
   if (s.ok()) {
-    s = host_->CreateNodeNetwork({NetnsName(n.index), VethHost(n.index), VethNode(n.index),
-                                  BridgeName(cluster->subnet), n.ip + "/24"});
+    s = host_->CreateNodeNetwork(NetworkOf(n, cluster->subnet));
   }
   if (s.ok()) s = Spawn(nodes_[n.instance_id]);
   if (!s.ok()) {
@@ -521,9 +539,7 @@ Status LocalProvider::Reboot(const std::string& instance_id, const std::string& 
   HPOD_RETURN_IF_ERROR(
       host_->CreateBridge(BridgeName(c->second.subnet), SubnetBase(c->second.subnet) + "1/24"));
   if (!host_->NetnsExists(NetnsName(n.index))) {
-    HPOD_RETURN_IF_ERROR(
-        host_->CreateNodeNetwork({NetnsName(n.index), VethHost(n.index), VethNode(n.index),
-                                  BridgeName(c->second.subnet), n.ip + "/24"}));
+    HPOD_RETURN_IF_ERROR(host_->CreateNodeNetwork(NetworkOf(n, c->second.subnet)));
     n.partition_until = 0;  // a fresh veth is up
   }
   // Recorded by Spawn's SaveNode together with the new PID 1: a crash before it
@@ -540,7 +556,7 @@ Status LocalProvider::Reboot(const std::string& instance_id, const std::string& 
 
 Status LocalProvider::Shutdown(bool remove_guard) {
   MutexLock lock(mu_);
-  if (remove_guard && nodes_.empty()) return host_->DeleteGuardRoute(options_.node_block);
+  if (remove_guard && nodes_.empty()) return RemoveGuard();
   return OkStatus();
 }
 
@@ -554,6 +570,14 @@ Status LocalProvider::DestroyAll() {
     if (!s.ok() && first.ok()) first = s;
   }
   if (!first.ok()) return first;
+  return RemoveGuard();
+}
+
+Status LocalProvider::RemoveGuard() {
+  if (network_agents()) {
+    HPOD_RETURN_IF_ERROR(
+        host_->DeleteServiceAddress(AgentServiceAddress(options_.node_block) + "/32"));
+  }
   return host_->DeleteGuardRoute(options_.node_block);
 }
 

@@ -67,7 +67,18 @@ struct LocalProviderOptions {
   std::string agent_binary;      // path of hpod-agent
   // hpodd's agent endpoint as the HOST sees it: unix:///var/lib/hpod/agent.sock.
   // Nodes see the socket's directory at /run/hpod; other schemes pass unchanged.
+  // Ignored with AgentTransport::kTls.
   std::string agent_endpoint;
+  // How the nodes' agents reach hpodd. kUnixSocket: agent_endpoint's socket,
+  // bound into each node. kTls: over the node network, exactly as a remote
+  // machine would: each node joins with the join token of its launch
+  // (LaunchSpec::bootstrap_token) at https://<AgentServiceAddress>:<agent_port>
+  // (an address on the host's lo inside the guarded node block, whose last /24
+  // no cluster gets; each node has one route to it, through its bridge) and then
+  // connects with mutual TLS; nothing of hpodd's is bound into the node.
+  enum class AgentTransport { kUnixSocket, kTls };
+  AgentTransport agent_transport = AgentTransport::kUnixSocket;
+  uint16_t agent_port = 8451;
   // What each node's PID 1 runs. Empty: `<agent_binary> --config
   // /var/lib/hpod-agent/agent.json`. Tests run a stand-in such as {"sleep","1000"}.
   std::vector<std::string> node_program;
@@ -128,6 +139,10 @@ class LocalProvider final : public Provider {
   // /run/hpod-gpus (the host has no GPUs for them); a replacement takes over its
   // predecessor's address on the cluster's bridge.
   NodeEnvironment Environment() const override;
+
+  // kTls: where hpodd's agent listener must bind (the node block's last usable
+  // address, "10.77.255.254" for 10.77.0.0/16); empty for a block of one /24.
+  static std::string AgentServiceAddress(const std::string& node_block);
 
   // Leaves running nodes alone. With `remove_guard`, also removes the guard route,
   // but only when no node remains (the guard is what keeps their traffic local).
@@ -191,6 +206,12 @@ class LocalProvider final : public Provider {
   std::string VethHost(int n) const;
   std::string VethNode(int n) const;
   std::string BridgeName(int k) const;
+  bool network_agents() const;
+  // The node's netns, veths and address (and, for network agents, its one route
+  // to hpodd's agent address) on the bridge of /24 number `subnet`.
+  NodeNetwork NetworkOf(const Node& n, int subnet) const;
+  // The service address (network agents) and the guard route, in that order.
+  Status RemoveGuard() REQUIRES(mu_);
   std::string SubnetBase(int k) const;  // "10.77.3." (the /24 without its last octet)
   std::string ClusterDir(const std::string& id) const;
   std::string FsxDir(const std::string& id) const;

@@ -212,6 +212,10 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   EXPECT_THAT(route, Not(HasSubstr(" via ")));
   EXPECT_THAT(Sh("ip route get 10.213.7.7 2>&1"),
               ::testing::ContainsRegex("unreachable|No route to host"));
+  // The bridge's MAC is its own (addr_assign_type 3, NET_ADDR_SET), not its
+  // lowest port's: a node leaving must not change the gateway's MAC under the others.
+  EXPECT_EQ(Sh("cat /sys/class/net/htbr0/addr_assign_type"), "3\n");
+  const std::string bridge_mac = Sh("cat /sys/class/net/htbr0/address");
 
   // Identity.
   EXPECT_EQ(InNode("i-a", "-u", "hostname"), "ip-10-213-0-10\n");
@@ -301,10 +305,11 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   std::vector<pid_t> pids = {provider_->NodeProcess("i-a")->pid, pid_b.pid};
   // The leftover check below can fail: node A's init is visible now.
   EXPECT_THAT(ProcessesMentioning(dir_.string() + "/local/nodes"), Not(::testing::IsEmpty()));
-  Status ta = provider_->Terminate("i-a");
-  ASSERT_TRUE(ta.ok()) << ta.ToString();
   Status tb = provider_->Terminate("i-b");
   ASSERT_TRUE(tb.ok()) << tb.ToString();
+  EXPECT_EQ(Sh("cat /sys/class/net/htbr0/address"), bridge_mac);
+  Status ta = provider_->Terminate("i-a");
+  ASSERT_TRUE(ta.ok()) << ta.ToString();
   EXPECT_EQ(Sh("ls /run/netns 2>/dev/null | grep -c '^htn' || true"), "0\n");
   EXPECT_EQ(Sh("ls /sys/class/net | grep -cE '^ht(v|br)' || true"), "0\n");
   EXPECT_EQ(Sh("grep -c " + dir_.string() + " /proc/self/mountinfo || true"), "0\n");

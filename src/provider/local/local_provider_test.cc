@@ -275,6 +275,61 @@ TEST_F(LocalProviderTest, WritesAgentAndNodeInitConfig) {
   EXPECT_EQ(host_.spawns()[0].config_path, dir + "/node-init.json");
 }
 
+TEST_F(LocalProviderTest, NetworkAgentsJoinThroughOneRouteToHpoddsAddress) {
+  auto o = Options();
+  o.agent_transport = LocalProviderOptions::AgentTransport::kTls;
+  auto p = Make(o);
+  // The address hpodd listens on, behind the guard; the last /24 is never a cluster's.
+  EXPECT_EQ(LocalProvider::AgentServiceAddress("10.77.0.0/16"), "10.77.255.254");
+  EXPECT_EQ(LocalProvider::AgentServiceAddress("10.77.0.0/24"), "");
+  const std::vector<std::string> calls = host_.calls();
+  auto guard = std::find(calls.begin(), calls.end(), "AddGuardRoute 10.77.0.0/16");
+  auto service = std::find(calls.begin(), calls.end(), "AddServiceAddress 10.77.255.254/32");
+  ASSERT_NE(service, calls.end());
+  EXPECT_LT(guard, service);
+  EXPECT_EQ(p->Environment().agent_url, "https://10.77.255.254:8451");
+  EXPECT_TRUE(p->Environment().agent_socket.empty());
+  EXPECT_TRUE(p->Environment().Validate().ok());
+
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
+  const std::string dir = p->NodeDir("i-1");
+  auto agent = nlohmann::json::parse(ReadFile(dir + "/agent.json"));
+  EXPECT_EQ(agent["endpoint"], "https://10.77.255.254:8451");
+  EXPECT_EQ(agent["join_token"], "tok-i-1");
+  EXPECT_FALSE(agent.contains("bootstrap_token"));
+  EXPECT_EQ(agent["machine_id_file"], "/var/lib/hpod-agent/machine-id");
+  const std::string machine_id = ReadFile(dir + "/disk/state/machine-id");
+  EXPECT_THAT(machine_id, ::testing::MatchesRegex("[0-9a-f]{32}\n"));
+  auto init = nlohmann::json::parse(ReadFile(dir + "/node-init.json"));
+  EXPECT_EQ(init.value("agent_socket_dir", ""), "");  // nothing of hpodd's is bound in
+  auto called = [&](const std::string& call) {
+    const std::vector<std::string> all = host_.calls();
+    return std::find(all.begin(), all.end(), call) != all.end();
+  };
+  EXPECT_TRUE(
+      called("CreateNodeNetwork hpn0 hpv0h hpv0c hpbr0 10.77.0.10/24 route 10.77.255.254 via "
+             "10.77.0.1"));
+  // A reboot keeps the machine id (same disk); a replacement is another machine.
+  ASSERT_TRUE(p->Reboot("i-1", "r-1").ok());
+  EXPECT_EQ(ReadFile(dir + "/disk/state/machine-id"), machine_id);
+  ASSERT_TRUE(p->Launch(Spec("i-2")).ok());
+  EXPECT_NE(ReadFile(p->NodeDir("i-2") + "/disk/state/machine-id"), machine_id);
+
+  ASSERT_TRUE(p->DestroyAll().ok());
+  EXPECT_TRUE(called("DeleteServiceAddress 10.77.255.254/32"));
+}
+
+TEST_F(LocalProviderTest, NetworkAgentsNeverGetTheLastSubnet) {
+  auto o = Options();
+  o.node_block = "10.77.0.0/23";  // two /24s: one for clusters, one for hpodd
+  o.agent_transport = LocalProviderOptions::AgentTransport::kTls;
+  auto p = Make(o);
+  ASSERT_TRUE(p->Launch(Spec("a-1", "a")).ok());
+  EXPECT_EQ(p->Launch(Spec("b-1", "b")).code(), StatusCode::kResourceExhausted);
+  // Not even for a replacement that asks for an address there.
+  EXPECT_EQ(p->Launch(Spec("c-1", "c", "10.77.1.10")).code(), StatusCode::kResourceExhausted);
+}
+
 TEST_F(LocalProviderTest, RebootKeepsAddressAndDiskWithANewProcess) {
   auto p = Make();
   ASSERT_TRUE(p->Launch(Spec("i-1")).ok());

@@ -27,6 +27,8 @@ class SharedHost final : public NodeHost {
   StatusOr<std::vector<std::string>> ListRoutes() override { return h_->ListRoutes(); }
   Status AddGuardRoute(const std::string& c) override { return h_->AddGuardRoute(c); }
   Status DeleteGuardRoute(const std::string& c) override { return h_->DeleteGuardRoute(c); }
+  Status AddServiceAddress(const std::string& c) override { return h_->AddServiceAddress(c); }
+  Status DeleteServiceAddress(const std::string& c) override { return h_->DeleteServiceAddress(c); }
   Status CreateBridge(const std::string& n, const std::string& g) override {
     return h_->CreateBridge(n, g);
   }

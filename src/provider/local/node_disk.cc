@@ -1,11 +1,13 @@
-// LocalProvider's node disks (local_provider.h): what a node finds on its own disk
-// at boot — the agent's state directory, the kernel log it reads, hpod's SPANK
-// plugin, the fake NVML of GPU nodes.
+// LocalProvider's node disks and environment (local_provider.h): what a node finds
+// on its own disk at boot — the agent's state directory, the kernel log it reads,
+// hpod's SPANK plugin, the fake NVML of GPU nodes — and how it reaches hpodd (the
+// declared NodeEnvironment; for network agents, its one route to hpodd's address).
 
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
 
+#include "hpod/base/crypto.h"
 #include "hpod/base/file_util.h"
 #include "hpod/provider/local/local_provider.h"
 #include "hpod/provider/local/node_init.h"
@@ -14,6 +16,27 @@ namespace hpod::provider::local {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+std::string LocalProvider::AgentServiceAddress(const std::string& node_block) {
+  auto cidr = ParseCidr(node_block);
+  if (!cidr || cidr->second >= 24) return "";
+  const uint32_t size = uint32_t{1} << (32 - cidr->second);
+  return FormatIpv4(cidr->first + size - 2);
+}
+
+bool LocalProvider::network_agents() const {
+  return options_.agent_transport == LocalProviderOptions::AgentTransport::kTls;
+}
+
+NodeNetwork LocalProvider::NetworkOf(const Node& n, int subnet) const {
+  NodeNetwork net{NetnsName(n.index), VethHost(n.index), VethNode(n.index), BridgeName(subnet),
+                  n.ip + "/24"};
+  if (network_agents()) {
+    net.service_address = AgentServiceAddress(options_.node_block);
+    net.via = SubnetBase(subnet) + "1";
+  }
+  return net;
+}
 
 NodeEnvironment LocalProvider::Environment() const {
   NodeEnvironment e;
@@ -46,6 +69,12 @@ Status LocalProvider::PrepareDisk(const Node& n) {
   if (n.disk_mb > 0) HPOD_RETURN_IF_ERROR(host_->MountDisk(disk, n.disk_mb));
   fs::create_directories(disk + "/state", ec);
   if (ec) return InternalError("creating " + disk + "/state: " + ec.message());
+  if (network_agents() && !fs::exists(disk + "/state/machine-id")) {
+    // A network node is a machine of its own, and joins with its own machine id:
+    // on its disk, so a reboot keeps it and a replacement (a new disk) differs.
+    HPOD_RETURN_IF_ERROR(
+        WriteFileAtomic(disk + "/state/machine-id", HexEncode(RandomBytes(16)) + "\n", 0444));
+  }
   // Truncating in place needs no free block, and node-init copies agent.json
   // afresh at every start into the space its old copy frees: a node whose disk was
   // filled still boots (and its disk stays full, as a real one would).

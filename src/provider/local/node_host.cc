@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "hpod/base/crypto.h"
 #include "hpod/base/subprocess.h"
 
 namespace hpod::provider::local {
@@ -123,8 +124,35 @@ Status RealNodeHost::DeleteGuardRoute(const std::string& cidr) {
   return Ip({"route", "del", "unreachable", cidr}).status();
 }
 
+Status RealNodeHost::AddServiceAddress(const std::string& cidr) {
+  return Ip({"addr", "replace", cidr, "dev", "lo"}).status();
+}
+
+Status RealNodeHost::DeleteServiceAddress(const std::string& cidr) {
+  HPOD_ASSIGN_OR_RETURN(std::string out, Ip({"-4", "addr", "show", "dev", "lo"}));
+  if (out.find(" " + cidr + " ") == std::string::npos) return OkStatus();
+  return Ip({"addr", "del", cidr, "dev", "lo"}).status();
+}
+
+namespace {
+
+// A fixed, locally administered MAC for bridge `name`. Without one, Linux gives a
+// bridge the lowest MAC among its ports, so a killed node whose veth had it
+// changes the gateway's MAC under every other node: their ARP entries go stale
+// and their traffic through the gateway (network agents' channels to hpodd)
+// stops for seconds, long enough to look like hung nodes.
+std::string BridgeMac(const std::string& name) {
+  const std::string h = HexEncode(Sha256("hpod-bridge:" + name));
+  std::string mac = "02";
+  for (int i = 0; i < 5; ++i) mac += ":" + h.substr(2 * i, 2);
+  return mac;
+}
+
+}  // namespace
+
 Status RealNodeHost::CreateBridge(const std::string& name, const std::string& gateway) {
   if (!LinkExists(name)) HPOD_RETURN_IF_ERROR(Ip({"link", "add", name, "type", "bridge"}));
+  HPOD_RETURN_IF_ERROR(Ip({"link", "set", name, "address", BridgeMac(name)}));
   HPOD_RETURN_IF_ERROR(Ip({"addr", "replace", gateway, "dev", name}));
   return Ip({"link", "set", name, "up"}).status();
 }
@@ -144,6 +172,10 @@ Status RealNodeHost::CreateNodeNetwork(const NodeNetwork& net) {
   HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "addr", "add", net.address, "dev", "eth0"}));
   HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "link", "set", "lo", "up"}));
   HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "link", "set", "eth0", "up"}));
+  if (!net.service_address.empty()) {
+    HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "route", "replace", net.service_address + "/32",
+                             "via", net.via, "dev", "eth0"}));
+  }
   return Ip({"link", "set", net.veth_host, "master", net.bridge, "up"}).status();
 }
 
@@ -287,6 +319,18 @@ Status FakeNodeHost::DeleteGuardRoute(const std::string& cidr) {
   return OkStatus();
 }
 
+Status FakeNodeHost::AddServiceAddress(const std::string& cidr) {
+  MutexLock lock(mu_);
+  calls_.push_back("AddServiceAddress " + cidr);
+  return OkStatus();
+}
+
+Status FakeNodeHost::DeleteServiceAddress(const std::string& cidr) {
+  MutexLock lock(mu_);
+  calls_.push_back("DeleteServiceAddress " + cidr);
+  return OkStatus();
+}
+
 Status FakeNodeHost::CreateBridge(const std::string& name, const std::string& gateway) {
   MutexLock lock(mu_);
   calls_.push_back("CreateBridge " + name + " " + gateway);
@@ -306,7 +350,10 @@ Status FakeNodeHost::DeleteBridge(const std::string& name) {
 Status FakeNodeHost::CreateNodeNetwork(const NodeNetwork& net) {
   MutexLock lock(mu_);
   calls_.push_back("CreateNodeNetwork " + net.netns + " " + net.veth_host + " " + net.veth_node +
-                   " " + net.bridge + " " + net.address);
+                   " " + net.bridge + " " + net.address +
+                   (net.service_address.empty()
+                        ? std::string()
+                        : " route " + net.service_address + " via " + net.via));
   if (!bridges_.count(net.bridge)) return InternalError("bridge " + net.bridge + " missing");
   netns_.insert(net.netns);
   return OkStatus();

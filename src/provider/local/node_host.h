@@ -44,6 +44,11 @@ struct NodeNetwork {
   std::string veth_node;  // "hpv3c", renamed eth0 inside the netns
   std::string bridge;     // "hpbr0"
   std::string address;    // "10.77.0.12/24" for the node's eth0
+  // Network agents (LocalProviderOptions::agent_transport): hpodd's agent service
+  // address ("10.77.255.254") reached through `via` (the bridge's gateway,
+  // "10.77.0.1"): one host route in the netns, and no other way out.
+  std::string service_address;
+  std::string via;
 };
 
 // One process of a node, as the host sees it.
@@ -71,6 +76,11 @@ class NodeHost {
   // `ip route replace unreachable <cidr>` / its removal.
   virtual Status AddGuardRoute(const std::string& cidr) = 0;
   virtual Status DeleteGuardRoute(const std::string& cidr) = 0;
+
+  // `ip addr replace <cidr> dev lo` / its removal: the address hpodd's network
+  // agent listener binds, inside the guarded node block, reached only by nodes.
+  virtual Status AddServiceAddress(const std::string& cidr) = 0;
+  virtual Status DeleteServiceAddress(const std::string& cidr) = 0;
 
   // A bridge with `gateway` ("10.77.0.1/24") as its address, up.
   virtual Status CreateBridge(const std::string& name, const std::string& gateway) = 0;
@@ -126,6 +136,8 @@ class RealNodeHost final : public NodeHost {
   StatusOr<std::vector<std::string>> ListRoutes() override;
   Status AddGuardRoute(const std::string& cidr) override;
   Status DeleteGuardRoute(const std::string& cidr) override;
+  Status AddServiceAddress(const std::string& cidr) override;
+  Status DeleteServiceAddress(const std::string& cidr) override;
   Status CreateBridge(const std::string& name, const std::string& gateway) override;
   Status DeleteBridge(const std::string& name) override;
   Status CreateNodeNetwork(const NodeNetwork& net) override;
@@ -168,6 +180,8 @@ class FakeNodeHost final : public NodeHost {
   StatusOr<std::vector<std::string>> ListRoutes() override;
   Status AddGuardRoute(const std::string& cidr) override;
   Status DeleteGuardRoute(const std::string& cidr) override;
+  Status AddServiceAddress(const std::string& cidr) override;
+  Status DeleteServiceAddress(const std::string& cidr) override;
   Status CreateBridge(const std::string& name, const std::string& gateway) override;
   Status DeleteBridge(const std::string& name) override;
   Status CreateNodeNetwork(const NodeNetwork& net) override;
