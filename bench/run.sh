@@ -9,6 +9,8 @@
 #                                tls: api_tls.sh, the API over TLS vs HTTP and
 #                                vs nginx with TLS;
 #                                nodes: nodes_bench.py, real nodes, needs root;
+#                                heartbeats: heartbeat_tls.py, hpodd CPU per
+#                                heartbeat, agents on TLS vs Unix socket, root;
 #                                slurm: slurm_bench.py, real nodes + Slurm, root;
 #                                train: train_bench.py, hpod-train vs PyTorch;
 #                                signals: signal_soak.py, stops under a storm;
@@ -31,10 +33,11 @@ for arg in "$@"; do
   case "$arg" in
     --fuzz) fuzz=1 ;;
     --quick) pass+=(--quick) ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     api) only+=(api_latency.sh) ;;
     tls) only+=(api_tls.sh) ;;
     nodes) only+=(nodes_bench.py) ;;
+    heartbeats) only+=(heartbeat_tls.py) ;;
     slurm) only+=(slurm_bench.py) ;;
     train) only+=(train_bench.py) ;;
     signals) only+=(signal_soak.py) ;;
@@ -50,8 +53,8 @@ done
 # The benchmarks, in order. Add new ones here (each takes --quick; exit 77 = skipped,
 # e.g. nodes_bench.py when not root, slurm_bench.py also without Slurm,
 # train_bench.py without hpod-train or Debian's python3-torch).
-benchmarks=(api_latency.sh api_tls.sh nodes_bench.py slurm_bench.py train_bench.py signal_soak.py
-            comm_bench.py ckpt_bench.py train_dist_bench.py recovery.py auto_resume.py)
+benchmarks=(api_latency.sh api_tls.sh nodes_bench.py heartbeat_tls.py slurm_bench.py train_bench.py
+            signal_soak.py comm_bench.py ckpt_bench.py train_dist_bench.py recovery.py auto_resume.py)
 if [ "${#only[@]}" -gt 0 ]; then benchmarks=("${only[@]}"); fi
 
 status=0
