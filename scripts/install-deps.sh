@@ -52,6 +52,7 @@ TEST_PKGS=(
   bible-kjv                 # the real corpus the training e2e test learns from
   python3-numpy python3-tqdm python3-protobuf python3-crc32c protobuf-compiler  # oracles for safetensors, the progress line, tfevents
   iperf3                    # the link peer of the allreduce benchmark
+  faketime                  # libfaketime: nodes with skewed clocks (hpodd --fake-clock-skew) in e2e tests
   prometheus                # promtool checks /metrics and prometheus.yml; a real server scrapes hpodd
   chromium fonts-dejavu-core  # the console's browser e2e test (playwright-core drives it; no browser download)
 )

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -157,6 +158,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   std::string link_prefix = "hp";
   int node_disk_mb = 0;
   std::string fake_nvml_library;
+  std::vector<std::string> fake_clock_skew;
   int heartbeat_ms = 2000, heartbeat_timeout_ms = 6000, lifecycle_timeout_s = 1800,
       register_timeout_s = 120;
   int slurmd_timeout_s = 30;
@@ -205,6 +207,9 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     a->add_option("--fake-nvml-library", fake_nvml_library,
                   "Path of a fake libnvidia-ml (hpod_fake_nvml) that the agents of GPU nodes "
                   "load, so GPU health checks and gpu-xid faults work without GPUs");
+    a->add_option("--fake-clock-skew", fake_clock_skew,
+                  "GROUP=SECONDS: run the local nodes of instance group GROUP with their wall "
+                  "clock SECONDS off this machine's (libfaketime; for tests; repeatable)");
     a->add_option("--s3-endpoint", s3_endpoint,
                   "S3 endpoint for s3:// lifecycle scripts (path-style; credentials from "
                   "HPOD_S3_ACCESS_KEY_ID / HPOD_S3_SECRET_ACCESS_KEY)");
@@ -469,6 +474,23 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   context.link_prefix = link_prefix;
   context.node_disk_mb = node_disk_mb;
   context.fake_nvml_library = fake_nvml_library;
+  for (const std::string& skew : fake_clock_skew) {
+    const size_t eq = skew.find('=');
+    int seconds = 0;
+    const char* end = skew.data() + skew.size();
+    // from_chars takes no '+': "+90" is written "90".
+    auto [ptr, ec] = eq == std::string::npos
+                         ? std::from_chars_result{skew.data(), std::errc::invalid_argument}
+                         : std::from_chars(skew.data() + eq + 1, end, seconds);
+    if (eq == 0 || ec != std::errc() || ptr != end || eq + 1 == skew.size() || seconds < -86400 ||
+        seconds > 86400) {
+      return Fail(
+          "--fake-clock-skew: expected GROUP=SECONDS within a day (e.g. workers=90), "
+          "got " +
+          skew);
+    }
+    context.fake_clock_skew_s[skew.substr(0, eq)] = seconds;
+  }
   context.agent_transport = agent_transport;
   const auto chosen =
       std::find_if(providers.begin(), providers.end(),

@@ -4,6 +4,7 @@
 // test-only daemon that swaps in the fake provider.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct ProviderContext {
   std::string link_prefix;        // --link-prefix (names of bridges, veths, netns)
   int node_disk_mb = 0;           // --node-disk-mb (0: node disks are plain directories)
   std::string fake_nvml_library;  // --fake-nvml-library (empty: no NVML seam)
+  std::map<std::string, int> fake_clock_skew_s;  // --fake-clock-skew GROUP=SECONDS
   // --agent-transport: "unix" (agents dial agent_socket) or "tls" (over the node
   // network with mutual TLS; the provider declares the URL, hpodd listens there).
   std::string agent_transport = "unix";

@@ -68,6 +68,7 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
     // Nodes resolve it in their own mount namespace: pass it absolute.
     o.fake_nvml_library = fs::absolute(ctx.fake_nvml_library).string();
   }
+  o.fake_clock_skew_s = ctx.fake_clock_skew_s;
   auto p = hpod::provider::local::LocalProvider::Create(
       o, std::make_unique<hpod::provider::local::RealNodeHost>());
   if (!p.ok()) return p.status();

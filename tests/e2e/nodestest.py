@@ -68,6 +68,11 @@ class NodesDaemon:
         self.fsx_root = os.path.join(self.root, "fsx")
         self.block = free_block()
         self.extra_args = list(extra_args)
+        # HPOD_E2E_AGENT_TRANSPORT=tls runs a whole suite with the agents on mutual
+        # TLS over the node network (CI runs test_nodes_tls.py for that path).
+        transport = os.environ.get("HPOD_E2E_AGENT_TRANSPORT")
+        if transport and "--agent-transport" not in self.extra_args:
+            self.extra_args += ["--agent-transport", transport]
         self.env_extra = dict(env or {})
         self.proc = None
         self.port = None

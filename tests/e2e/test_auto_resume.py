@@ -32,6 +32,8 @@ class AutoResumeTest(unittest.TestCase):
     # test_nodes_tls.py runs some of these tests again with the agents on TLS.
     PREFIX = "t5a"
     HPODD_ARGS = ()
+    WORKER_GROUPS = (("workers", 3),)  # (group, count): the jobs' 3 workers
+    EXTRA_GROUPS = ()  # (group, count, SlurmConfig) the jobs do not use
 
     @classmethod
     def setUpClass(cls):
@@ -49,9 +51,11 @@ class AutoResumeTest(unittest.TestCase):
             spec = os.path.join(cls.d.root, "cluster.json")
             with open(spec, "w") as f:
                 json.dump([nodestest.lcs_group("controller-machine", 1, src,
-                                               SlurmConfig={"NodeType": "Controller"}),
-                           nodestest.lcs_group("workers", 3, src,
-                                               SlurmConfig={"NodeType": "Compute"})], f)
+                                               SlurmConfig={"NodeType": "Controller"})] +
+                          [nodestest.lcs_group(g, count, src, SlurmConfig={"NodeType": "Compute"})
+                           for g, count in cls.WORKER_GROUPS] +
+                          [nodestest.lcs_group(g, count, src, SlurmConfig=slurm)
+                           for g, count, slurm in cls.EXTRA_GROUPS], f)
             cls.d.hpod("create-cluster", "--cluster-name", "ar", "--instance-groups",
                        "file://" + spec)
             cls.d.wait_status("ar", "InService", timeout=240)
@@ -153,7 +157,7 @@ class AutoResumeTest(unittest.TestCase):
 
     def workers(self):
         return {n["InstanceId"]: n for n in self.d.nodes("ar")
-                if n["InstanceGroupName"] == "workers"}
+                if n["InstanceGroupName"] in dict(self.WORKER_GROUPS)}
 
     def batch_host(self, job):
         out = self.on_controller("scontrol show job %s" % job)

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "hpod/base/file_util.h"
+#include "hpod/provider/local/fake_clock.h"
 #include "hpod/provider/local/local_provider.h"
 #include "hpod/provider/local/node_init.h"
 
@@ -246,6 +247,10 @@ std::map<std::string, std::string> LocalProvider::AgentEnv(const Node& n) const 
     // A node's GPUs are stand-ins; on a host with GPUs the real NVML would count
     // the host's and reboot the node forever over a mismatch.
     env["HPOD_NVML_LIBRARY"] = "none";
+  }
+  if (auto skew = options_.fake_clock_skew_s.find(n.group_name);
+      skew != options_.fake_clock_skew_s.end()) {
+    env.merge(FakeClockEnv(options_.faketime_library, skew->second, fake_clock_shared_));
   }
   return env;
 }

@@ -15,6 +15,7 @@
 
 #include "hpod/api/instance_types.h"
 #include "hpod/base/file_util.h"
+#include "hpod/provider/local/fake_clock.h"
 #include "hpod/provider/local/node_init.h"
 
 namespace hpod::provider::local {
@@ -89,6 +90,11 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
     HPOD_RETURN_IF_ERROR(host->AddServiceAddress(service + "/32"));
     options.agent_endpoint = "https://" + service + ":" + std::to_string(options.agent_port);
   }
+  std::string fake_clock_shared;
+  if (!options.fake_clock_skew_s.empty()) {
+    HPOD_RETURN_IF_ERROR(CheckFakeClockSkews(options.fake_clock_skew_s, options.faketime_library));
+    HPOD_ASSIGN_OR_RETURN(fake_clock_shared, EnsureFakeClockShared(options.link_prefix));
+  }
   if (options.node_disk_mb < 0) {
     return InvalidArgumentError("local provider: node_disk_mb must be 0 (no sized disk) or more");
   }
@@ -110,6 +116,7 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
   fs::create_directories(options.fsx_root, ec);
   std::unique_ptr<LocalProvider> p(
       new LocalProvider(std::move(options), std::move(host), cidr->first, cidr->second));
+  p->fake_clock_shared_ = fake_clock_shared;
   HPOD_RETURN_IF_ERROR(p->Load());
   // Partitions that ended while hpodd was down end now; the rest on the timer.
   p->RestoreExpiredPartitions();
@@ -574,6 +581,7 @@ Status LocalProvider::DestroyAll() {
 }
 
 Status LocalProvider::RemoveGuard() {
+  if (!options_.fake_clock_skew_s.empty()) RemoveFakeClockShared(options_.link_prefix);
   if (network_agents()) {
     HPOD_RETURN_IF_ERROR(
         host_->DeleteServiceAddress(AgentServiceAddress(options_.node_block) + "/32"));

@@ -95,6 +95,13 @@ struct LocalProviderOptions {
   // the node: not under /tmp, /run, /var/log or /var/spool) and
   // HPOD_FAKE_NVML_SCRIPT. Empty: no NVML seam.
   std::string fake_nvml_library;
+  // A test seam for skewed clocks (hpodd --fake-clock-skew): the nodes of each
+  // named instance group run under libfaketime (faketime_library, Debian's
+  // faketime package) with their wall clock this many seconds off the host's;
+  // the agent, slurmd, munged, sessions and lifecycle scripts inherit it, their
+  // monotonic clocks are left alone. A replacement keeps its group's skew.
+  std::map<std::string, int> fake_clock_skew_s;
+  std::string faketime_library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
   // spank_hpod.so on the host (absolute), copied onto every node's disk (nodes do
   // not see the host's /tmp, where a CI clone builds it); empty: none.
   std::string spank_plugin;
@@ -227,6 +234,8 @@ class LocalProvider final : public Provider {
 
   const LocalProviderOptions options_;
   const std::unique_ptr<NodeHost> host_;
+  // FAKETIME_SHARED for skewed nodes (fake_clock.h); set once by Create.
+  std::string fake_clock_shared_;
   const uint32_t block_;
   const int block_prefix_;
 

@@ -330,6 +330,57 @@ TEST_F(LocalProviderTest, NetworkAgentsNeverGetTheLastSubnet) {
   EXPECT_EQ(p->Launch(Spec("c-1", "c", "10.77.1.10")).code(), StatusCode::kResourceExhausted);
 }
 
+TEST_F(LocalProviderTest, SkewedGroupsRunUnderLibfaketimeWithOneSharedStateForAll) {
+  auto o = Options();
+  o.link_prefix = "fk";  // its own shared-memory names
+  o.fake_clock_skew_s = {{"workers", 90}, {"behind", -90}};
+  o.faketime_library = (dir_ / "libfaketime.so.1").string();
+  {
+    auto missing = LocalProvider::Create(o, std::make_unique<FakeNodeHost>());
+    EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_THAT(missing.status().message(), HasSubstr("install Debian's faketime package"));
+  }
+  std::ofstream(o.faketime_library) << "stand-in";
+  {
+    auto bad = o;
+    bad.fake_clock_skew_s = {{"workers", 86401}};
+    EXPECT_EQ(LocalProvider::Create(bad, std::make_unique<FakeNodeHost>()).status().code(),
+              StatusCode::kInvalidArgument);
+  }
+  auto p = Make(o);
+  // One semaphore and counter for every node, open to munged's user too.
+  struct stat st {};
+  ASSERT_EQ(stat("/dev/shm/hpod-fk-faketime-shm", &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  ASSERT_EQ(stat("/dev/shm/sem.hpod-fk-faketime-sem", &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+
+  auto env_of = [&](const std::string& id) {
+    auto init = nlohmann::json::parse(ReadFile(p->NodeDir(id) + "/node-init.json"));
+    return init.value("env", nlohmann::json::object());
+  };
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());  // group workers
+  auto env = env_of("i-1");
+  EXPECT_EQ(env["LD_PRELOAD"], o.faketime_library);
+  EXPECT_EQ(env["FAKETIME"], "+90s");
+  EXPECT_EQ(env["FAKETIME_DONT_FAKE_MONOTONIC"], "1");
+  EXPECT_EQ(env["FAKETIME_SHARED"], "/hpod-fk-faketime-sem /hpod-fk-faketime-shm");
+  auto behind = Spec("i-2");
+  behind.group_name = "behind";
+  ASSERT_TRUE(p->Launch(behind).ok());
+  EXPECT_EQ(env_of("i-2")["FAKETIME"], "-90s");
+  auto plain = Spec("i-3");
+  plain.group_name = "plain";
+  ASSERT_TRUE(p->Launch(plain).ok());
+  EXPECT_FALSE(env_of("i-3").contains("LD_PRELOAD"));
+  EXPECT_FALSE(env_of("i-3").contains("FAKETIME"));
+
+  // Gone with the last node.
+  ASSERT_TRUE(p->DestroyAll().ok());
+  EXPECT_NE(stat("/dev/shm/hpod-fk-faketime-shm", &st), 0);
+  EXPECT_NE(stat("/dev/shm/sem.hpod-fk-faketime-sem", &st), 0);
+}
+
 TEST_F(LocalProviderTest, RebootKeepsAddressAndDiskWithANewProcess) {
   auto p = Make();
   ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
