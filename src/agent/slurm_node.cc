@@ -90,6 +90,7 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
   s.munge_key = *decoded;
   s.conf_hash = std::move(r.conf_hash);
   s.gpu_device_dir = std::move(r.gpu_device_dir);
+  s.avoid_start_time = std::move(r.avoid_start_time);
   s.motd = std::move(r.motd);
   for (auto& [name, content] : r.files) {
     // Plain names only: the files land in the config directory and nowhere else.
@@ -394,6 +395,20 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
   return OkStatus();
 }
 
+std::chrono::milliseconds SlurmNode::WaitToAvoid(const std::string& start_time) const {
+  if (start_time.empty()) return std::chrono::milliseconds(0);
+  slurm::SlurmNodeState old;
+  old.slurmd_start_time = start_time;
+  const double avoid = old.SlurmdStartEpoch();  // read as slurmctld prints: local time
+  if (avoid <= 0) return std::chrono::milliseconds(0);
+  // slurmd stamps its start a few milliseconds after the fork, to the second: a
+  // start in [avoid - 1, avoid + 1) could show `start_time` (the old row's), which
+  // hpodd would take for the old slurmd's registration and wait on for ever.
+  const double now = clock_.NowEpochSeconds();
+  if (now < avoid - 1 || now >= avoid + 1) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(static_cast<int64_t>((avoid + 1 - now) * 1000) + 1);
+}
+
 Status SlurmNode::StartDaemon(Daemon& d) {
   // Before the fork: slurmd stamps its own start (SlurmdStartTime) later, when it
   // first registers, so on this clock this is never after it.
@@ -459,6 +474,14 @@ void SlurmNode::Supervise(Daemon& d) {
       return;
     }
   } else if (now >= d.start_after) {
+    if (&d == daemon_.get() && applied_ && applied_->role == "compute") {
+      if (auto wait = WaitToAvoid(applied_->avoid_start_time); wait.count() > 0) {
+        d.start_after = now + wait;
+        spdlog::info("starting slurmd in {} ms, outside {} (its predecessor's start)", wait.count(),
+                     applied_->avoid_start_time);
+        return;
+      }
+    }
     if (Status s = StartDaemon(d); !s.ok()) {
       PauseBeforeRestart(d, now);
       SetState("failed", "cannot start " + d.name + ": " + std::string(s.message()));

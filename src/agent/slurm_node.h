@@ -68,6 +68,9 @@ struct SlurmSpec {
   int stand_in_gpus = 0;                // create this many stand-in GPU devices …
   std::string gpu_device_dir;           // … here (local provider only)
   std::string motd;
+  // A replacement's predecessor's SlurmdStartTime (PROTOCOL.md, slurm): slurmd
+  // starts only outside that second and the one before it, on this node's clock.
+  std::string avoid_start_time;
 };
 
 // kInvalidArgument naming the field for a malformed message (api::agentproto::
@@ -131,6 +134,9 @@ class SlurmNode {
                                                std::chrono::steady_clock::time_point now);
   std::unique_ptr<Daemon> NewDaemon(std::string name) const;
   Status StartDaemon(Daemon& d);
+  // How long slurmd's start must wait so that its SlurmdStartTime cannot read as
+  // `start_time` (SlurmSpec::avoid_start_time); 0 when it need not.
+  std::chrono::milliseconds WaitToAvoid(const std::string& start_time) const;
   void StopDaemon(Daemon& d);
   void PollNodes();
   void SetState(const std::string& daemon, const std::string& message);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "hpod/agent/test_util.h"
-#include "hpod/base/crypto.h"
+#include "hpod/base/base64.h"
 
 namespace hpod::agent {
 namespace {
@@ -330,6 +330,41 @@ TEST_F(SlurmNodeTest, NoneWritesTheMotdAndMarkerAtOnceAndRunsNothing) {
   ASSERT_TRUE(node_->State().slurmd_started.has_value()) << node_->State().ToJson().dump();
   EXPECT_GE(*node_->State().slurmd_started, before);
   EXPECT_LE(*node_->State().slurmd_started, RealClock::Get().NowEpochSeconds());
+}
+
+// A replacement's slurmd never starts in its predecessor's second (or the one
+// before), so that its SlurmdStartTime cannot read as the old row's.
+TEST_F(SlurmNodeTest, AReplacementsSlurmdStartsOutsideItsPredecessorsSecond) {
+  // The predecessor's start: this second, as slurmctld prints it (local time).
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char printed[32];
+  std::strftime(printed, sizeof(printed), "%Y-%m-%dT%H:%M:%S", &local);
+  Start();
+  SlurmSpec spec = Spec("compute", "h1");
+  spec.avoid_start_time = printed;
+  node_->Apply(spec);
+  ASSERT_TRUE(WaitForDaemon("running", "h1")) << node_->State().ToJson().dump();
+  ASSERT_TRUE(node_->State().slurmd_started.has_value());
+  EXPECT_GE(*node_->State().slurmd_started, static_cast<double>(now) + 1)
+      << "slurmd started in the second it must avoid";
+  EXPECT_EQ(Count("slurmd.argv"), 1u);
+  // The field comes from the `slurm` message.
+  EXPECT_EQ(ParseSlurmSpec(api::agentproto::SlurmRole{"compute",
+                                                      "n",
+                                                      "10.0.0.1",
+                                                      Base64UrlEncode(key_),
+                                                      "h",
+                                                      {},
+                                                      "",
+                                                      {},
+                                                      0,
+                                                      "",
+                                                      "2026-12-04T19:37:47"}
+                               .ToJson())
+                ->avoid_start_time,
+            "2026-12-04T19:37:47");
 }
 
 TEST_F(SlurmNodeTest, AKilledDaemonIsRestarted) {

@@ -462,6 +462,7 @@ StatusOr<SlurmRole> SlurmRole::FromJson(const Json& j) {
   r.StrMap("files", &s.files);
   r.Int("stand_in_gpus", &s.stand_in_gpus);
   r.Str("gpu_device_dir", &s.gpu_device_dir);
+  r.Str("avoid_start_time", &s.avoid_start_time);
   return r.Done(std::move(s));
 }
 Json SlurmRole::ToJson() const {
@@ -475,6 +476,7 @@ Json SlurmRole::ToJson() const {
   if (!files.empty()) j["files"] = files;
   if (stand_in_gpus > 0) j["stand_in_gpus"] = stand_in_gpus;
   if (!gpu_device_dir.empty()) j["gpu_device_dir"] = gpu_device_dir;
+  if (!avoid_start_time.empty()) j["avoid_start_time"] = avoid_start_time;
   return Typed(kType, std::move(j));
 }
 

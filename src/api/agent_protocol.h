@@ -380,6 +380,9 @@ struct SlurmRole {
   std::map<std::string, std::string> files;  // controller and login only; out when empty
   int64_t stand_in_gpus = 0;                 // out of ToJson when 0
   std::string gpu_device_dir;                // out of ToJson when empty
+  // A SlurmdStartTime the new slurmd must not show (the row a recovery marked,
+  // as slurmctld prints it); out of ToJson when empty. See PROTOCOL.md.
+  std::string avoid_start_time;
 
   static StatusOr<SlurmRole> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

@@ -46,8 +46,17 @@ Heartbeat FullHeartbeat() {
 }
 Command FullCommand() { return {"c-1", {"sh", "-c", "echo $X"}, {{"X", "1"}}, "/tmp", 5000}; }
 SlurmRole FullSlurmRole() {
-  return {"controller", "ip-10-0-0-1",         "10.0.0.1", "a2V5",          "h", {"ip-10-0-0-2"},
-          "motd",       {{"slurm.conf", "x"}}, 8,          "/run/hpod-gpus"};
+  return {"controller",
+          "ip-10-0-0-1",
+          "10.0.0.1",
+          "a2V5",
+          "h",
+          {"ip-10-0-0-2"},
+          "motd",
+          {{"slurm.conf", "x"}},
+          8,
+          "/run/hpod-gpus",
+          "2026-12-04T19:37:47"};
 }
 Config FullConfig() {
   return {1234, FullLifecycleConfig(), json{{"ClusterConfig", {{"ClusterName", "demo"}}}},

@@ -430,6 +430,12 @@ TEST_P(RecoverySkewTest, AReplacementsSlurmdIsToldFromTheOldOnesRowOnTheWorkersC
   Advance(20);
   AgentUp(b_id);
   Pass(1);  // b gets its role
+  // ... with the old row's start, which its slurmd must not show.
+  bool told = false;
+  for (const json& m : agents_.Sent(b_id)) {
+    if (m.value("type", "") == "slurm") told = m.value("avoid_start_time", "") == old_row;
+  }
+  EXPECT_TRUE(told) << "the replacement's slurm message lacks avoid_start_time " << old_row;
   // b's agent runs its slurmd; Slurm still shows the old one's row.
   agents_.Ack(b_id, "running", WorkerNow());
   Pass();

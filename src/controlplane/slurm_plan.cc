@@ -266,7 +266,8 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   return plan;
 }
 
-json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOptions& options) {
+json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOptions& options,
+                  const std::string& avoid_start_time) {
   auto it = plan.role_of.find(node.instance_id);
   slurm::NodeRole role = it == plan.role_of.end() ? slurm::NodeRole::kCompute : it->second;
   std::string role_name = slurm::RoleName(role);
@@ -278,6 +279,7 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   m.conf_hash = plan.conf_hash;
   m.node_names = plan.node_names;
   m.motd = Motd(role_name, plan.controller_name, !options.spank_plugin.empty());
+  if (role == slurm::NodeRole::kCompute) m.avoid_start_time = avoid_start_time;
   if (role != slurm::NodeRole::kCompute) {
     m.files = {{"slurm.conf", plan.files.slurm_conf},
                {"plugstack.conf", plan.files.plugstack_conf}};

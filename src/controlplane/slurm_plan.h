@@ -111,9 +111,10 @@ StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& clus
 // .json for the scripts (null when no group has a SlurmConfig).
 nlohmann::json ProvisioningParametersFor(const std::vector<store::GroupRecord>& groups);
 
-// The `slurm` message for one node of a ready plan.
+// The `slurm` message for one node of a ready plan. `avoid_start_time`: for a
+// compute node that replaces one a recovery marked, that row's SlurmdStartTime.
 nlohmann::json SlurmMessage(const SlurmPlan& plan, const store::NodeRecord& node,
-                            const SlurmOptions& options);
+                            const SlurmOptions& options, const std::string& avoid_start_time = "");
 
 // For a cluster without Slurm (Mode::kNone): the `slurm` message of role "none"
 // (the agent writes this motd and makes Slurm's commands say there is no Slurm),

@@ -153,7 +153,12 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
     pass.busy = true;
     // Resent on every pass until the agent reports the new hash (it applies the
     // same message idempotently).
-    agents_->Send(n.instance_id, SlurmMessage(plan, n, options_.slurm));
+    // A replacement's slurmd starts outside its predecessor's start second, so
+    // that its registration never reads as the marked row (SlurmdOfThisInstance).
+    auto stale = pass.stale_start.find(n.instance_id);
+    agents_->Send(n.instance_id,
+                  SlurmMessage(plan, n, options_.slurm,
+                               stale == pass.stale_start.end() ? "" : stale->second));
     return false;
   }
   if (state.value("daemon", "") != "running") return false;

@@ -43,9 +43,12 @@ namespace hpod::controlplane {
 //    ("" when none). A row that still shows it never counts: it is the old
 //    slurmd's. (The old row may pass the time test when the replaced machine's
 //    clock ran ahead of the new one's; the string is compared, not a clock.) The
-//    new slurmd showing the very same string, stamped by another clock in the
-//    same second, cannot be told from it: the node then waits for its Slurm part
-//    until ready_timeout fails it, the safe side of the two.
+//    new slurmd cannot show the very same string: the replacement's `slurm`
+//    message carries it (avoid_start_time) and its agent starts slurmd outside
+//    that second on its own clock. (Before, a node killed within a second of its
+//    slurmd's start left a replacement whose row read as the old one, and the
+//    recovery failed at ready_timeout.) An agent older than the field may still
+//    show it; then the node waits until ready_timeout fails it, the safe side.
 //  - Agents without `slurmd_started` are judged by the rule before it, which
 //    assumes the node's clock agrees with hpodd's: SlurmdStartTime not earlier
 //    than `launch_time` (hpodd's clock); a `stale_start` row does not count
