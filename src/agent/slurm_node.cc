@@ -396,10 +396,7 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
 }
 
 std::chrono::milliseconds SlurmNode::WaitToAvoid(const std::string& start_time) const {
-  if (start_time.empty()) return std::chrono::milliseconds(0);
-  slurm::SlurmNodeState old;
-  old.slurmd_start_time = start_time;
-  const double avoid = old.SlurmdStartEpoch();  // read as slurmctld prints: local time
+  const double avoid = slurm::SlurmTimeEpoch(start_time);  // as slurmctld prints: local time
   if (avoid <= 0) return std::chrono::milliseconds(0);
   // slurmd stamps its start a few milliseconds after the fork, to the second: a
   // start in [avoid - 1, avoid + 1) could show `start_time` (the old row's), which

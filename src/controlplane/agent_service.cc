@@ -15,22 +15,9 @@ namespace proto = api::agentproto;
 
 namespace {
 
-constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 constexpr size_t kMaxLogChunk = 64 * 1024;
 // The `error` frame's frame_type for a heartbeat read without its `host`.
 constexpr char kBadHost[] = "heartbeat.host";
-
-std::string HashSecret(const std::string& secret) { return HexEncode(Sha256(secret)); }
-
-// "Scheme value" from the Authorization header; empty when the scheme differs.
-std::string AuthValue(const http::Request& request, std::string_view scheme) {
-  std::string_view h = request.HeaderValue("Authorization");
-  if (h.size() <= scheme.size() + 1 || h.substr(0, scheme.size()) != scheme ||
-      h[scheme.size()] != ' ') {
-    return "";
-  }
-  return std::string(h.substr(scheme.size() + 1));
-}
 
 }  // namespace
 
@@ -45,84 +32,6 @@ AgentService::AgentService(store::Store& store, NodeLogs& logs, const Clock& clo
       on_change_(std::move(on_change)) {}
 
 AgentService::~AgentService() { Shutdown(); }
-
-StatusOr<std::string> AgentService::BootstrapKey(store::Store& store) {
-  std::string key;
-  HPOD_RETURN_IF_ERROR(store.Write([&](store::WriteTx& tx) -> Status {
-    auto s = tx.GetSetting("agent_bootstrap_key");
-    if (s.ok()) {
-      key = *s;
-      return OkStatus();
-    }
-    if (s.status().code() != StatusCode::kNotFound) return s.status();
-    key = HexEncode(RandomBytes(32));
-    return tx.PutSetting("agent_bootstrap_key", key);
-  }));
-  return key;
-}
-
-std::string AgentService::BootstrapToken(const std::string& instance_id) const {
-  return HexEncode(HmacSha256(bootstrap_key_, "hpod-agent-bootstrap:" + instance_id));
-}
-
-StatusOr<store::NodeRecord> AgentService::AuthenticateAgent(const http::Request& request,
-                                                            bool allow_bootstrap,
-                                                            bool* bootstrapped) {
-  *bootstrapped = false;
-  std::string instance_id(request.HeaderValue("X-Hpod-Instance-Id"));
-  if (instance_id.empty()) return UnauthenticatedError("missing X-Hpod-Instance-Id");
-  if (request.tls) {
-    // Over the network a node proves itself with its certificate only: a secret
-    // it was handed could have been handed to anyone.
-    if (!certificate_hooks_.auth) {
-      return UnauthenticatedError("this hpodd takes no network agents");
-    }
-    if (request.peer_cert_serial_hex.empty()) {
-      return UnauthenticatedError(
-          "no client certificate: a node joins first (hpod-agent join) and connects with the "
-          "certificate it got");
-    }
-    HPOD_ASSIGN_OR_RETURN(std::string serves, certificate_hooks_.auth(request.peer_cert_serial_hex,
-                                                                      request.peer_cert_cn));
-    if (serves != instance_id) {
-      return UnauthenticatedError("host " + request.peer_cert_cn + " serves " +
-                                  (serves.empty() ? std::string("no node") : serves) + ", not " +
-                                  instance_id);
-    }
-    store::NodeRecord tls_node;
-    HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-      HPOD_ASSIGN_OR_RETURN(tls_node, tx.GetNodeById(instance_id));
-      return OkStatus();
-    }));
-    return tls_node;
-  }
-  store::NodeRecord node;
-  std::optional<store::AgentRecord> agent;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(node, tx.GetNodeById(instance_id));
-    auto a = tx.GetAgent(instance_id);
-    if (a.ok()) agent = *a;
-    return OkStatus();
-  }));
-  if (std::string secret = AuthValue(request, "HpodNode"); !secret.empty()) {
-    if (agent && !agent->credential_hash.empty() &&
-        ConstantTimeEquals(HashSecret(secret), agent->credential_hash)) {
-      return node;
-    }
-    return UnauthenticatedError("node credential not valid for " + instance_id);
-  }
-  if (std::string token = AuthValue(request, "HpodBootstrap"); !token.empty() && allow_bootstrap) {
-    // Dead once the agent confirmed a credential (registered_time is set then).
-    if (agent && agent->registered_time > 0) {
-      return UnauthenticatedError("bootstrap token of " + instance_id + " was already used");
-    }
-    if (ConstantTimeEquals(token, BootstrapToken(instance_id))) {
-      *bootstrapped = true;
-      return node;
-    }
-  }
-  return UnauthenticatedError("no valid credential for " + instance_id);
-}
 
 http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& request,
                                                      std::shared_ptr<http::WebSocket> socket) {
@@ -149,20 +58,20 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
   ch->cert_serial = request.peer_cert_serial_hex;
   ch->cert_cn = request.peer_cert_cn;
   if (bootstrapped) {
-    std::string secret = RandomString(43, kAlnum);
-    Status s = store_.Write([&](store::WriteTx& tx) -> Status {
-      store::AgentRecord a;
-      auto existing = tx.GetAgent(node->instance_id);
-      if (existing.ok()) a = *existing;
-      a.instance_id = node->instance_id;
-      a.cluster_id = node->cluster_id;
-      a.credential_hash = HashSecret(secret);
-      return tx.PutAgent(a);
-    });
-    if (!s.ok()) return RefuseUpgrade(503, "cannot record the node credential: " + s.ToString());
+    StatusOr<std::string> secret = IssueCredential(*node);
+    if (!secret.ok()) {
+      return RefuseUpgrade(503, "cannot record the node credential: " + secret.status().ToString());
+    }
     ch->confirm_bootstrap = true;
     // Queued now, delivered as the first frame once the handshake completes.
-    socket->Send(proto::Credential{secret}.ToJson().dump(), false);
+    socket->Send(proto::Credential{*secret}.ToJson().dump(), false);
+  } else if (!ch->cert_serial.empty()) {
+    // A network agent registered when it joined; its certificate, checked above,
+    // serves this node. Its record is made here, its hello confirms it.
+    if (Status s = PutAgentRecord(*node, /*credential_hash=*/""); !s.ok()) {
+      return RefuseUpgrade(503, "cannot record the node's agent: " + s.ToString());
+    }
+    ch->confirm_bootstrap = true;
   }
   {
     MutexLock lock(mu_);
@@ -411,25 +320,15 @@ void AgentService::HandleHello(const std::shared_ptr<Channel>& ch, const json& m
   }
   bool confirm = ch->confirm_bootstrap;
   ch->confirm_bootstrap = false;
-  // A network agent registered when it joined (its certificate, checked at the
-  // upgrade, serves this node): its first hello makes its record.
-  const bool joined = !ch->cert_serial.empty();
   Status s = store_.Write([&](store::WriteTx& tx) -> Status {
     auto existing = tx.GetAgent(ch->instance_id);
-    store::AgentRecord a;
-    if (existing.ok()) {
-      a = *existing;
-    } else if (joined && existing.status().code() == StatusCode::kNotFound) {
-      a.instance_id = ch->instance_id;
-      a.cluster_id = ch->cluster_id;
-    } else {
+    if (!existing.ok()) {
       // Connected with a credential but the record is gone: the node was deleted.
       return existing.status();
     }
+    store::AgentRecord a = *existing;
     a.agent_version = hello->agent_version;
-    if ((confirm || joined) && a.registered_time == 0) {
-      a.registered_time = clock_.NowEpochSeconds();
-    }
+    if (confirm && a.registered_time == 0) a.registered_time = clock_.NowEpochSeconds();
     return tx.PutAgent(a);
   });
   if (!s.ok()) spdlog::warn("hello from {}: {}", ch->instance_id, s.ToString());

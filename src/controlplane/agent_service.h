@@ -273,9 +273,16 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   http::WebSocketCallbacks RelayCallbacks(const std::shared_ptr<Session>& s, bool from_client);
   void EndSession(const std::string& session_id);
   void SweepSessions();
-  // The node the request names, if its credential (or bootstrap token) is right.
+  // The node the request names, if its credential (or bootstrap token, or over
+  // TLS its client certificate) is right (agent_auth.cc).
   StatusOr<store::NodeRecord> AuthenticateAgent(const http::Request& request, bool allow_bootstrap,
                                                 bool* bootstrapped);
+  // A new credential for a node that came with its bootstrap token: stores its
+  // hash and returns the secret, for the agent's first frame (agent_auth.cc).
+  StatusOr<std::string> IssueCredential(const store::NodeRecord& node);
+  // Makes or updates the node's agent record; sets the credential hash if given
+  // (a network agent has none: its certificate is its proof).
+  Status PutAgentRecord(const store::NodeRecord& node, const std::string& credential_hash);
 
   store::Store& store_;
   NodeLogs& logs_;

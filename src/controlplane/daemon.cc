@@ -7,6 +7,7 @@
 #include "hpod/base/crypto.h"
 #include "hpod/controlplane/jobs.h"
 #include "hpod/controlplane/metrics_state.h"
+#include "hpod/http/client.h"
 
 namespace hpod::controlplane {
 
@@ -47,24 +48,14 @@ http::Response Healthz(const http::Request&) {
 
 // "https://10.77.255.254:8451" → its address and port.
 Status ListenerOfUrl(const std::string& url, std::string* address, uint16_t* port) {
-  const std::string kHttps = "https://";
-  size_t colon = url.rfind(':');
-  if (url.rfind(kHttps, 0) != 0 || colon == std::string::npos || colon < kHttps.size()) {
+  StatusOr<http::Url> u = http::ParseUrl(url);
+  if (!u.ok() || u->scheme != "https") {
     return InvalidArgumentError("the node provider's agent URL " + url +
                                 " is not https://ADDRESS:PORT");
   }
-  std::string host = url.substr(kHttps.size(), colon - kHttps.size());
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  std::string digits = url.substr(colon + 1);
-  while (!digits.empty() && digits.back() == '/') digits.pop_back();
-  if (digits.empty() || digits.size() > 5 ||
-      digits.find_first_not_of("0123456789") != std::string::npos || std::stoi(digits) > 65535) {
-    return InvalidArgumentError("the node provider's agent URL " + url + " has no port");
-  }
-  *address = host;
-  *port = static_cast<uint16_t>(std::stoi(digits));
+  *address = u->host.size() > 2 && u->host.front() == '[' ? u->host.substr(1, u->host.size() - 2)
+                                                          : u->host;
+  *port = static_cast<uint16_t>(u->port);
   return OkStatus();
 }
 

@@ -43,9 +43,7 @@ bool SlurmdOfThisInstance(const slurm::SlurmNodeState& row, const nlohmann::json
   const double launched = std::floor(launch_time);
   if (row.SlurmdStartEpoch() < launched) return false;
   if (!stale) return true;
-  slurm::SlurmNodeState old;
-  old.slurmd_start_time = stale_start;
-  return old.SlurmdStartEpoch() >= launched;
+  return slurm::SlurmTimeEpoch(stale_start) >= launched;
 }
 
 SlurmReconciler::SlurmReconciler(store::Store& store, const Clock& clock,

@@ -147,13 +147,15 @@ bool SlurmNodeState::Drained() const {
   return false;
 }
 
-double SlurmNodeState::SlurmdStartEpoch() const {
+double SlurmTimeEpoch(const std::string& printed) {
   std::tm tm{};
-  if (::strptime(slurmd_start_time.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return 0;
+  if (::strptime(printed.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return 0;
   tm.tm_isdst = -1;
   std::time_t t = std::mktime(&tm);
   return t < 0 ? 0 : static_cast<double>(t);
 }
+
+double SlurmNodeState::SlurmdStartEpoch() const { return SlurmTimeEpoch(slurmd_start_time); }
 
 json SlurmNodeState::ToJson() const {
   return json{{"name", name},

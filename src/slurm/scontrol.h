@@ -31,6 +31,10 @@ struct SlurmNodeState {
   bool operator==(const SlurmNodeState&) const = default;
 };
 
+// A time as scontrol prints it ("2026-12-04T19:37:47", local time, to the
+// second) in epoch seconds; 0 when "None" or unreadable.
+double SlurmTimeEpoch(const std::string& printed);
+
 // Lines that do not start with NodeName= are skipped ("No nodes in the system").
 std::vector<SlurmNodeState> ParseShowNodes(std::string_view output);
 

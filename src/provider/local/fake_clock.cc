@@ -37,7 +37,11 @@ Status CheckFakeClockSkews(const std::map<std::string, int>& skews, const std::s
   return OkStatus();
 }
 
-StatusOr<std::string> EnsureFakeClockShared(const std::string& prefix) {
+std::string FakeClockShared(const std::string& prefix) {
+  return SemName(prefix) + " " + ShmName(prefix);
+}
+
+Status EnsureFakeClockShared(const std::string& prefix) {
   // The semaphore is libfaketime's lock: created at 1 (free). fchmod-equivalent
   // after creation, since sem_open's mode goes through the umask.
   sem_t* sem = sem_open(SemName(prefix).c_str(), O_CREAT, 0666, 1);
@@ -56,7 +60,7 @@ StatusOr<std::string> EnsureFakeClockShared(const std::string& prefix) {
   close(fd);
   errno = saved;
   if (!ok) return Errno("sizing " + ShmName(prefix));
-  return SemName(prefix) + " " + ShmName(prefix);
+  return OkStatus();
 }
 
 void RemoveFakeClockShared(const std::string& prefix) {

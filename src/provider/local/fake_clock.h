@@ -27,9 +27,12 @@ namespace hpod::provider::local {
 // (with what to install).
 Status CheckFakeClockSkews(const std::map<std::string, int>& skews, const std::string& library);
 
-// Makes (or keeps) the pair for link prefix `prefix`; returns FAKETIME_SHARED's
-// value for it ("/hpod-<prefix>-faketime-sem /hpod-<prefix>-faketime-shm").
-StatusOr<std::string> EnsureFakeClockShared(const std::string& prefix);
+// FAKETIME_SHARED's value for link prefix `prefix`:
+// "/hpod-<prefix>-faketime-sem /hpod-<prefix>-faketime-shm".
+std::string FakeClockShared(const std::string& prefix);
+
+// Makes (or keeps) that pair.
+Status EnsureFakeClockShared(const std::string& prefix);
 
 // Unlinks the pair (processes that have it open keep it). Call only when no
 // node of `prefix` remains: a node started later could not open it.

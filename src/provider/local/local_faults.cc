@@ -250,7 +250,8 @@ std::map<std::string, std::string> LocalProvider::AgentEnv(const Node& n) const 
   }
   if (auto skew = options_.fake_clock_skew_s.find(n.group_name);
       skew != options_.fake_clock_skew_s.end()) {
-    env.merge(FakeClockEnv(options_.faketime_library, skew->second, fake_clock_shared_));
+    env.merge(FakeClockEnv(options_.faketime_library, skew->second,
+                           FakeClockShared(options_.link_prefix)));
   }
   return env;
 }

@@ -90,10 +90,9 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
     HPOD_RETURN_IF_ERROR(host->AddServiceAddress(service + "/32"));
     options.agent_endpoint = "https://" + service + ":" + std::to_string(options.agent_port);
   }
-  std::string fake_clock_shared;
   if (!options.fake_clock_skew_s.empty()) {
     HPOD_RETURN_IF_ERROR(CheckFakeClockSkews(options.fake_clock_skew_s, options.faketime_library));
-    HPOD_ASSIGN_OR_RETURN(fake_clock_shared, EnsureFakeClockShared(options.link_prefix));
+    HPOD_RETURN_IF_ERROR(EnsureFakeClockShared(options.link_prefix));
   }
   if (options.node_disk_mb < 0) {
     return InvalidArgumentError("local provider: node_disk_mb must be 0 (no sized disk) or more");
@@ -116,7 +115,6 @@ StatusOr<std::unique_ptr<LocalProvider>> LocalProvider::Create(LocalProviderOpti
   fs::create_directories(options.fsx_root, ec);
   std::unique_ptr<LocalProvider> p(
       new LocalProvider(std::move(options), std::move(host), cidr->first, cidr->second));
-  p->fake_clock_shared_ = fake_clock_shared;
   HPOD_RETURN_IF_ERROR(p->Load());
   // Partitions that ended while hpodd was down end now; the rest on the timer.
   p->RestoreExpiredPartitions();
@@ -563,7 +561,7 @@ Status LocalProvider::Reboot(const std::string& instance_id, const std::string& 
 
 Status LocalProvider::Shutdown(bool remove_guard) {
   MutexLock lock(mu_);
-  if (remove_guard && nodes_.empty()) return RemoveGuard();
+  if (remove_guard && nodes_.empty()) return RemoveBlockState();
   return OkStatus();
 }
 
@@ -577,10 +575,10 @@ Status LocalProvider::DestroyAll() {
     if (!s.ok() && first.ok()) first = s;
   }
   if (!first.ok()) return first;
-  return RemoveGuard();
+  return RemoveBlockState();
 }
 
-Status LocalProvider::RemoveGuard() {
+Status LocalProvider::RemoveBlockState() {
   if (!options_.fake_clock_skew_s.empty()) RemoveFakeClockShared(options_.link_prefix);
   if (network_agents()) {
     HPOD_RETURN_IF_ERROR(

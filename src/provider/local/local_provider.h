@@ -217,8 +217,10 @@ class LocalProvider final : public Provider {
   // The node's netns, veths and address (and, for network agents, its one route
   // to hpodd's agent address) on the bridge of /24 number `subnet`.
   NodeNetwork NetworkOf(const Node& n, int subnet) const;
-  // The service address (network agents) and the guard route, in that order.
-  Status RemoveGuard() REQUIRES(mu_);
+  // What the node block holds on the host while nodes exist, the guard route last:
+  // libfaketime's shared pair (fake_clock_skew_s), the service address (network
+  // agents), the guard route. Only when no node remains.
+  Status RemoveBlockState() REQUIRES(mu_);
   std::string SubnetBase(int k) const;  // "10.77.3." (the /24 without its last octet)
   std::string ClusterDir(const std::string& id) const;
   std::string FsxDir(const std::string& id) const;
@@ -234,8 +236,6 @@ class LocalProvider final : public Provider {
 
   const LocalProviderOptions options_;
   const std::unique_ptr<NodeHost> host_;
-  // FAKETIME_SHARED for skewed nodes (fake_clock.h); set once by Create.
-  std::string fake_clock_shared_;
   const uint32_t block_;
   const int block_prefix_;
 
