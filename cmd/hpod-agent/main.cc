@@ -28,7 +28,8 @@ using hpod::agent::kExitConfig;
 hpod::StatusOr<hpod::agent::JoinedState> EnsureJoined(const std::string& server,
                                                       const std::string& token,
                                                       const std::string& state_dir,
-                                                      const std::string& machine_id_file) {
+                                                      const std::string& machine_id_file,
+                                                      const std::string& instance_type) {
   auto state = hpod::agent::LoadJoinedState(state_dir);
   if (state.ok()) {
     if (!server.empty() && state->server != server && state->server + "/" != server) {
@@ -52,6 +53,7 @@ hpod::StatusOr<hpod::agent::JoinedState> EnsureJoined(const std::string& server,
   jo.token = token;
   jo.state_dir = state_dir;
   jo.facts = std::move(facts);
+  jo.instance_type = instance_type;
   HPOD_ASSIGN_OR_RETURN(auto joined, hpod::agent::JoinHpodd(jo));
   spdlog::info("joined {} as host {} of pool {}{}", joined.server, joined.host_id, joined.pool,
                joined.instance_id.empty() ? "" : " for node " + joined.instance_id);
@@ -90,13 +92,17 @@ int main(int argc, char** argv) {
       "join",
       "join hpodd over the network with a join token (hpod create-join-token), then run as "
       "this machine's agent");
-  std::string server, token, state_dir = "/var/lib/hpod-agent";
+  std::string server, token, instance_type, state_dir = "/var/lib/hpod-agent";
   join->add_option("--server", server, "hpodd's agent address, https://HOST:PORT (--agent-listen)")
       ->required();
   // Not required: a machine that joined restarts with `hpod-agent join --server URL`
   // (its state dir holds its key and certificate; the token was spent).
   join->add_option("--token", token,
                    "the join token (hpod create-join-token); needed only for the first join");
+  join->add_option("--instance-type", instance_type,
+                   "the instance type this machine serves as (ml.c5.2xlarge, ml.g5.12xlarge, ...), "
+                   "unless the token names one; hpodd checks it against the machine's CPUs, "
+                   "memory and GPUs");
   join->add_option("--state-dir", state_dir,
                    "where the agent keeps its key, certificate and state (default "
                    "/var/lib/hpod-agent)");
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
 
   hpod::agent::AgentOptions options;
   if (join->parsed()) {
-    auto joined = EnsureJoined(server, token, state_dir, machine_id_file);
+    auto joined = EnsureJoined(server, token, state_dir, machine_id_file, instance_type);
     if (!joined.ok()) {
       spdlog::error("{}", joined.status().message());
       std::fprintf(stderr, "hpod-agent join: %s\n", std::string(joined.status().message()).c_str());
@@ -143,7 +149,8 @@ int main(int argc, char** argv) {
       // provider minted for this launch, exactly as a machine of the user would.
       auto joined =
           EnsureJoined(options.endpoint, options.join_token, options.state_dir,
-                       machine_id_file.empty() ? options.machine_id_file : machine_id_file);
+                       machine_id_file.empty() ? options.machine_id_file : machine_id_file,
+                       /*instance_type=*/"");
       if (!joined.ok()) {
         spdlog::error("{}", joined.status().message());
         return kExitConfig;

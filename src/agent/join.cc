@@ -99,7 +99,9 @@ StatusOr<JoinedState> JoinHpodd(const JoinOptions& options) {
   http::Request post;
   post.method = "POST";
   post.headers = {{"Content-Type", "application/json"}};
-  post.body = Json{{"token", options.token}, {"csr", csr}, {"facts", options.facts}}.dump();
+  Json request{{"token", options.token}, {"csr", csr}, {"facts", options.facts}};
+  if (!options.instance_type.empty()) request["instance_type"] = options.instance_type;
+  post.body = request.dump();
   auto answer = http::Client(verified).Send(server + "/join/v1/join", post);
   if (!answer.ok()) {
     return UnavailableError("join request to " + server + " failed: " + answer.status().message());

@@ -50,6 +50,7 @@ struct JoinOptions {
   std::string token;   // hpodjoin1.<pin>.<id>.<secret>
   std::string state_dir;
   nlohmann::json facts;  // CollectMachineFacts
+  std::string instance_type;  // --instance-type; empty: the token's
   std::chrono::milliseconds timeout{30000};
 };
 

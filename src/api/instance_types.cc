@@ -1,5 +1,8 @@
 #include "hpod/api/instance_types.h"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace hpod::api {
 
 const std::vector<InstanceTypeInfo>& AllInstanceTypes() {
@@ -140,6 +143,49 @@ std::optional<InstanceTypeInfo> LookupInstanceType(std::string_view name) {
     if (t.name == name) return t;
   }
   return std::nullopt;
+}
+
+namespace {
+
+std::string GiB(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+}  // namespace
+
+std::string MachineMisfit(const InstanceTypeInfo& type, const MachineSize& machine) {
+  std::string out;
+  auto add = [&](const std::string& clause) { out += (out.empty() ? "" : "; ") + clause; };
+  if (machine.cpus < type.vcpus) {
+    add("it has " + std::to_string(machine.cpus) + " CPUs, " + std::string(type.name) +
+        " has " + std::to_string(type.vcpus));
+  }
+  const int64_t type_bytes = type.memory_mib * 1024 * 1024;
+  if (static_cast<double>(machine.memory_bytes) < kMemoryFitShare * static_cast<double>(type_bytes)) {
+    add("it has " + GiB(machine.memory_bytes) + " of memory, " + std::string(type.name) + " has " +
+        GiB(type_bytes) + " (at least " + std::to_string(static_cast<int>(kMemoryFitShare * 100)) +
+        "% of it is needed)");
+  }
+  if (machine.gpus != type.gpus) {
+    add("it has " + std::to_string(machine.gpus) + " GPUs, " + std::string(type.name) + " has " +
+        std::to_string(type.gpus));
+  }
+  return out;
+}
+
+std::vector<std::string> TypesThatFit(const MachineSize& machine, size_t limit) {
+  std::vector<InstanceTypeInfo> fit;
+  for (const InstanceTypeInfo& t : AllInstanceTypes()) {
+    if (MachineMisfit(t, machine).empty()) fit.push_back(t);
+  }
+  std::stable_sort(fit.begin(), fit.end(), [](const InstanceTypeInfo& a, const InstanceTypeInfo& b) {
+    return a.vcpus != b.vcpus ? a.vcpus > b.vcpus : a.memory_mib > b.memory_mib;
+  });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < fit.size() && i < limit; ++i) out.emplace_back(fit[i].name);
+  return out;
 }
 
 }  // namespace hpod::api

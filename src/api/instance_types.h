@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,5 +30,27 @@ std::optional<InstanceTypeInfo> LookupInstanceType(std::string_view name);
 
 // Every entry, in the API model's enum order.
 const std::vector<InstanceTypeInfo>& AllInstanceTypes();
+
+// What a machine has, as its agent reports it (agent/machine_facts.h).
+struct MachineSize {
+  int64_t cpus = 0;
+  int64_t memory_bytes = 0;
+  int64_t gpus = 0;
+};
+
+// A machine's memory as the kernel reports it (MemTotal) is below its nominal
+// size by what firmware and the kernel keep (about 3-8%); a machine fits a type
+// with at least this share of the type's memory.
+inline constexpr double kMemoryFitShare = 0.90;
+
+// How `machine` falls short of `type`, one clause per difference ("it has 2 CPUs,
+// the type 8"), joined by "; "; empty when it fits. A machine fits with at least
+// the type's vCPUs, kMemoryFitShare of its memory, and exactly its GPUs (a type
+// names how many GPUs Slurm may hand out).
+std::string MachineMisfit(const InstanceTypeInfo& type, const MachineSize& machine);
+
+// The names of the types `machine` fits, largest first (by vCPUs, then memory),
+// at most `limit` of them: what to suggest to a person who named none.
+std::vector<std::string> TypesThatFit(const MachineSize& machine, size_t limit);
 
 }  // namespace hpod::api

@@ -50,5 +50,31 @@ TEST(InstanceTypesTest, PublishedSpecs) {
   EXPECT_FALSE(LookupInstanceType("p5.48xlarge"));  // without the ml. prefix
 }
 
+TEST(InstanceTypesTest, AMachineFitsATypeWithEnoughCpusMemoryAndTheExactGpus) {
+  const InstanceTypeInfo c5 = *LookupInstanceType("ml.c5.2xlarge");  // 8 vCPUs, 16 GiB
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(MachineMisfit(c5, {8, 16 * gib, 0}), "");
+  EXPECT_EQ(MachineMisfit(c5, {64, 15 * gib, 0}), "");  // MemTotal below nominal
+  EXPECT_EQ(MachineMisfit(c5, {2, 16 * gib, 0}), "it has 2 CPUs, ml.c5.2xlarge has 8");
+  EXPECT_EQ(MachineMisfit(c5, {8, 8 * gib, 0}),
+            "it has 8.0 GiB of memory, ml.c5.2xlarge has 16.0 GiB (at least 90% of it is needed)");
+  const InstanceTypeInfo g5 = *LookupInstanceType("ml.g5.12xlarge");  // 48, 192 GiB, 4 GPUs
+  EXPECT_EQ(MachineMisfit(g5, {48, 192 * gib, 8}), "it has 8 GPUs, ml.g5.12xlarge has 4");
+  EXPECT_EQ(MachineMisfit(g5, {4, 192 * gib, 0}),
+            "it has 4 CPUs, ml.g5.12xlarge has 48; it has 0 GPUs, ml.g5.12xlarge has 4");
+}
+
+TEST(InstanceTypesTest, TypesThatFitAreTheLargestFirst) {
+  const int64_t gib = int64_t{1} << 30;
+  // This development machine's size: 2 CPUs, about 24 GiB, no GPU.
+  std::vector<std::string> fit = TypesThatFit({2, 23 * gib, 0}, 3);
+  ASSERT_EQ(fit.size(), 3u);
+  EXPECT_EQ(LookupInstanceType(fit[0])->memory_mib, 16384);  // r6i/r7i.large: 2 vCPUs, 16 GiB
+  for (const std::string& t : fit) {
+    EXPECT_EQ(MachineMisfit(*LookupInstanceType(t), {2, 23 * gib, 0}), "") << t;
+  }
+  EXPECT_TRUE(TypesThatFit({1, gib, 0}, 5).empty());
+}
+
 }  // namespace
 }  // namespace hpod::api

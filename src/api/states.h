@@ -65,6 +65,23 @@ enum class LifecycleState {
   kFailed,
 };
 
+// A host of a pool (issue 26): one machine with one agent and one certificate.
+// Joining: it joined and its agent has not connected yet. Spare: connected and
+// serving no node. Assigned: serving an instance of a cluster. Rebooting and
+// Draining: taken out of work for a reboot or before its release. Quarantined:
+// failed and held back until a person releases it (or three failures in 30 days
+// retire it). Retired: out of service until a person says otherwise; a revoked
+// host is Retired and cannot come back without joining again.
+enum class HostState {
+  kJoining,
+  kSpare,
+  kAssigned,
+  kRebooting,
+  kDraining,
+  kQuarantined,
+  kRetired,
+};
+
 // Where hpod is with a node, derived from its row (launched, remove, status); not
 // stored. The reconcilers switch on it.
 enum class NodePhase {
@@ -110,6 +127,12 @@ struct StateTable<LifecycleState> {
   static constexpr std::string_view kShape = "";
   static constexpr std::array<std::string_view, 4> kNames = {"NotStarted", "Running", "Succeeded",
                                                              "Failed"};
+};
+template <>
+struct StateTable<HostState> {
+  static constexpr std::string_view kShape = "HpodHostState";
+  static constexpr std::array<std::string_view, 7> kNames = {
+      "Joining", "Spare", "Assigned", "Rebooting", "Draining", "Quarantined", "Retired"};
 };
 template <>
 struct StateTable<NodePhase> {

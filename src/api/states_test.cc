@@ -33,6 +33,7 @@ TEST(StatesTest, TablesAreTheModelsEnums) {
   ExpectMatchesModel<InstanceGroupStatus>();
   ExpectMatchesModel<ClusterInstanceStatus>();
   ExpectMatchesModel<ClusterNodeRecovery>();
+  ExpectMatchesModel<HostState>();
 }
 
 template <typename E>
@@ -53,6 +54,7 @@ TEST(StatesTest, EveryNameParsesBackToItsState) {
   ExpectRoundTrip<ClusterNodeRecovery>();
   ExpectRoundTrip<LifecycleState>();
   ExpectRoundTrip<NodePhase>();
+  ExpectRoundTrip<HostState>();
 }
 
 TEST(StatesTest, UnknownAndMiscasedStringsAreNoState) {

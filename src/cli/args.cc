@@ -5,6 +5,7 @@
 #include "hpod/cli/args.h"
 
 #include <algorithm>
+#include <array>
 #include <regex>
 
 #include "hpod/cli/args_internal.h"
@@ -112,6 +113,11 @@ StatusOr<std::vector<std::string>> ExtractGlobals(const std::vector<std::string>
   return rest;
 }
 
+// hpod's own operations that also answer to their name without `hpod-`.
+constexpr std::array<std::string_view, 8> kFriendlyVerbs = {
+    "get-caller-identity", "list-training-runs", "get-training-metrics", "list-hosts",
+    "describe-host",       "release-host",       "retire-host",          "revoke-host"};
+
 std::string VerbChoices() {
   std::vector<std::string> verbs;
   for (const api::Operation* op : api::ServiceModel::Get().operations()) {
@@ -124,9 +130,7 @@ std::string VerbChoices() {
   verbs.push_back("create-join-token");
   verbs.push_back("describe-recovery");
   verbs.push_back("describe-job-goodput");
-  verbs.push_back("get-caller-identity");
-  verbs.push_back("list-training-runs");
-  verbs.push_back("get-training-metrics");
+  for (std::string_view v : kFriendlyVerbs) verbs.emplace_back(v);
   std::sort(verbs.begin(), verbs.end());
   std::string out;
   for (const auto& v : verbs) out += "\n  " + v;
@@ -269,9 +273,10 @@ StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
   }
   // Generated verbs of hpod's own operations under friendlier names:
   // `get-caller-identity` (as `aws sts get-caller-identity`) is HpodGetCallerIdentity,
-  // `list-training-runs` and `get-training-metrics` the training operations.
-  const bool friendly = verb == "get-caller-identity" || verb == "list-training-runs" ||
-                        verb == "get-training-metrics";
+  // `list-training-runs` and `get-training-metrics` the training operations, and
+  // the host verbs (list-hosts, describe-host, ...) the Hpod...Host operations.
+  const bool friendly = std::find(kFriendlyVerbs.begin(), kFriendlyVerbs.end(), verb) !=
+                        kFriendlyVerbs.end();
   inv.operation = FindOperationByVerb(friendly ? "hpod-" + verb : verb);
   if (inv.operation == nullptr) {
     if (help) {

@@ -426,7 +426,8 @@ Status ParseCreateJoinTokenArgs(const std::vector<std::string>& words, bool help
                                                         {{"--pool", true},
                                                          {"--ttl", true},
                                                          {"--uses", true},
-                                                         {"--description", true}},
+                                                         {"--description", true},
+                                                         {"--instance-type", true}},
                                                         values));
   if (help || help_word) {
     inv.kind = Invocation::Kind::kHelp;
@@ -454,6 +455,8 @@ Status ParseCreateJoinTokenArgs(const std::vector<std::string>& words, bool help
     params["Uses"] = *n;  // its range is checked against the model before sending
   }
   if (values.count("--description") != 0) params["Description"] = values["--description"];
+  // Checked against the model's enum before sending, as every member is.
+  if (values.count("--instance-type") != 0) params["InstanceType"] = values["--instance-type"];
   inv.kind = Invocation::Kind::kOperation;
   inv.operation = op;
   inv.params = std::move(params);

@@ -140,7 +140,7 @@ std::string TopLevelHelp() {
       "  hpod inject-fault --cluster-name NAME --node-id ID --kind KIND [--seconds N]\n"
       "                    [--xid-code N]\n"
       "  hpod create-join-token [--pool NAME] [--ttl DURATION] [--uses N]\n"
-      "                         [--description TEXT]\n"
+      "                         [--description TEXT] [--instance-type ml.TYPE]\n"
       "  hpod describe-recovery --cluster-name NAME (--recovery-id ID | --node-id ID)\n"
       "  hpod describe-job-goodput --cluster-name NAME --job-id SLURM_JOB_ID\n"
       "  hpod help | hpod <command> help | hpod wait help\n\n"
@@ -162,7 +162,12 @@ std::string TopLevelHelp() {
   out += "  describe-job-goodput          an --auto-resume job's goodput and its failures\n";
   out += "  get-caller-identity           your access key and its role (admin or user)\n";
   out += "  list-training-runs            TensorBoard and JSONL runs on the cluster's /fsx\n";
-  out += "  get-training-metrics          one run's scalars (loss, lr, ...) by step\n\n";
+  out += "  get-training-metrics          one run's scalars (loss, lr, ...) by step\n";
+  out += "  list-hosts                    the machines that joined: pool, type, state\n";
+  out += "  describe-host                 one host: facts, state, history, what it serves\n";
+  out += "  release-host                  a Quarantined or Retired host back to Spare (admin)\n";
+  out += "  retire-host                   take a host out of service (admin)\n";
+  out += "  revoke-host                   refuse a host's certificates at once (admin)\n\n";
   out +=
       "Global options (anywhere on the line):\n"
       "  --endpoint-url URL          default: $HPOD_ENDPOINT_URL, $AWS_ENDPOINT_URL_SAGEMAKER,\n"
@@ -392,7 +397,8 @@ std::string CreateJoinTokenHelp() {
          "    [--pool <value>]\n"
          "    [--ttl <value>]\n"
          "    [--uses <value>]\n"
-         "    [--description <value>]\n\n"
+         "    [--description <value>]\n"
+         "    [--instance-type <value>]\n\n"
          "OPTIONS\n"
          "  --pool (string)\n"
          "      The pool the machine joins: lowercase letters, digits and '-', at most 63\n"
@@ -404,22 +410,28 @@ std::string CreateJoinTokenHelp() {
          "      How many machines may join with it, 1-100000. Default: 1.\n"
          "  --description (string)\n"
          "      A note kept with the token (at most 256 characters), shown by\n"
-         "      hpod hpod-list-join-tokens.\n\n"
+         "      hpod hpod-list-join-tokens.\n"
+         "  --instance-type (string)\n"
+         "      The instance type (ml.c5.2xlarge, ml.g5.12xlarge, ...) of the machines\n"
+         "      that join with it, unless `hpod-agent join --instance-type` names one.\n"
+         "      hpodd refuses a machine whose CPUs, memory or GPU count do not fit it.\n\n"
          "The token carries the hash of hpodd's CA certificate (the machine checks that it\n"
          "talks to this hpodd before it sends anything), the token's id and a secret.\n"
          "hpodd keeps only the secret's hash, so the token is printed once and cannot be\n"
          "shown again. On the machine, run:\n\n"
-         "  hpod-agent join --server https://HOST:PORT --token TOKEN\n\n"
+         "  hpod-agent join --server https://HOST:PORT --token TOKEN --instance-type ml.TYPE\n\n"
          "Prints the token alone on one line, so that TOKEN=$(hpod create-join-token)\n"
          "works; --output text prints the same, and AWS_DEFAULT_OUTPUT or the profile's\n"
          "output setting do not change it. --output json or --output table prints the\n"
-         "whole response {JoinToken, TokenId, Pool, Uses, ExpiresAt}; --query picks from\n"
-         "it. The same request as `hpod hpod-create-join-token --ttl-seconds N`.\n\n"
+         "whole response {JoinToken, TokenId, Pool, Uses, ExpiresAt, InstanceType}; --query\n"
+         "picks from it. The same request as\n"
+         "`hpod hpod-create-join-token --ttl-seconds N`.\n\n"
          "Related:\n"
          "  hpod hpod-list-join-tokens                 the tokens, their uses left, expiry\n"
          "  hpod hpod-revoke-join-token --token-id ID  stop a token before it expires\n"
-         "  hpod hpod-list-hosts [--pool NAME]         the machines that joined\n"
-         "  hpod hpod-revoke-host --host-id ID         revoke a host and its certificates\n";
+         "  hpod list-hosts [--pool NAME] [--state S]  the machines that joined\n"
+         "  hpod describe-host --host-id ID            facts, state, history of one host\n"
+         "  hpod revoke-host --host-id ID              revoke a host and its certificates\n";
 }
 
 std::string DescribeRecoveryHelp() {

@@ -136,7 +136,7 @@ bool ClusterApi::IsReadOnly(const std::string& op) {
       "HpodStartSession",      "HpodGetNodeLogs",      "HpodListSlurmNodes",
       "HpodDescribeRecovery",  "HpodListRecoveries",   "HpodDescribeJobGoodput",
       "HpodGetCallerIdentity", "HpodListTrainingRuns", "HpodGetTrainingMetrics",
-      "HpodListHosts"};
+      "HpodListHosts",         "HpodDescribeHost"};
   return kReadOnly.count(op) > 0;
 }
 

@@ -3,7 +3,7 @@
 // Its routes:
 //   GET  /join/v1/ca            hpodd's CA certificate, to anyone: the joining agent
 //                               trusts it only if its hash is the token's pin
-//   POST /join/v1/join          {token, csr, facts} → {host_id, certificate, ...}
+//   POST /join/v1/join          {token, csr, facts, instance_type} → {host_id, certificate, ...}
 //   GET  /agent/v1/channel      a node's channel (agent_service.h), by certificate
 //   GET  /agent/v1/sessions/ID  a node's shell sessions, by certificate
 //   GET  /agent/v1/host         a spare host's channel (host_channels.h)
@@ -105,12 +105,19 @@ Status Daemon::StartAgentNetwork() {
   };
   host_channels_ = std::make_unique<HostChannels>(renew);
   joins_ = std::make_unique<JoinService>(*store_, *clock_, ca, pin, options_.joins, live);
-  host_api_ = std::make_unique<HostApi>(
-      *store_, *clock_, *joins_, live, [self](const store::HostRecord& h) {
-        const std::string why = "host " + h.host_id + " was revoked";
-        if (!h.instance_id.empty() && self->agents_) self->agents_->Disconnect(h.instance_id, why);
-        self->host_channels_->Disconnect(h.host_id, why);
-      });
+  HostApiHooks hooks;
+  hooks.connected = live;
+  hooks.disconnect = [self](const store::HostRecord& h) {
+    const std::string why = "host " + h.host_id + " was revoked";
+    if (!h.instance_id.empty() && self->agents_) self->agents_->Disconnect(h.instance_id, why);
+    self->host_channels_->Disconnect(h.host_id, why);
+  };
+  hooks.health = [self](const std::string& instance_id)
+      -> std::optional<api::agentproto::HealthReport> {
+    if (self->agents_ == nullptr) return std::nullopt;
+    return self->agents_->Health(instance_id);
+  };
+  host_api_ = std::make_unique<HostApi>(*store_, *clock_, *joins_, std::move(hooks));
   api_server_->SetHostApi(host_api_.get());
   if (agents_ != nullptr) {
     AgentService::CertificateHooks hooks;
@@ -155,6 +162,10 @@ Status Daemon::StartAgentNetwork() {
           spdlog::warn("host upgrade refused: {}", host.status().message());
           return RefuseUpgrade(401, std::string(host.status().message()));
         }
+        // Its first connection ends its join: a Joining host is Spare from now on.
+        if (Status s = self->joins_->HostConnected(host->host_id); !s.ok()) {
+          spdlog::warn("host {}: {}", host->host_id, s.message());
+        }
         return self->host_channels_->Accept(host->host_id, r.peer_cert_serial_hex, r.peer_cert_cn,
                                             std::move(ws));
       }));
@@ -191,6 +202,10 @@ http::Response Daemon::ServeJoin(const http::Request& request) {
   jr.token = body["token"];
   jr.csr_pem = body["csr"];
   if (body.contains("facts")) jr.facts = body["facts"];
+  if (auto t = body.find("instance_type"); t != body.end()) {
+    if (!t->is_string()) return JoinError(InvalidArgumentError("instance_type must be a string"));
+    jr.instance_type = t->get<std::string>();
+  }
   auto joined = joins_->Join(jr);
   if (!joined.ok()) return JoinError(joined.status());
   json out;

@@ -5,8 +5,11 @@
 #include <ctime>
 #include <regex>
 
+#include "hpod/api/instance_types.h"
+#include "hpod/api/states.h"
 #include "hpod/auth/join_token.h"
 #include "hpod/base/crypto.h"
+#include "hpod/controlplane/host_states.h"
 
 namespace hpod::controlplane {
 namespace {
@@ -33,6 +36,38 @@ double Epoch(std::chrono::system_clock::time_point t) {
 Status NotValid(const std::string& id) {
   return UnauthenticatedError("join token " + id +
                               " is not valid here (no such token, or a wrong secret)");
+}
+
+int64_t IntFact(const nlohmann::json& facts, const char* key) {
+  auto it = facts.find(key);
+  return it != facts.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// The instance type a pool host joins as: named, known, and fitting its facts.
+Status CheckInstanceType(const std::string& type, const nlohmann::json& facts) {
+  api::MachineSize size;
+  size.cpus = IntFact(facts, "cpus");
+  size.memory_bytes = IntFact(facts, "memory_bytes");
+  auto gpus = facts.find("gpus");
+  size.gpus = gpus != facts.end() && gpus->is_array() ? static_cast<int64_t>(gpus->size()) : 0;
+  if (type.empty()) {
+    std::string fit;
+    for (const std::string& t : api::TypesThatFit(size, 4)) fit += (fit.empty() ? "" : ", ") + t;
+    return InvalidArgumentError(
+        "say which instance type this machine is: hpod-agent join --instance-type ml.... (or "
+        "create the token with --instance-type); it fits " +
+        (fit.empty() ? std::string("no HyperPod instance type") : fit));
+  }
+  auto info = api::LookupInstanceType(type);
+  if (!info.has_value()) {
+    return InvalidArgumentError("instance type " + type +
+                                " is not a HyperPod instance type (ml.c5.large, ml.g5.12xlarge, ...)");
+  }
+  std::string misfit = api::MachineMisfit(*info, size);
+  if (!misfit.empty()) {
+    return InvalidArgumentError("this machine is not a " + type + ": " + misfit);
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -68,6 +103,7 @@ StatusOr<CreatedJoinToken> JoinService::CreateToken(const JoinTokenSpec& spec) {
   r.expires = r.created + static_cast<double>(spec.ttl.count());
   r.uses_left = spec.uses;
   r.description = spec.description;
+  r.instance_type = spec.instance_type;
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
     // 32 random bits: a collision is rare, and must not replace a live token.
     if (tx.GetJoinToken(r.id).ok()) return AbortedError("join token id collision; try again");
@@ -144,6 +180,13 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
       return UnauthenticatedError("join token " + t.id +
                                   " is used up; create a new one with `hpod create-join-token`");
     }
+    // A launch's host is that instance's type by construction (and on one
+    // machine shares its size with every other node); a pool host must fit.
+    std::string instance_type = request.instance_type.empty() ? t.instance_type
+                                                              : request.instance_type;
+    if (t.instance_id.empty()) {
+      HPOD_RETURN_IF_ERROR(CheckInstanceType(instance_type, request.facts));
+    }
     store::HostRecord host;
     auto before = tx.GetHostByMachineId(machine_id);
     if (before.ok()) {
@@ -151,7 +194,7 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
         return AlreadyExistsError("machine " + machine_id + " already joined as host " +
                                   before->host_id +
                                   " and its agent is connected; stop that agent, or revoke the "
-                                  "host (hpod hpod-revoke-host --host-id " +
+                                  "host (hpod revoke-host --host-id " +
                                   before->host_id + "), before joining it again");
       }
       host = *before;
@@ -171,10 +214,18 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
     host.machine_id = machine_id;
     host.pool = t.pool;
     host.instance_id = t.instance_id;
+    host.cluster_id.clear();
+    host.group_name.clear();
+    if (!t.instance_id.empty()) {
+      if (auto node = tx.GetNodeById(t.instance_id); node.ok()) {
+        host.cluster_id = node->cluster_id;
+        host.group_name = node->group_name;
+      }
+    }
+    host.instance_type = t.instance_id.empty() ? instance_type : "";
     host.facts = request.facts;
     host.joined = now;
     host.token_id = t.id;
-    host.state = t.instance_id.empty() ? "Spare" : "Assigned";
     HPOD_ASSIGN_OR_RETURN(result.certificate, Sign(request.csr_pem, host.host_id));
     store::CertificateRecord cert;
     cert.serial = result.certificate.serial;
@@ -182,7 +233,15 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
     cert.not_after = result.certificate.not_after;
     cert.issued = now;
     HPOD_RETURN_IF_ERROR(tx.PutCertificate(cert));
-    HPOD_RETURN_IF_ERROR(tx.PutHost(host));
+    if (t.instance_id.empty()) {
+      HPOD_RETURN_IF_ERROR(RecordHostJoin(tx, clock_, host, api::HostState::kJoining,
+                                          "joined pool " + host.pool + " as " + instance_type +
+                                              " with token " + t.id));
+    } else {
+      HPOD_RETURN_IF_ERROR(RecordHostJoin(tx, clock_, host, api::HostState::kAssigned,
+                                          "joined for instance " + t.instance_id +
+                                              " with token " + t.id));
+    }
     --t.uses_left;
     HPOD_RETURN_IF_ERROR(tx.PutJoinToken(t));
     result.host = host;
@@ -244,6 +303,15 @@ StatusOr<IssuedCertificate> JoinService::Renew(const std::string& serial,
   return issued;
 }
 
+Status JoinService::HostConnected(const std::string& host_id) {
+  return store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::HostRecord host, tx.GetHost(host_id));
+    if (!api::Is(host.state, api::HostState::kJoining)) return OkStatus();
+    return ChangeHostState(tx, clock_, host, api::HostState::kSpare,
+                           "its agent connected; it waits for work in pool " + host.pool);
+  });
+}
+
 StatusOr<std::vector<std::string>> JoinService::RevokeHost(const std::string& host_id) {
   std::vector<std::string> revoked;
   const double now = clock_.NowEpochSeconds();
@@ -262,8 +330,9 @@ StatusOr<std::vector<std::string>> JoinService::RevokeHost(const std::string& ho
       revoked.push_back(c.serial);
       HPOD_RETURN_IF_ERROR(tx.PutCertificate(c));
     }
-    host->state = "Revoked";
-    return tx.PutHost(*host);
+    return ChangeHostState(tx, clock_, *host, api::HostState::kRetired,
+                           "revoked: its certificates are refused; it may come back only by "
+                           "joining again with a new token");
   }));
   spdlog::warn("revoked host {} ({} certificate(s))", host_id, revoked.size());
   return revoked;

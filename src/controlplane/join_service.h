@@ -46,6 +46,9 @@ struct JoinTokenSpec {
   // Set when the control plane mints a token for one launch: the host that joins
   // with it becomes this node.
   std::string instance_id;
+  // The instance type of the hosts that join with it, unless their agent names
+  // one (`hpod-agent join --instance-type`); empty: the agent must.
+  std::string instance_type;
 };
 
 struct CreatedJoinToken {
@@ -57,6 +60,7 @@ struct JoinRequest {
   std::string token;                                // the pasted text
   std::string csr_pem;                              // made on the machine with its own key
   nlohmann::json facts = nlohmann::json::object();  // machine_id required
+  std::string instance_type;  // as the person joining it declared; may be empty
 };
 
 struct IssuedCertificate {
@@ -91,10 +95,19 @@ class JoinService {
   // kUnauthenticated (one line, never the secret) for a token of another CA, an
   // unknown id or wrong secret, a revoked, expired or used-up token;
   // kAlreadyExists for a machine id whose host's agent is connected;
-  // kInvalidArgument for facts without a machine_id or a CSR that does not verify.
-  // A machine that joins again (its agent is gone) keeps its host id; the
-  // certificates issued to it before are revoked, since its old key is gone.
+  // kInvalidArgument for facts without a machine_id, a CSR that does not verify,
+  // a pool join without an instance type (the request's, else the token's), an
+  // unknown one, or one the machine's facts do not fit (the message says what
+  // differs). A refused join takes no use of the token.
+  // A host joining a pool is Joining until its agent connects (HostConnected);
+  // one joining for a launch is Assigned to that instance at once.
+  // A machine that joins again (its agent is gone) keeps its host id and its
+  // history; the certificates issued to it before are revoked, since its old key
+  // is gone.
   StatusOr<JoinResult> Join(const JoinRequest& request);
+
+  // A host's agent holds its channel: a Joining host becomes Spare. Idempotent.
+  Status HostConnected(const std::string& host_id);
 
   // The host a verified client certificate belongs to. kUnauthenticated, one
   // line: a serial hpodd never issued, a revoked one, a CN that is not the
@@ -107,8 +120,8 @@ class JoinService {
                                     const std::string& csr_pem);
 
   // Revokes every certificate of the host (its agent is refused from its next
-  // connection on; the caller closes the one open now). kNotFound for an unknown
-  // host. Returns the serials it revoked now.
+  // connection on; the caller closes the one open now) and retires it.
+  // kNotFound for an unknown host. Returns the serials it revoked now.
   StatusOr<std::vector<std::string>> RevokeHost(const std::string& host_id);
 
  private:

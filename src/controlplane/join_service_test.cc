@@ -54,6 +54,7 @@ class JoinServiceTest : public ::testing::Test {
                {"gpus", {{{"name", "H200"}}}},
                {"os", "Debian GNU/Linux 12 (bookworm)"},
                {"slurm_version", "22.05.8"}};
+    r.instance_type = "ml.p5.4xlarge";  // 16 vCPUs, 256 GiB, 1 GPU: this machine fits
     return r;
   }
 
@@ -82,7 +83,8 @@ TEST_F(JoinServiceTest, AJoinSignsTheMachinesKeyWithTheHostIdAndSpendsAUse) {
   ASSERT_TRUE(joined.ok()) << joined.status().ToString();
   EXPECT_THAT(joined->host.host_id, ::testing::MatchesRegex("h-[0-9a-f]{16}"));
   EXPECT_EQ(joined->host.pool, "rack4");
-  EXPECT_EQ(joined->host.state, "Spare");
+  EXPECT_EQ(joined->host.state, "Joining");
+  EXPECT_EQ(joined->host.instance_type, "ml.p5.4xlarge");
   EXPECT_TRUE(pki::KeyMatchesCertificate(key_, joined->certificate.certificate_pem).ok());
   auto info = pki::ParseCertificate(joined->certificate.certificate_pem);
   ASSERT_TRUE(info.ok());
@@ -221,17 +223,83 @@ TEST_F(JoinServiceTest, CertificatesAreCheckedAgainstWhatWasIssuedAndRevoked) {
 TEST_F(JoinServiceTest, ATokenForALaunchMakesTheHostThatNode) {
   JoinTokenSpec spec;
   spec.instance_id = "i-0123456789abcdef0";
-  auto joined = service_->Join(Request(Token(spec)));
-  ASSERT_TRUE(joined.ok());
+  // A launch's host is its instance's type by construction: no type is asked for.
+  JoinRequest r = Request(Token(spec));
+  r.instance_type.clear();
+  auto joined = service_->Join(r);
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
   EXPECT_EQ(joined->host.instance_id, "i-0123456789abcdef0");
   EXPECT_EQ(joined->host.state, "Assigned");
+  EXPECT_EQ(joined->host.instance_type, "");
+}
+
+TEST_F(JoinServiceTest, AHostIsJoiningUntilItsAgentConnectsThenSpare) {
+  auto joined = service_->Join(Request(Token()));
+  ASSERT_TRUE(joined.ok());
+  const std::string id = joined->host.host_id;
+  clock_.AdvanceTime(std::chrono::seconds(5));
+  ASSERT_TRUE(service_->HostConnected(id).ok());
+  ASSERT_TRUE(service_->HostConnected(id).ok());  // reconnects change nothing
+  store_->Read([&](store::ReadTx& tx) -> Status {
+    auto h = tx.GetHost(id);
+    EXPECT_EQ(h->state, "Spare");
+    EXPECT_THAT(h->state_reason, HasSubstr("its agent connected"));
+    auto history = tx.ListHostHistory(id);
+    EXPECT_EQ(history->size(), 2u);
+    if (history->size() == 2) {
+      EXPECT_EQ((*history)[0].from_state, "");
+      EXPECT_EQ((*history)[0].to_state, "Joining");
+      EXPECT_THAT((*history)[0].reason, HasSubstr("as ml.p5.4xlarge"));
+      EXPECT_EQ((*history)[1].from_state, "Joining");
+      EXPECT_EQ((*history)[1].to_state, "Spare");
+      EXPECT_EQ((*history)[1].time, (*history)[0].time + 5);
+    }
+    return OkStatus();
+  });
+  EXPECT_EQ(service_->HostConnected("h-0000000000000000").code(), StatusCode::kNotFound);
+}
+
+TEST_F(JoinServiceTest, APoolHostNeedsAnInstanceTypeItsFactsFit) {
+  std::string token = Token();
+  JoinRequest none = Request(token);
+  none.instance_type.clear();
+  Status s = service_->Join(none).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--instance-type"));
+  // 96 CPUs, 512 GiB, 1 GPU: the largest types it fits come first.
+  EXPECT_THAT(s.message(), HasSubstr("it fits ml.g6e.16xlarge, ml.g5.16xlarge"));
+
+  JoinRequest big = Request(token);
+  big.instance_type = "ml.p5.48xlarge";
+  s = service_->Join(big).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "this machine is not a ml.p5.48xlarge: it has 96 CPUs, ml.p5.48xlarge has 192; it "
+            "has 512.0 GiB of memory, ml.p5.48xlarge has 2048.0 GiB (at least 90% of it is "
+            "needed); it has 1 GPUs, ml.p5.48xlarge has 8");
+  JoinRequest unknown = Request(token);
+  unknown.instance_type = "ml.x9.huge";
+  EXPECT_THAT(service_->Join(unknown).status().message(),
+              HasSubstr("not a HyperPod instance type"));
+
+  // The token's type serves when the agent names none; none of the refusals
+  // above spent its one use.
+  JoinTokenSpec typed;
+  typed.instance_type = "ml.g5.16xlarge";  // 64 vCPUs, 256 GiB, 1 GPU
+  JoinRequest from_token = Request(Token(typed), kMachineB);
+  from_token.instance_type.clear();
+  auto joined = service_->Join(from_token);
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_EQ(joined->host.instance_type, "ml.g5.16xlarge");
+  EXPECT_TRUE(service_->Join(Request(token)).ok());
 }
 
 TEST_F(JoinServiceTest, TheApiListsTokensAndHostsAndRevokes) {
   std::vector<std::string> disconnected;
-  HostApi api(
-      *store_, clock_, *service_, [](const store::HostRecord&) { return true; },
-      [&](const store::HostRecord& h) { disconnected.push_back(h.host_id); });
+  HostApiHooks hooks;
+  hooks.connected = [](const store::HostRecord&) { return true; };
+  hooks.disconnect = [&](const store::HostRecord& h) { disconnected.push_back(h.host_id); };
+  HostApi api(*store_, clock_, *service_, hooks);
   auto created =
       api.Call("HpodCreateJoinToken", {{"Pool", "gpu"}, {"TtlSeconds", 120}, {"Uses", 1}});
   ASSERT_TRUE(created.ok()) << created.status().ToString();
@@ -261,8 +329,18 @@ TEST_F(JoinServiceTest, TheApiListsTokensAndHostsAndRevokes) {
   ASSERT_TRUE(revoked.ok());
   EXPECT_EQ((*revoked)["RevokedSerials"][0], joined->certificate.serial);
   EXPECT_EQ(disconnected, std::vector<std::string>{joined->host.host_id});
-  EXPECT_EQ((*api.Call("HpodListHosts", nlohmann::json::object()))["Hosts"][0]["Status"],
-            "Revoked");
+  EXPECT_EQ((*revoked)["Status"], "Retired");
+  auto listed = api.Call("HpodListHosts", nlohmann::json::object());
+  EXPECT_EQ((*listed)["Hosts"][0]["Status"], "Retired");
+  EXPECT_THAT((*listed)["Hosts"][0]["StatusReason"].get<std::string>(), HasSubstr("revoked"));
+  EXPECT_FALSE((*listed)["Hosts"][0].contains("CertificateSerial"));
+  auto described = api.Call("HpodDescribeHost", {{"HostId", joined->host.host_id}});
+  ASSERT_TRUE(described.ok());
+  EXPECT_EQ((*described)["Revoked"], true);
+  // A revoked host comes back only by joining again, not by a release.
+  auto released = api.Call("HpodReleaseHost", {{"HostId", joined->host.host_id}});
+  EXPECT_EQ(released.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(released.status().message(), HasSubstr("join the machine again"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "hpod/api/states.h"
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/events.h"
+#include "hpod/controlplane/host_states.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/jobs.h"
 
@@ -279,6 +280,10 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
     // machine is gone, the row goes with no replacement.
     removed = current.ok() && current->remove;
     if (current.ok()) HPOD_RETURN_IF_ERROR(tx.DeleteNode(node.instance_id));
+    HPOD_RETURN_IF_ERROR(EndHostTenure(tx, clock_, node.instance_id,
+                                       "instance " + node.instance_id +
+                                           " was terminated for replacement (recovery " +
+                                           r.recovery_id + ")"));
     if (removed) return OkStatus();
     HPOD_RETURN_IF_ERROR(tx.PutNode(b));
     HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "hpod/controlplane/events.h"
+#include "hpod/controlplane/host_states.h"
 #include "hpod/controlplane/ids.h"
 
 namespace hpod::controlplane {
@@ -79,6 +80,8 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
       NodeRecord n = *current;
       if (o.gone) {
         HPOD_RETURN_IF_ERROR(tx.DeleteNode(n.instance_id));
+        HPOD_RETURN_IF_ERROR(EndHostTenure(tx, clock_, n.instance_id,
+                                           "instance " + n.instance_id + " was terminated"));
         HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, NodeSubject(n.group_name, n.instance_id),
                                          EventLevel::kInfo, "Instance terminated"));
         continue;

@@ -135,6 +135,9 @@ struct JoinTokenRecord {
   int64_t uses_left = 1;
   bool revoked = false;
   std::string description;
+  // The instance type a host joining with it declares (ml.*), when the joining
+  // agent does not name one itself; empty: the agent must.
+  std::string instance_type;
 };
 
 // A machine that joined a pool (issue 25). hpodd names it (host_id) and signs a
@@ -150,7 +153,31 @@ struct HostRecord {
   nlohmann::json facts = nlohmann::json::object();
   double joined = 0;     // epoch seconds of the (latest) join
   std::string token_id;  // the join token it used
-  std::string state;     // the pool code's host state name (one string table there)
+  std::string state;     // api::HostState's name
+  // The ml.* type it declared at its join and hpodd checked against its facts;
+  // empty for a host that serves one launch only (a local node over TLS).
+  std::string instance_type;
+  // Where it serves while Assigned (with instance_id); empty otherwise.
+  std::string cluster_id;
+  std::string group_name;
+  std::string state_reason;    // why it entered `state`, one line
+  double state_changed = 0;    // epoch seconds it entered `state`
+};
+
+// One change of a host's state, kept for as long as the host: the record its
+// failures are counted from ("three in 30 days retire it") and what
+// HpodDescribeHost shows.
+struct HostHistoryRecord {
+  int64_t seq = 0;  // assigned by AddHostHistory; increasing
+  std::string host_id;
+  double time = 0;  // epoch seconds
+  std::string from_state;  // empty for the first entry
+  std::string to_state;
+  std::string reason;
+  // The tenure the change concerns (a host's assignment, or the one it left).
+  std::string cluster_id;
+  std::string group_name;
+  std::string instance_id;
 };
 
 // A client certificate hpodd signed for a host. Kept after the host is gone: the

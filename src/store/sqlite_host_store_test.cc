@@ -1,4 +1,4 @@
-// The store's join tokens, hosts and certificates (schema v6).
+// The store's join tokens, hosts, certificates (schema v6) and host history (v7).
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -214,13 +214,14 @@ TEST(SqliteHostStoreTest, MigratesAVersion5Store) {
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
                          "DROP TABLE join_tokens; DROP TABLE hosts; DROP TABLE certificates; "
+                         "DROP TABLE host_history; "
                          "PRAGMA user_version=5",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 6);
+  EXPECT_EQ((*store)->SchemaVersion(), 7);
   ASSERT_TRUE(
       (*store)->Write([](WriteTx& tx) { return tx.PutJoinToken(Token("aaaaaaaa", 1)); }).ok());
   ASSERT_TRUE((*store)
@@ -234,6 +235,119 @@ TEST(SqliteHostStoreTest, MigratesAVersion5Store) {
                   .ok());
   store->reset();
   std::filesystem::remove_all(dir);
+}
+
+// A v6 store (issue 25) gains v7's columns and history; its "Revoked" host,
+// v6's name for a host whose certificates were revoked, is Retired.
+TEST(SqliteHostStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("hpod-host-store6-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "state.db").string();
+  { ASSERT_TRUE(OpenSqliteStore({path}).ok()); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE host_history; DROP INDEX hosts_by_instance; "
+                         "ALTER TABLE hosts DROP COLUMN instance_type; "
+                         "ALTER TABLE hosts DROP COLUMN cluster_id; "
+                         "ALTER TABLE hosts DROP COLUMN group_name; "
+                         "ALTER TABLE hosts DROP COLUMN state_reason; "
+                         "ALTER TABLE hosts DROP COLUMN state_changed; "
+                         "ALTER TABLE join_tokens DROP COLUMN instance_type; "
+                         "INSERT INTO hosts VALUES('h-1', 'm-a', 'gpu', '', '{}', 5, 't', 'Revoked');"
+                         "INSERT INTO hosts VALUES('h-2', 'm-b', 'gpu', 'i-1', '{}', 6, 't', "
+                         "'Assigned');"
+                         "PRAGMA user_version=6",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenSqliteStore({path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->SchemaVersion(), 7);
+  ASSERT_TRUE((*store)
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-1"));
+                    EXPECT_EQ(h.state, "Retired");
+                    EXPECT_EQ(h.state_reason, "its certificates were revoked");
+                    EXPECT_EQ(h.instance_type, "");
+                    HPOD_ASSIGN_OR_RETURN(HostRecord a, tx.GetHostByInstanceId("i-1"));
+                    EXPECT_EQ(a.host_id, "h-2");
+                    EXPECT_EQ(a.state, "Assigned");
+                    HPOD_ASSIGN_OR_RETURN(auto history, tx.ListHostHistory("h-1"));
+                    EXPECT_TRUE(history.empty());
+                    return OkStatus();
+                  })
+                  .ok());
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SqliteHostStoreTest, HostPlacementAndHistoryRoundTrip) {
+  auto store = Memory();
+  HostRecord h = Host("h-1", "m-a", "gpu", 1);
+  h.state = "Assigned";
+  h.instance_type = "ml.g5.12xlarge";
+  h.instance_id = "i-0123456789abcdef0";
+  h.cluster_id = "abcdefabcdef";
+  h.group_name = "workers";
+  h.state_reason = "serves i-0123456789abcdef0";
+  h.state_changed = 42.5;
+  JoinTokenRecord t = Token("aaaaaaaa", 1);
+  t.instance_type = "ml.c5.large";
+  std::vector<int64_t> seqs;
+  ASSERT_TRUE(store
+                  ->Write([&](WriteTx& tx) -> Status {
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(h));
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(Host("h-2", "m-b", "gpu", 2)));
+                    HPOD_RETURN_IF_ERROR(tx.PutJoinToken(t));
+                    for (const char* to : {"Joining", "Spare", "Assigned"}) {
+                      HostHistoryRecord r;
+                      r.host_id = "h-1";
+                      r.time = static_cast<double>(seqs.size());
+                      r.from_state = seqs.empty() ? "" : "x";
+                      r.to_state = to;
+                      r.reason = std::string("went ") + to;
+                      r.instance_id = "i-0123456789abcdef0";
+                      HPOD_ASSIGN_OR_RETURN(int64_t seq, tx.AddHostHistory(r));
+                      seqs.push_back(seq);
+                    }
+                    HostHistoryRecord other;
+                    other.host_id = "h-2";
+                    other.to_state = "Spare";
+                    return tx.AddHostHistory(other).status();
+                  })
+                  .ok());
+  ASSERT_EQ(seqs.size(), 3u);
+  EXPECT_LT(seqs[0], seqs[1]);
+  EXPECT_LT(seqs[1], seqs[2]);
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(HostRecord got, tx.GetHostByInstanceId(h.instance_id));
+                    EXPECT_EQ(got.host_id, "h-1");
+                    EXPECT_EQ(got.instance_type, "ml.g5.12xlarge");
+                    EXPECT_EQ(got.cluster_id, "abcdefabcdef");
+                    EXPECT_EQ(got.group_name, "workers");
+                    EXPECT_EQ(got.state_reason, "serves i-0123456789abcdef0");
+                    EXPECT_EQ(got.state_changed, 42.5);
+                    // A spare serves nothing: an empty instance id finds no host.
+                    EXPECT_EQ(tx.GetHostByInstanceId("").status().code(), StatusCode::kNotFound);
+                    HPOD_ASSIGN_OR_RETURN(JoinTokenRecord tok, tx.GetJoinToken("aaaaaaaa"));
+                    EXPECT_EQ(tok.instance_type, "ml.c5.large");
+                    HPOD_ASSIGN_OR_RETURN(auto history, tx.ListHostHistory("h-1"));
+                    EXPECT_EQ(history.size(), 3u);
+                    if (history.size() == 3) {
+                      EXPECT_EQ(history[0].from_state, "");
+                      EXPECT_EQ(history[0].to_state, "Joining");
+                      EXPECT_EQ(history[2].to_state, "Assigned");
+                      EXPECT_EQ(history[2].reason, "went Assigned");
+                      EXPECT_EQ(history[2].seq, seqs[2]);
+                      EXPECT_EQ(history[2].instance_id, "i-0123456789abcdef0");
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
 }
 
 }  // namespace

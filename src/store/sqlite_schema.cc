@@ -169,6 +169,32 @@ CREATE TABLE certificates(
   revoked REAL NOT NULL) STRICT;
 CREATE INDEX certificates_by_host ON certificates(host_id, issued, serial);
 )sql",
+    // v7: host pools (issue 26). A host's declared instance type, where it serves
+    // and why it is in its state; the history of its states (failures are counted
+    // from it); a token's instance type. "Revoked" was v6's state of a revoked
+    // host: it is Retired now (its certificates say it was revoked).
+    R"sql(
+ALTER TABLE hosts ADD COLUMN instance_type TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN cluster_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN group_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN state_reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN state_changed REAL NOT NULL DEFAULT 0;
+UPDATE hosts SET state = 'Retired', state_reason = 'its certificates were revoked'
+  WHERE state = 'Revoked';
+CREATE INDEX hosts_by_instance ON hosts(instance_id) WHERE instance_id != '';
+ALTER TABLE join_tokens ADD COLUMN instance_type TEXT NOT NULL DEFAULT '';
+CREATE TABLE host_history(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  host_id TEXT NOT NULL,
+  time REAL NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  cluster_id TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  instance_id TEXT NOT NULL) STRICT;
+CREATE INDEX host_history_by_host ON host_history(host_id, seq);
+)sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

@@ -80,6 +80,8 @@ class SqliteTx final : public WriteTx {
   StatusOr<HostRecord> GetHost(const std::string& host_id) override;
   StatusOr<HostRecord> GetHostByMachineId(const std::string& machine_id) override;
   StatusOr<std::vector<HostRecord>> ListHosts(const std::string& pool) override;
+  StatusOr<HostRecord> GetHostByInstanceId(const std::string& instance_id) override;
+  StatusOr<std::vector<HostHistoryRecord>> ListHostHistory(const std::string& host_id) override;
   StatusOr<CertificateRecord> GetCertificate(const std::string& serial) override;
   StatusOr<std::vector<CertificateRecord>> ListCertificates(const std::string& host_id) override;
 
@@ -99,6 +101,7 @@ class SqliteTx final : public WriteTx {
   Status PutHost(const HostRecord& h) override;
   Status DeleteHost(const std::string& host_id) override;
   Status PutCertificate(const CertificateRecord& c) override;
+  StatusOr<int64_t> AddHostHistory(const HostHistoryRecord& h) override;
 
  private:
   StatusOr<Statement> Prepare(const char* a, const char* b, const char* c) {

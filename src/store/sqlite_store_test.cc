@@ -489,7 +489,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 6);
+    EXPECT_EQ((*store)->SchemaVersion(), 7);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {

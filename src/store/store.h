@@ -124,6 +124,10 @@ class ReadTx {
   // The hosts of `pool`, or of every pool when it is empty, ordered by pool and
   // host id.
   virtual StatusOr<std::vector<HostRecord>> ListHosts(const std::string& pool) = 0;
+  // The host serving `instance_id`; kNotFound when none does.
+  virtual StatusOr<HostRecord> GetHostByInstanceId(const std::string& instance_id) = 0;
+  // A host's state changes, oldest first.
+  virtual StatusOr<std::vector<HostHistoryRecord>> ListHostHistory(const std::string& host_id) = 0;
   // kNotFound when hpodd never issued this serial.
   virtual StatusOr<CertificateRecord> GetCertificate(const std::string& serial) = 0;
   // The certificates issued to a host, oldest first (issued, serial).
@@ -155,6 +159,8 @@ class WriteTx : public ReadTx {
   // Removes the host (a no-op when absent); its certificate rows stay.
   virtual Status DeleteHost(const std::string& host_id) = 0;
   virtual Status PutCertificate(const CertificateRecord& c) = 0;
+  // Appends one state change (its seq is assigned and returned).
+  virtual StatusOr<int64_t> AddHostHistory(const HostHistoryRecord& h) = 0;
 };
 
 class Store {

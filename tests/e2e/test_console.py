@@ -327,6 +327,14 @@ class ConsoleTest(unittest.TestCase):
             self.assertEqual(focus["after"], focus["before"],
                              "the %s table took the focus away on a refresh" % where)
 
+        # Hosts beside clusters (issue 26): the list is what HpodListHosts says —
+        # empty with local nodes on the Unix socket, the nodes' hosts over TLS.
+        hosts = b.step("hosts")
+        self.assertEqual(hosts["heading"], "Hosts")
+        api_hosts = self.d.hpod_json("list-hosts")["Hosts"]
+        self.assertEqual(hosts["empty"], not api_hosts, hosts)
+        self.assertEqual(len(hosts["rows"]), len(api_hosts), hosts)
+
         self.trainer.join(timeout=120)
         self.assertIn("TRAINED", self.train_out.get("stdout", ""), self.train_out)
         plot = b.step("training", cluster=CLUSTER, path="runs/console/tensorboard",

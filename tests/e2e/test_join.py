@@ -6,7 +6,10 @@ with its own state dir and machine id, join with tokens the real `hpod` CLI
 created, and then hold their host channel open as spare hosts. Every refusal the
 issue names is checked as the user sees it: hpod-agent's exit status 78 and its
 one line — a wrong CA pin (nothing is sent to that server), an expired, used-up or
-revoked token, a machine id already joined and live, a certificate hpodd revoked.
+revoked token, a machine id already joined and live, a certificate hpodd revoked, an
+instance type missing or one the machine does not fit (issue 26). A host's states
+(Joining, Spare, Retired) and their history are read back with `hpod list-hosts` and
+`hpod describe-host`, and moved with `retire-host`, `release-host` and `revoke-host`.
 Renewal runs with 15-second certificates. Nothing leaves loopback.
 """
 import json
@@ -22,6 +25,8 @@ import hpodtest
 
 AGENT = os.path.join(hpodtest.BIN_DIR, "cmd", "hpod-agent", "hpod-agent")
 EX_CONFIG = 78
+# Every machine here is this one (2 CPUs, 24 GiB on CI): it fits ml.c5.large.
+TYPE = "ml.c5.large"
 
 
 class JoinTest(unittest.TestCase):
@@ -79,23 +84,25 @@ class JoinTest(unittest.TestCase):
                 f.write(os.urandom(16).hex() + "\n")
         return state, mid
 
-    def join_args(self, token, name):
+    def join_args(self, token, name, instance_type=TYPE):
         state, mid = self.machine(name)
-        return [AGENT, "--machine-id-file", mid, "join", "--server", self.d.agent_url,
-                "--state-dir", state] + (["--token", token] if token else [])
+        return ([AGENT, "--machine-id-file", mid, "join", "--server", self.d.agent_url,
+                 "--state-dir", state] + (["--token", token] if token else []) +
+                (["--instance-type", instance_type] if instance_type else []))
 
-    def refused(self, token, name):
+    def refused(self, token, name, instance_type=TYPE):
         """Runs a join that must fail; returns its one line on stderr."""
-        p = subprocess.run(self.join_args(token, name), capture_output=True, text=True,
-                           timeout=60)
+        p = subprocess.run(self.join_args(token, name, instance_type), capture_output=True,
+                           text=True, timeout=60)
         self.assertEqual(p.returncode, EX_CONFIG, p.stderr)
         lines = [l for l in p.stderr.splitlines() if l.startswith("hpod-agent join: ")]
         self.assertEqual(len(lines), 1, p.stderr)
         return lines[0]
 
-    def start(self, token, name):
+    def start(self, token, name, instance_type=TYPE):
         with open(os.path.join(self.tmp, name + ".log"), "a") as log:  # the child keeps its copy
-            p = subprocess.Popen(self.join_args(token, name), stdout=log, stderr=log, text=True)
+            p = subprocess.Popen(self.join_args(token, name, instance_type), stdout=log,
+                                 stderr=log, text=True)
         self.agents.append(p)
         return p
 
@@ -222,7 +229,8 @@ class JoinTest(unittest.TestCase):
         os.makedirs(clone_state)
         p = subprocess.run([AGENT, "--machine-id-file", self.machine("bravo")[1], "join",
                             "--server", self.d.agent_url, "--token", self.token(),
-                            "--state-dir", clone_state], capture_output=True, text=True,
+                            "--instance-type", TYPE, "--state-dir", clone_state],
+                           capture_output=True, text=True,
                            timeout=60)
         self.assertEqual(p.returncode, EX_CONFIG, p.stderr)
         self.assertIn("already joined as host %s and its agent is connected" % host_id, p.stderr)
@@ -235,7 +243,71 @@ class JoinTest(unittest.TestCase):
             log = f.read()
         self.assertRegex(log, r"certificate [0-9a-f]+ of host %s was revoked" % host_id)
         self.assertFalse(self.listed(host_id)["Connected"])
-        self.assertEqual(self.listed(host_id)["Status"], "Revoked")
+        self.assertEqual(self.listed(host_id)["Status"], "Retired")
+        self.assertIn("revoked", self.listed(host_id)["StatusReason"])
+
+    def test_a_host_declares_a_type_it_fits_and_moves_through_its_states(self):
+        token = self.friendly_token("--pool", "typed", "--instance-type", TYPE)
+        # Neither the token nor the agent naming a type, or one the machine does not
+        # fit: refused in one line saying what to do or what differs, and the token
+        # is not spent.
+        bare = self.token(pool="typed")
+        line = self.refused(bare, "untyped", instance_type=None)
+        self.assertIn("say which instance type this machine is: hpod-agent join "
+                      "--instance-type", line)
+        self.assertIn("it fits ml.", line)
+        line = self.refused(bare, "untyped", instance_type="ml.p5.48xlarge")
+        self.assertRegex(line, r"this machine is not a ml.p5.48xlarge: it has \d+ CPUs, "
+                               r"ml.p5.48xlarge has 192; .* it has 0 GPUs, ml.p5.48xlarge has 8")
+        self.assertIn("not a HyperPod instance type",
+                      self.refused(bare, "untyped", instance_type="ml.x9.huge"))
+        statuses = {t["TokenId"]: t["UsesLeft"] for t in self.hpod("hpod-list-join-tokens")
+                    ["JoinTokens"]}
+        self.assertEqual(statuses[bare.split(".")[2]], 1)
+
+        # The token's type serves when the agent names none.
+        agent = self.start(token, "charlie", instance_type=None)
+        self.wait_for("charlie joined", lambda: os.path.exists(
+            os.path.join(self.machine("charlie")[0], "join.json")))
+        host_id = self.host_of("charlie")
+        spares = self.wait_for("charlie Spare", lambda: [
+            h for h in self.hpod("list-hosts", "--pool", "typed", "--state", "Spare")["Hosts"]
+            if h["HostId"] == host_id])
+        self.assertEqual(spares[0]["InstanceType"], TYPE)
+        self.assertTrue(spares[0]["Connected"])
+        self.assertEqual(self.hpod("list-hosts", "--pool", "typed", "--state", "Joining")
+                         ["Hosts"], [])
+
+        d = self.hpod("describe-host", "--host-id", host_id)
+        self.assertEqual(d["Status"], "Spare")
+        self.assertEqual(d["InstanceType"], TYPE)
+        self.assertFalse(d["Revoked"])
+        self.assertEqual(d["FailuresLast30Days"], 0)
+        self.assertGreater(d["Facts"]["Cpus"], 0)
+        self.assertNotIn("CurrentInstance", d)
+        self.assertEqual([(e.get("From"), e["To"]) for e in d["History"]],
+                         [(None, "Joining"), ("Joining", "Spare")])
+        self.assertIn("joined pool typed as " + TYPE, d["History"][0]["Reason"])
+        self.assertIn("its agent connected", d["History"][1]["Reason"])
+
+        # Retired and released by hand; a revoked host cannot be released.
+        out = self.hpod("retire-host", "--host-id", host_id, "--reason", "moving racks")
+        self.assertEqual((out["PreviousStatus"], out["Status"]), ("Spare", "Retired"))
+        self.assertEqual(self.listed(host_id)["StatusReason"], "moving racks")
+        out = self.hpod("release-host", "--host-id", host_id)
+        self.assertEqual((out["PreviousStatus"], out["Status"]), ("Retired", "Spare"))
+        self.assertEqual(self.hpod("revoke-host", "--host-id", host_id)["Status"], "Retired")
+        self.assertEqual(agent.wait(timeout=30), EX_CONFIG)
+        p = subprocess.run([hpodtest.HPOD_CLI, "--endpoint-url", self.d.endpoint,
+                            "release-host", "--host-id", host_id], capture_output=True,
+                           text=True, env=self.d.env(), timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ConflictException", p.stderr)
+        self.assertIn("join the machine again with a new token", p.stderr)
+        d = self.hpod("describe-host", "--host-id", host_id)
+        self.assertTrue(d["Revoked"])
+        self.assertEqual([e["To"] for e in d["History"]],
+                         ["Joining", "Spare", "Retired", "Spare", "Retired"])
 
 
 if __name__ == "__main__":

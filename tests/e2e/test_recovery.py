@@ -94,6 +94,9 @@ class RecoveryTest(unittest.TestCase):
         # Recoveries from before the fault are not this fault's (a rebooted node
         # keeps its id).
         self.seen = {r["RecoveryId"] for r in self.recoveries()}
+        self.logical_ids = {n["InstanceId"]: n["NodeLogicalId"] for n in self.d.hpod_json(
+            "list-cluster-nodes", "--cluster-name", "rec", "--include-node-logical-ids")
+            ["ClusterNodeSummaries"]}
         t0 = time.time()
         self.d.hpod("inject-fault", "--cluster-name", "rec", "--node-id", node_id, "--kind",
                     kind, *extra)
@@ -156,6 +159,13 @@ class RecoveryTest(unittest.TestCase):
         self.assertEqual(self.ip_of(new["InstanceId"]), rec["PrivateIpAddress"])
         hostname = victim["PrivateDnsHostname"].split(".")[0]
         self.assertEqual(self.d.in_node(new["InstanceId"], "hostname").stdout.strip(), hostname)
+        # The logical node survives its replacement (a new InstanceId, the same
+        # NodeLogicalId), as on HyperPod.
+        details = self.d.hpod_json("describe-cluster-node", "--cluster-name", "rec", "--node-id",
+                                   new["InstanceId"])["NodeDetails"]
+        self.assertEqual(details["NodeLogicalId"], self.logical_ids[victim["InstanceId"]])
+        if os.environ.get("HPOD_E2E_AGENT_TRANSPORT") == "tls":
+            self.check_host_retired(victim["InstanceId"], new["InstanceId"])
         self.assertGreaterEqual(self.runs_of(hostname), 2)  # the lifecycle script re-ran
         self.srun_works()
         self.assertEqual(self.ctld_pid(), self.slurmctld_pid)  # slurmctld never restarted
@@ -164,6 +174,20 @@ class RecoveryTest(unittest.TestCase):
         self.assertIn("SlurmdRegistered", table)
         print("\n" + table)
         return new
+
+    def check_host_retired(self, old_id, new_id):
+        """A local node over TLS joined as a host for its launch only: the host of
+        the replaced instance is Retired with the reason, the replacement's serves."""
+        hosts = self.d.hpod_json("list-hosts", "--pool", "nodes")["Hosts"]
+        serving = [h for h in hosts if h.get("InstanceId") == new_id]
+        self.assertEqual(len(serving), 1, json.dumps(hosts, indent=1))
+        self.assertEqual(serving[0]["Status"], "Assigned")
+        self.assertEqual(serving[0]["ClusterName"], "rec")
+        gone = [h for h in hosts if h["Status"] == "Retired" and old_id in h.get("StatusReason", "")]
+        self.assertEqual(len(gone), 1, json.dumps(hosts, indent=1))
+        history = self.d.hpod_json("describe-host", "--host-id", gone[0]["HostId"])["History"]
+        self.assertEqual(history[-1]["From"], "Assigned")
+        self.assertEqual(history[-1]["InstanceId"], old_id)
 
     # ---- faults, one after another on a live cluster ----
 

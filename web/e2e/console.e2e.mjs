@@ -348,6 +348,32 @@ const steps = {
     return { disabledWhenWrong, enabledWhenRight };
   },
 
+  // The hosts list (issue 26), reached from the nav: its heading, then either the
+  // table or, with no host joined (the e2e cluster's nodes are local, not joined
+  // machines), the one-line hint on how to join one. An API error fails the step.
+  async hosts({ shot = 'hosts' } = {}) {
+    await page.click(sel('nav-hosts'));
+    await page.waitForSelector(sel('page-hosts'));
+    const heading = await page.textContent(`${sel('page-hosts')} h1`);
+    const shown = await page.waitForSelector(
+      [sel('hosts-table'), sel('no-hosts'), sel('hosts-error')].join(', '));
+    const testid = await shown.getAttribute('data-testid');
+    if (testid === 'hosts-error') throw new Error(`HpodListHosts failed: ${await shown.textContent()}`);
+    const result = { heading, url: page.url(), empty: testid === 'no-hosts', hint: null, rows: [] };
+    if (result.empty) {
+      result.hint = await shown.textContent();
+      if (!result.hint.startsWith('No hosts yet.') || !result.hint.includes('hpod create-join-token')) {
+        throw new Error(`unexpected empty-list hint: ${result.hint}`);
+      }
+    } else {
+      result.rows = await page.$$eval(`${sel('hosts-table')} tbody tr`, (trs) => trs.map((tr) =>
+        [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+      if (!result.rows.length) throw new Error('the hosts table has no rows');
+    }
+    await screenshot(shot);
+    return result;
+  },
+
   async screenshot({ name }) {
     return { file: await screenshot(name) };
   },

@@ -9,6 +9,8 @@ import { href, parseRoute } from './lib/router.js';
 import { renderCluster } from './pages/cluster.js';
 import { renderClusters } from './pages/clusters.js';
 import { renderCreate } from './pages/create.js';
+import { renderHost } from './pages/host.js';
+import { renderHosts } from './pages/hosts.js';
 import { renderNode } from './pages/node.js';
 import { renderSignIn } from './pages/signin.js';
 import { renderTraining } from './pages/training.js';
@@ -19,6 +21,8 @@ const PAGES = {
   cluster: renderCluster,
   node: renderNode,
   training: renderTraining,
+  hosts: renderHosts,
+  host: renderHost,
 };
 
 const main = document.getElementById('main');
@@ -46,6 +50,7 @@ function renderNav(identity) {
   }
   replace(nav,
     h('a', { href: href('clusters'), testid: 'nav-clusters' }, 'Clusters'),
+    h('a', { href: href('hosts'), testid: 'nav-hosts' }, 'Hosts'),
     identity.role === 'admin' ? h('a', { href: href('create'), testid: 'nav-create' }, 'Create cluster') : null,
     h('span', { class: 'identity', testid: 'identity' },
       `${identity.accessKeyId} (${identity.role})`),

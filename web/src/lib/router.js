@@ -1,4 +1,4 @@
-// Hash routes (#/clusters/NAME/nodes/ID): the console is one static page, so
+// Hash routes (#/clusters/NAME/nodes/ID, #/hosts/ID): the console is one static page, so
 // hpodd serves only / and /assets/*, and a reload keeps the place.
 
 const ROUTES = [
@@ -8,6 +8,8 @@ const ROUTES = [
   ['training', /^\/clusters\/([^/]+)\/training$/],
   ['node', /^\/clusters\/([^/]+)\/nodes\/([^/]+)$/],
   ['cluster', /^\/clusters\/([^/]+)$/],
+  ['hosts', /^\/hosts$/],
+  ['host', /^\/hosts\/([^/]+)$/],
 ];
 
 /** '#/clusters/a%20b' → {name: 'cluster', params: ['a b']}; unknown → clusters.
@@ -35,6 +37,7 @@ export function href(name, ...params) {
     case 'cluster': return `#/clusters/${p[0]}`;
     case 'node': return `#/clusters/${p[0]}/nodes/${p[1]}`;
     case 'training': return `#/clusters/${p[0]}/training`;
+    case 'host': return `#/hosts/${p[0]}`;
     default: return `#/${name}`;
   }
 }
