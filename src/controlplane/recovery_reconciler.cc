@@ -267,7 +267,9 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
   b.launch_time = clock_.NowEpochSeconds();
   b.private_ip = r.private_ip;
   b.hostname = r.hostname;
-  b.logical_id = NewNodeLogicalId(node.group_name + "-" + std::to_string(node.ordinal));
+  // The logical node survives its replacement, as its hostname and Slurm
+  // NodeName do (HyperPod: NodeLogicalId names the node, InstanceId the machine).
+  b.logical_id = node.logical_id;
   b.created_generation = node.created_generation;
   r.replacement_id = b.instance_id;
   r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kLaunched));

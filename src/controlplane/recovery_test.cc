@@ -125,6 +125,10 @@ TEST_F(RecoveryTest, ReplaceKeepsTheNameAndAddressAndResumesOnlyANewerSlurmd) {
   EXPECT_EQ(b->hostname, a.hostname);
   EXPECT_EQ(b->private_ip, a.private_ip);
   EXPECT_EQ(b->ordinal, a.ordinal);
+  // The logical node survives: NodeLogicalId names it, InstanceId the machine.
+  EXPECT_FALSE(a.logical_id.empty());
+  EXPECT_EQ(b->logical_id, a.logical_id);
+  EXPECT_NE(b->instance_id, a.instance_id);
   EXPECT_EQ(NodesOf("w").size(), 2u);  // the group's count never changed
   Pass(1);
   b = Node(r.replacement_id);
