@@ -157,9 +157,7 @@ http::Response ApiServer::Serve(const http::Request& request) {
           Caller{role->access_key_id, std::string(request.HeaderValue("Host")), request.tls});
     } else if (HostApi::Handles(op)) {
       if (hosts_ == nullptr) {
-        result = FailedPreconditionError(
-            "this hpodd has no network listener for agents, so no machine can join it; start "
-            "hpodd with --agent-listen ADDRESS:PORT");
+        result = UnavailableError("hpodd is starting; try again");
       } else {
         result = hosts_->Call(op, decoded->input);
       }

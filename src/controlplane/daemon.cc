@@ -277,7 +277,14 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
         http::Server::Start(so, d->agent_routes_->handler(), d->agent_routes_->upgrade_handler()));
     spdlog::info("hpodd serving node agents on unix:{}", so.unix_path);
   }
-  if (!d->options_.agent_listen_address.empty()) HPOD_RETURN_IF_ERROR(d->StartAgentNetwork());
+  if (!d->options_.agent_listen_address.empty()) {
+    HPOD_RETURN_IF_ERROR(d->StartAgentNetwork());
+  } else {
+    // No machine can join without the agents' listener, but the hosts that joined
+    // an earlier run stay readable (and can be released or retired).
+    d->host_api_ = std::make_unique<HostApi>(*d->store_, clock, nullptr, HostApiHooks{});
+    d->api_server_->SetHostApi(d->host_api_.get());
+  }
   d->queue_->Start();
   d->resync_ = std::thread([self] { self->ResyncLoop(); });
   d->api_routes_ = std::make_unique<http::Router>();

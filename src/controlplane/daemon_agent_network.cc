@@ -117,7 +117,7 @@ Status Daemon::StartAgentNetwork() {
     if (self->agents_ == nullptr) return std::nullopt;
     return self->agents_->Health(instance_id);
   };
-  host_api_ = std::make_unique<HostApi>(*store_, *clock_, *joins_, std::move(hooks));
+  host_api_ = std::make_unique<HostApi>(*store_, *clock_, joins_.get(), std::move(hooks));
   api_server_->SetHostApi(host_api_.get());
   if (agents_ != nullptr) {
     AgentService::CertificateHooks hooks;

@@ -50,8 +50,15 @@ Status NotFoundHost(const Status& s, const std::string& host_id) {
 
 }  // namespace
 
-HostApi::HostApi(store::Store& store, const Clock& clock, JoinService& joins, HostApiHooks hooks)
+HostApi::HostApi(store::Store& store, const Clock& clock, JoinService* joins, HostApiHooks hooks)
     : store_(store), clock_(clock), joins_(joins), hooks_(std::move(hooks)) {}
+
+StatusOr<JoinService*> HostApi::Joins() {
+  if (joins_ != nullptr) return joins_;
+  return FailedPreconditionError(
+      "this hpodd has no network listener for agents, so no machine can join it; start hpodd "
+      "with --agent-listen ADDRESS:PORT");
+}
 
 bool HostApi::Handles(const std::string& op) {
   return op == "HpodCreateJoinToken" || op == "HpodRevokeJoinToken" || op == "HpodListJoinTokens" ||
@@ -77,7 +84,8 @@ StatusOr<ordered_json> HostApi::CreateJoinToken(const json& req) {
   spec.uses = req.value("Uses", int64_t{1});
   spec.description = req.value("Description", std::string());
   spec.instance_type = req.value("InstanceType", std::string());
-  HPOD_ASSIGN_OR_RETURN(CreatedJoinToken created, joins_.CreateToken(spec));
+  HPOD_ASSIGN_OR_RETURN(JoinService * joins, Joins());
+  HPOD_ASSIGN_OR_RETURN(CreatedJoinToken created, joins->CreateToken(spec));
   ordered_json out;
   out["JoinToken"] = created.text;
   out["TokenId"] = created.record.id;
@@ -89,8 +97,9 @@ StatusOr<ordered_json> HostApi::CreateJoinToken(const json& req) {
 }
 
 StatusOr<ordered_json> HostApi::RevokeJoinToken(const json& req) {
+  HPOD_ASSIGN_OR_RETURN(JoinService * joins, Joins());
   HPOD_ASSIGN_OR_RETURN(store::JoinTokenRecord t,
-                        joins_.RevokeToken(req.at("TokenId").get<std::string>()));
+                        joins->RevokeToken(req.at("TokenId").get<std::string>()));
   return ordered_json{{"TokenId", t.id}, {"Status", "Revoked"}};
 }
 
@@ -344,6 +353,7 @@ StatusOr<ordered_json> HostApi::SetHostState(const std::string& op, const json& 
 
 StatusOr<ordered_json> HostApi::RevokeHost(const json& req) {
   const std::string host_id = req.at("HostId");
+  HPOD_ASSIGN_OR_RETURN(JoinService * joins, Joins());
   // Read before: retiring clears the instance it served, whose channel must close.
   store::HostRecord before;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
@@ -352,7 +362,7 @@ StatusOr<ordered_json> HostApi::RevokeHost(const json& req) {
     before = std::move(*got);
     return OkStatus();
   }));
-  HPOD_ASSIGN_OR_RETURN(std::vector<std::string> serials, joins_.RevokeHost(host_id));
+  HPOD_ASSIGN_OR_RETURN(std::vector<std::string> serials, joins->RevokeHost(host_id));
   if (hooks_.disconnect) hooks_.disconnect(before);
   return ordered_json{{"HostId", host_id},
                       {"RevokedSerials", serials},

@@ -36,7 +36,10 @@ struct HostApiHooks {
 
 class HostApi {
  public:
-  HostApi(store::Store& store, const Clock& clock, JoinService& joins, HostApiHooks hooks);
+  // `joins` is null in an hpodd without the agents' listener (--agent-listen):
+  // the hosts of earlier runs are read, released and retired all the same, and
+  // what needs the CA (tokens, revocation) is refused with what to do.
+  HostApi(store::Store& store, const Clock& clock, JoinService* joins, HostApiHooks hooks);
 
   static bool Handles(const std::string& operation);
   StatusOr<nlohmann::ordered_json> Call(const std::string& operation, const nlohmann::json& req);
@@ -53,7 +56,10 @@ class HostApi {
 
   store::Store& store_;
   const Clock& clock_;
-  JoinService& joins_;
+  // The JoinService, or the one-line refusal when there is none.
+  StatusOr<JoinService*> Joins();
+
+  JoinService* const joins_;
   const HostApiHooks hooks_;
 };
 

@@ -212,7 +212,7 @@ class HostApiTest : public HostStatesTest {
       r.checks.push_back(c);
       return std::optional<api::agentproto::HealthReport>(r);
     };
-    api_ = std::make_unique<HostApi>(*store_, clock_, *joins_, hooks);
+    api_ = std::make_unique<HostApi>(*store_, clock_, joins_.get(), hooks);
     store::ClusterRecord c;
     c.id = "abcdefabcdef";
     c.name = "demo";
@@ -316,6 +316,22 @@ TEST_F(HostApiTest, ReleaseAndRetireMoveOnlyHostsThatMayMove) {
   EXPECT_EQ((*Call("HpodReleaseHost", {{"HostId", "h-bad"}}))["Status"], "Spare");
   EXPECT_EQ(Call("HpodRetireHost", {{"HostId", "h-0000000000000000"}}).status().code(),
             StatusCode::kNotFound);
+}
+
+TEST_F(HostApiTest, WithoutTheAgentsListenerHostsAreReadAndTokensRefused) {
+  Put("h-spare", HostState::kSpare);
+  HostApi bare(*store_, clock_, /*joins=*/nullptr, HostApiHooks{});
+  auto listed = bare.Call("HpodListHosts", nlohmann::json::object());
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ((*listed)["Hosts"][0]["HostId"], "h-spare");
+  EXPECT_EQ((*listed)["Hosts"][0]["Connected"], false);
+  EXPECT_TRUE(bare.Call("HpodDescribeHost", {{"HostId", "h-spare"}}).ok());
+  EXPECT_EQ((*bare.Call("HpodRetireHost", {{"HostId", "h-spare"}}))["Status"], "Retired");
+  for (const char* op : {"HpodCreateJoinToken", "HpodRevokeHost"}) {
+    auto refused = bare.Call(op, {{"HostId", "h-spare"}});
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << op;
+    EXPECT_THAT(refused.status().message(), HasSubstr("--agent-listen")) << op;
+  }
 }
 
 }  // namespace

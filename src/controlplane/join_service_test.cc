@@ -299,7 +299,7 @@ TEST_F(JoinServiceTest, TheApiListsTokensAndHostsAndRevokes) {
   HostApiHooks hooks;
   hooks.connected = [](const store::HostRecord&) { return true; };
   hooks.disconnect = [&](const store::HostRecord& h) { disconnected.push_back(h.host_id); };
-  HostApi api(*store_, clock_, *service_, hooks);
+  HostApi api(*store_, clock_, service_.get(), hooks);
   auto created =
       api.Call("HpodCreateJoinToken", {{"Pool", "gpu"}, {"TtlSeconds", 120}, {"Uses", 1}});
   ASSERT_TRUE(created.ok()) << created.status().ToString();
