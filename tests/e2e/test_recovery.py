@@ -90,13 +90,18 @@ class RecoveryTest(unittest.TestCase):
             args += ["--node-id", node_id]
         return self.d.hpod_json(*args)["Recoveries"]
 
-    def inject(self, node_id, kind, *extra):
-        # Recoveries from before the fault are not this fault's (a rebooted node
-        # keeps its id).
+    def before_fault(self):
+        """What a fault's checks compare with: the recoveries that were already
+        there, and each node's NodeLogicalId (a replacement keeps it)."""
         self.seen = {r["RecoveryId"] for r in self.recoveries()}
         self.logical_ids = {n["InstanceId"]: n["NodeLogicalId"] for n in self.d.hpod_json(
             "list-cluster-nodes", "--cluster-name", "rec", "--include-node-logical-ids")
             ["ClusterNodeSummaries"]}
+
+    def inject(self, node_id, kind, *extra):
+        # Recoveries from before the fault are not this fault's (a rebooted node
+        # keeps its id).
+        self.before_fault()
         t0 = time.time()
         self.d.hpod("inject-fault", "--cluster-name", "rec", "--node-id", node_id, "--kind",
                     kind, *extra)
@@ -276,7 +281,7 @@ class RecoveryTest(unittest.TestCase):
         while "RUNNING" not in self.on_controller("squeue -h -j %s -o %%T" % job):
             self.assertLess(time.time(), deadline, "the job never started")
             time.sleep(0.5)
-        self.seen = {r["RecoveryId"] for r in self.recoveries()}
+        self.before_fault()
         self.on_controller("scontrol update node=%s state=fail reason=\"Action:Replace\"" % name)
         time.sleep(3)
         # The job keeps running on it; nothing was terminated yet.
