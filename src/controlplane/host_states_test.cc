@@ -1,5 +1,5 @@
-// The host state machine (host_states.h) and the host operations that move a
-// host by hand (host_api.h: HpodListHosts' filters, HpodDescribeHost,
+// The host state machine (host_states.h), the choice of a spare (host_pool.h)
+// and the host operations that move a host by hand (host_api.h: HpodListHosts' filters, HpodDescribeHost,
 // HpodReleaseHost, HpodRetireHost), over a real SQLite store.
 
 #include "hpod/controlplane/host_states.h"
@@ -9,6 +9,7 @@
 
 #include "hpod/auth/pki.h"
 #include "hpod/controlplane/host_api.h"
+#include "hpod/controlplane/host_pool.h"
 #include "hpod/controlplane/join_service.h"
 
 namespace hpod::controlplane {
@@ -189,6 +190,54 @@ TEST_F(HostStatesTest, TheEndOfAnInstanceRetiresItsOneLaunchHostAndDrainsAPoolHo
   EXPECT_EQ(Get("h-spare").state, "Spare");
   ASSERT_TRUE(end("i-0000000000000000a").ok());  // again: nothing serves it now
   EXPECT_EQ(History("h-local").size(), 2u);
+}
+
+TEST_F(HostStatesTest, ASpareIsChosenByFailuresThenIdleTimeAndReservedOnce) {
+  auto reserve = [&](const std::string& instance, const std::string& type = "ml.c5.large",
+                     const std::function<bool(const store::HostRecord&)>& usable = nullptr) {
+    StatusOr<store::HostRecord> got = InternalError("not run");
+    Status s = store_->Write([&](store::WriteTx& tx) -> Status {
+      SpareRequest r;
+      r.instance_type = type;
+      r.placement = {"abcdefabcdef", "workers", instance};
+      r.reason = "serves " + instance;
+      got = ReserveSpare(tx, clock_, r, usable);
+      return got.status();
+    });
+    return got;
+  };
+  store::HostRecord flaky = Put("h-a-flaky", HostState::kSpare);  // lowest id, but failed
+  clock_.AdvanceTime(std::chrono::seconds(10));
+  Put("h-b-newer", HostState::kSpare);
+  clock_.AdvanceTime(std::chrono::seconds(10));
+  ASSERT_TRUE(store_
+                  ->Write([&](store::WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(QuarantineHost(tx, clock_, flaky, "kill-node"));
+                    return ChangeHostState(tx, clock_, flaky, HostState::kSpare, "released");
+                  })
+                  .ok());
+  clock_.AdvanceTime(std::chrono::seconds(10));
+  Put("h-c-newest", HostState::kSpare);
+  store::HostRecord other_type = Put("h-d-gpu", HostState::kSpare);
+  other_type.instance_type = "ml.g5.xlarge";
+  ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutHost(other_type); }).ok());
+
+  // Never failed and idle longest first; the one that failed comes last.
+  auto first = reserve("i-0000000000000000a");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->host_id, "h-b-newer");
+  EXPECT_EQ(first->state, "Assigned");
+  EXPECT_EQ(Get("h-b-newer").instance_id, "i-0000000000000000a");
+  // A host whose agent is away is passed over.
+  auto second = reserve("i-0000000000000000b", "ml.c5.large",
+                        [](const store::HostRecord& h) { return h.host_id != "h-c-newest"; });
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->host_id, "h-a-flaky");
+  EXPECT_EQ(reserve("i-0000000000000000c")->host_id, "h-c-newest");
+  auto none = reserve("i-0000000000000000d");
+  EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(none.status().message(), "no Spare host of type ml.c5.large in pool default");
+  EXPECT_EQ(reserve("i-0000000000000000e", "ml.g5.xlarge")->host_id, "h-d-gpu");
 }
 
 // The operations a person uses on a host, through HostApi.
