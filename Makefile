@@ -5,13 +5,14 @@
 #                    data, an --auto-resume training job through a node failure
 #   make quickstart-down  delete the quickstart's cluster and stop its hpodd
 #   make install     install into $(PREFIX) (bin/, lib/hpod/, share/hpod/)
+#   make package     Debian packages hpod-agent and hpod in $(BUILD)/packages, checked
 #   make corpus      the real training data (KJV + Austen from Debian packages) in build/data
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= $(or $(HPOD_PREFIX),/usr/local)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all deps build build-installables test unit e2e fuzz quickstart quickstart-down install corpus bench clean
+.PHONY: all deps build build-installables test unit e2e fuzz quickstart quickstart-down install package corpus bench clean
 
 all: build
 
@@ -54,6 +55,11 @@ quickstart-down:
 
 install: build-installables
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# cpack over what `make install` installs, plus the units and Debian's files
+# (packaging/); then contents, dependencies and lintian (scripts/check-packages.sh).
+package: build-installables
+	./scripts/check-packages.sh $(BUILD)
 
 corpus: build
 	./scripts/install-deps.sh --corpus

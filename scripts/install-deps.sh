@@ -55,6 +55,7 @@ TEST_PKGS=(
   faketime                  # libfaketime: nodes with skewed clocks (hpodd --fake-clock-skew) in e2e tests
   prometheus                # promtool checks /metrics and prometheus.yml; a real server scrapes hpodd
   chromium fonts-dejavu-core  # the console's browser e2e test (playwright-core drives it; no browser download)
+  dpkg-dev lintian xz-utils   # make package: cpack's dpkg-shlibdeps, the packages' lint (scripts/check-packages.sh)
 )
 # Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
 # libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:

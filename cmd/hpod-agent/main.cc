@@ -15,6 +15,7 @@
 #include "hpod/agent/agent.h"
 #include "hpod/agent/agent_options.h"
 #include "hpod/agent/join.h"
+#include "hpod/agent/service_handoff.h"
 #include "hpod/agent/machine_facts.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/logging.h"
@@ -93,8 +94,15 @@ int main(int argc, char** argv) {
       "join hpodd over the network with a join token (hpod create-join-token), then run as "
       "this machine's agent");
   std::string server, token, instance_type, state_dir = "/var/lib/hpod-agent";
-  join->add_option("--server", server, "hpodd's agent address, https://HOST:PORT (--agent-listen)")
-      ->required();
+  // Not required once joined: the state dir remembers hpodd's address (the
+  // packaged unit runs `hpod-agent join` with neither server nor token).
+  join->add_option("--server", server,
+                   "hpodd's agent address, https://HOST:PORT (--agent-listen); needed only for "
+                   "the first join");
+  bool foreground = false;
+  join->add_flag("--foreground", foreground,
+                 "keep running in the foreground after a first join, even where systemd could "
+                 "run the agent (hpod-agent.service)");
   // Not required: a machine that joined restarts with `hpod-agent join --server URL`
   // (its state dir holds its key and certificate; the token was spent).
   join->add_option("--token", token,
@@ -116,11 +124,33 @@ int main(int argc, char** argv) {
 
   hpod::agent::AgentOptions options;
   if (join->parsed()) {
+    const bool first_join = !hpod::agent::LoadJoinedState(state_dir).ok();
+    if (first_join && server.empty()) {
+      std::fprintf(stderr, "hpod-agent join: %s has not joined hpodd yet; give --server "
+                   "https://HOST:PORT and --token TOKEN\n", state_dir.c_str());
+      return kExitConfig;
+    }
     auto joined = EnsureJoined(server, token, state_dir, machine_id_file, instance_type);
     if (!joined.ok()) {
       spdlog::error("{}", joined.status().message());
       std::fprintf(stderr, "hpod-agent join: %s\n", std::string(joined.status().message()).c_str());
       return kExitConfig;
+    }
+    hpod::agent::ServiceHandoff handoff;
+    if (first_join && !foreground &&
+        hpod::agent::ShouldHandOff(handoff, state_dir, std::getenv("INVOCATION_ID") != nullptr)) {
+      // The unit runs the agent from now on (service_handoff.h).
+      if (hpod::Status s = hpod::agent::HandOff(handoff); !s.ok()) {
+        std::fprintf(stderr,
+                     "hpod-agent join: joined as host %s, but %s; start it with `systemctl "
+                     "enable --now hpod-agent`\n",
+                     joined->host_id.c_str(), std::string(s.message()).c_str());
+        return 1;
+      }
+      std::printf("joined %s as host %s (pool %s); hpod-agent.service runs the agent from now "
+                  "on: systemctl status hpod-agent, journalctl -u hpod-agent\n",
+                  joined->server.c_str(), joined->host_id.c_str(), joined->pool.c_str());
+      return 0;
     }
     if (joined->instance_id.empty()) {
       std::atomic<bool> stopped{false};
