@@ -150,8 +150,15 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
                    .jitter = true});
   std::string url = state.server + "/agent/v1/host";
   CertificateRenewal renewal(paths.node, RealClock::Get());
+  // The machine's boot, so that hpodd sees it reboot (PROTOCOL.md, X-Hpod-Boot-Id).
+  std::vector<http::Header> headers;
+  if (auto boot = ReadFile("/proc/sys/kernel/random/boot_id"); boot.ok()) {
+    std::string id = *boot;
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (!id.empty()) headers.push_back({"X-Hpod-Boot-Id", id});
+  }
   while (!stopped()) {
-    auto conn = http::WebSocketClient::Connect(url, {}, o);
+    auto conn = http::WebSocketClient::Connect(url, headers, o);
     if (!conn.ok()) {
       if (conn.status().code() == StatusCode::kUnauthenticated) {
         return FailedPreconditionError("hpodd refused host " + state.host_id + "'s certificate: " +

@@ -163,7 +163,9 @@ Status Daemon::StartAgentNetwork() {
           return RefuseUpgrade(401, std::string(host.status().message()));
         }
         // Its first connection ends its join: a Joining host is Spare from now on.
-        if (Status s = self->joins_->HostConnected(host->host_id); !s.ok()) {
+        if (Status s = self->joins_->HostConnected(
+                host->host_id, std::string(r.HeaderValue("X-Hpod-Boot-Id")));
+            !s.ok()) {
           spdlog::warn("host {}: {}", host->host_id, s.message());
         }
         return self->host_channels_->Accept(host->host_id, r.peer_cert_serial_hex, r.peer_cert_cn,

@@ -303,9 +303,20 @@ StatusOr<IssuedCertificate> JoinService::Renew(const std::string& serial,
   return issued;
 }
 
-Status JoinService::HostConnected(const std::string& host_id) {
+Status JoinService::HostConnected(const std::string& host_id, const std::string& boot_id) {
   return store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::HostRecord host, tx.GetHost(host_id));
+    // Facts are as the agent gave them: boot_id may be anything but a string.
+    auto known = host.facts.find("boot_id");
+    const std::string before =
+        known != host.facts.end() && known->is_string() ? known->get<std::string>() : "";
+    if (!boot_id.empty() && boot_id.size() <= 64 && boot_id != before) {
+      if (!before.empty()) {
+        spdlog::info("host {} rebooted: boot id {} -> {}", host_id, before, boot_id);
+      }
+      host.facts["boot_id"] = boot_id;
+      HPOD_RETURN_IF_ERROR(tx.PutHost(host));
+    }
     if (!api::Is(host.state, api::HostState::kJoining)) return OkStatus();
     return ChangeHostState(tx, clock_, host, api::HostState::kSpare,
                            "its agent connected; it waits for work in pool " + host.pool);

@@ -106,8 +106,10 @@ class JoinService {
   // is gone.
   StatusOr<JoinResult> Join(const JoinRequest& request);
 
-  // A host's agent holds its channel: a Joining host becomes Spare. Idempotent.
-  Status HostConnected(const std::string& host_id);
+  // A host's agent holds its channel: a Joining host becomes Spare, and the
+  // machine's current boot id (empty: not reported) is kept in its facts, so a
+  // reboot shows. Idempotent.
+  Status HostConnected(const std::string& host_id, const std::string& boot_id = "");
 
   // The host a verified client certificate belongs to. kUnauthenticated, one
   // line: a serial hpodd never issued, a revoked one, a CN that is not the

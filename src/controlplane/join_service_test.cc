@@ -257,6 +257,17 @@ TEST_F(JoinServiceTest, AHostIsJoiningUntilItsAgentConnectsThenSpare) {
     return OkStatus();
   });
   EXPECT_EQ(service_->HostConnected("h-0000000000000000").code(), StatusCode::kNotFound);
+
+  // The boot id its agent reports on each connection is kept: a reboot shows.
+  ASSERT_TRUE(service_->HostConnected(id, "7a0e5c1e-0000-4000-8000-000000000001").ok());
+  ASSERT_TRUE(service_->HostConnected(id, "").ok());  // not reported: kept
+  store_->Read([&](store::ReadTx& tx) -> Status {
+    auto h = tx.GetHost(id);
+    EXPECT_EQ(h->facts["boot_id"], "7a0e5c1e-0000-4000-8000-000000000001");
+    EXPECT_EQ(h->state, "Spare");
+    EXPECT_EQ(tx.ListHostHistory(id)->size(), 2u);  // not a state change
+    return OkStatus();
+  });
 }
 
 TEST_F(JoinServiceTest, APoolHostNeedsAnInstanceTypeItsFactsFit) {

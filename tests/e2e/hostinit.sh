@@ -1,0 +1,75 @@
+#!/bin/bash
+# PID 1 of a rig host (tests/e2e/hostrig.py): a machine of its own that plays
+# systemd for hpod-agent, as hpod-agent.service does on a real host.
+#
+#   hostinit.sh DISK NAME AGENT SERVER TOKEN INSTANCE_TYPE
+#
+# DISK is the host's own disk (a directory of the rig, kept across reboots). The
+# host gets private /tmp, /run, /var/lib, /var/log, /home, /opt and /srv (tmpfs),
+# its own /etc/machine-id and boot id, and then hides /var/tmp too: nothing of
+# hpodd's data dir or sockets, nor of another host, is visible here. The only
+# inputs the agent gets are the URL and the token on its command line, as a
+# person pastes them (the token only until the machine has joined).
+#
+# Like Restart=always with RestartPreventExitStatus=78: the agent is started
+# again a second after it exits, unless it exited 78 (hpodd refused this host).
+# SIGUSR1 reboots: every other process of the host is killed, the boot id
+# changes, the disk stays, and the agent starts again.
+set -u
+disk=$1 name=$2 agent=$3 server=$4 token=$5 itype=$6
+
+hostname "$name"
+mkdir -p "$disk/hpod-agent" "$disk/log"
+# As /etc/machine-id holds it: 32 lowercase hex and a newline.
+[[ -s $disk/machine-id ]] ||
+  printf '%s\n' "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >"$disk/machine-id"
+cat /proc/sys/kernel/random/uuid >"$disk/boot_id"
+mount --bind "$disk/machine-id" /etc/machine-id
+mount --bind "$disk/boot_id" /proc/sys/kernel/random/boot_id
+# After /var/tmp is hidden the disk is reached only through what is bound or open.
+new_boot_id() { cat /proc/sys/kernel/random/uuid >/proc/sys/kernel/random/boot_id; }
+for d in /tmp /run /var/lib /var/log /home /opt /srv; do
+  mount -t tmpfs -o mode=755 tmpfs "$d"
+done
+chmod 1777 /tmp
+mkdir -p /var/lib/hpod-agent
+mount --bind "$disk/hpod-agent" /var/lib/hpod-agent
+exec 3>>"$disk/log/agent.log"
+mount -t tmpfs -o mode=755 tmpfs /var/tmp  # last: the disk's path is hidden too
+echo "host $name up, boot id $(cat /proc/sys/kernel/random/boot_id)" >&3
+
+reboot_asked=0
+trap 'reboot_asked=1' USR1
+trap 'kill -TERM $child 2>/dev/null; wait; exit 0' TERM
+child=0
+while true; do
+  args=(join --state-dir /var/lib/hpod-agent --foreground)
+  [[ -e /var/lib/hpod-agent/join.json ]] ||
+    args+=(--server "$server" --token "$token" --instance-type "$itype")
+  "$agent" "${args[@]}" >&3 2>&1 3>&- &
+  child=$!
+  # `wait` returns early on a trapped signal; wait again until the agent is gone.
+  while kill -0 "$child" 2>/dev/null; do
+    wait "$child"
+    rc=$?
+    if ((reboot_asked)); then break; fi
+  done
+  if ((reboot_asked)); then
+    reboot_asked=0
+    echo "rebooting" >&3
+    # Everything but PID 1 (this script) goes, as on a real reboot.
+    for p in $(ls /proc | grep -E '^[0-9]+$'); do
+      ((p != 1)) && kill -9 "$p" 2>/dev/null
+    done
+    wait 2>/dev/null
+    new_boot_id
+    echo "host $name up, boot id $(cat /proc/sys/kernel/random/boot_id)" >&3
+    continue
+  fi
+  echo "agent exited $rc" >&3
+  if ((rc == 78)); then
+    echo "hpodd refused this host: not restarting the agent" >&3
+    while true; do sleep 3600 & wait $!; done
+  fi
+  sleep 1
+done
