@@ -157,7 +157,7 @@ http::Response ApiServer::Serve(const http::Request& request) {
           Caller{role->access_key_id, std::string(request.HeaderValue("Host")), request.tls});
     } else if (HostApi::Handles(op)) {
       if (hosts_ == nullptr) {
-        result = UnavailableError("hpodd is starting; try again");
+        result = InternalError("this API server was built without its host operations");
       } else {
         result = hosts_->Call(op, decoded->input);
       }

@@ -335,8 +335,8 @@ StatusOr<ordered_json> HostApi::SetHostState(const std::string& op, const json& 
           tx, clock_, h, api::HostState::kSpare,
           req.value("Reason", std::string("released by ") + who + " (hpod release-host)")));
     } else {
-      if (state == api::HostState::kAssigned || state == api::HostState::kRebooting ||
-          state == api::HostState::kDraining) {
+      // A Draining host serves nothing any more (its tenure is being wiped).
+      if (state == api::HostState::kAssigned || state == api::HostState::kRebooting) {
         return FailedPreconditionError(
             "host " + host_id + " is " + h.state + " and serves instance " + h.instance_id +
             "; replace that node first (hpod batch-replace-cluster-nodes), then retire the host");

@@ -11,6 +11,8 @@ namespace hpod::controlplane {
 StatusOr<store::HostRecord> ReserveSpare(
     store::WriteTx& tx, const Clock& clock, const SpareRequest& request,
     const std::function<bool(const store::HostRecord&)>& usable) {
+  // ListHosts("") would be every pool: a launch always names its pool.
+  if (request.pool.empty()) return InvalidArgumentError("a spare is taken from a named pool");
   HPOD_ASSIGN_OR_RETURN(auto hosts, tx.ListHosts(request.pool));
   const double since = clock.NowEpochSeconds() - kHostFailureWindowSeconds;
   struct Candidate {

@@ -20,7 +20,7 @@ bool HostTransitionAllowed(HostState from, HostState to) {
              to == HostState::kQuarantined;
     case HostState::kRebooting:
       return to == HostState::kAssigned || to == HostState::kSpare ||
-             to == HostState::kQuarantined;
+             to == HostState::kDraining || to == HostState::kQuarantined;
     case HostState::kDraining:
       return to == HostState::kSpare || to == HostState::kQuarantined;
     case HostState::kQuarantined:
@@ -124,11 +124,18 @@ Status EndHostTenure(store::WriteTx& tx, const Clock& clock, const std::string& 
   if (auto token = tx.GetJoinToken(host->token_id); token.ok()) {
     one_launch = token->instance_id == instance_id;
   }
-  if (one_launch) {
-    return ChangeHostState(tx, clock, *host, HostState::kRetired,
-                           reason + "; it joined for that instance only");
+  Status changed = one_launch ? ChangeHostState(tx, clock, *host, HostState::kRetired,
+                                                reason + "; it joined for that instance only")
+                              : ChangeHostState(tx, clock, *host, HostState::kDraining, reason);
+  // The host's bookkeeping must never hold up the instance's (the caller deletes
+  // the node's row in the same transaction): a refused change is logged, not
+  // returned. A store error is returned, as it would fail the rest anyway.
+  if (changed.code() == StatusCode::kFailedPrecondition) {
+    spdlog::error("instance {} ended, but its host {} stays {}: {}", instance_id, host->host_id,
+                  host->state, changed.message());
+    return OkStatus();
   }
-  return ChangeHostState(tx, clock, *host, HostState::kDraining, reason);
+  return changed;
 }
 
 }  // namespace hpod::controlplane

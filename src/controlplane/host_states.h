@@ -4,7 +4,7 @@
 // each written in the caller's transaction together with its history row and its
 // reason, so that a host's row and its history never disagree.
 //
-//   Joining ──agent connects──▶ Spare ──assigned──▶ Assigned ──reboot──▶ Rebooting
+//   Joining ──agent connects──▶ Spare ──assigned──▶ Assigned ──reboot──▶ Rebooting (→ Draining)
 //      │                         ▲  ▲                  │  ▲                  │
 //      │                         │  └──── Draining ◀───┤  └── back up ───────┘
 //      │                         │                     │
@@ -68,7 +68,8 @@ Status QuarantineHost(store::WriteTx& tx, const Clock& clock, store::HostRecord&
 // that one launch (a local node over TLS: its token named the instance) is
 // Retired, since its machine ended with the instance; a pool host goes to
 // Draining (its tenure is wiped there, then it is Spare again). No host serves
-// it: nothing to do.
+// it: nothing to do. A change the state machine refuses is logged and skipped,
+// never returned: the caller's removal of the instance must go through.
 Status EndHostTenure(store::WriteTx& tx, const Clock& clock, const std::string& instance_id,
                      const std::string& reason);
 

@@ -171,6 +171,7 @@ TEST_F(HostStatesTest, TheEndOfAnInstanceRetiresItsOneLaunchHostAndDrainsAPoolHo
   ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutJoinToken(launch); }).ok());
   Put("h-local", HostState::kAssigned, "i-0000000000000000a", "launch01");
   Put("h-pool", HostState::kAssigned, "i-0000000000000000b", "pool0001");
+  Put("h-rebooting", HostState::kRebooting, "i-0000000000000000f", "pool0001");
   Put("h-spare", HostState::kSpare);
   auto end = [&](const std::string& instance) {
     return store_->Write([&](store::WriteTx& tx) {
@@ -187,6 +188,9 @@ TEST_F(HostStatesTest, TheEndOfAnInstanceRetiresItsOneLaunchHostAndDrainsAPoolHo
             "instance i-0000000000000000a was terminated; it joined for that instance only");
   EXPECT_EQ(local.instance_id, "");
   EXPECT_EQ(Get("h-pool").state, "Draining");
+  // A node replaced while its host rebooted: the host leaves it all the same.
+  ASSERT_TRUE(end("i-0000000000000000f").ok());
+  EXPECT_EQ(Get("h-rebooting").state, "Draining");
   EXPECT_EQ(Get("h-spare").state, "Spare");
   ASSERT_TRUE(end("i-0000000000000000a").ok());  // again: nothing serves it now
   EXPECT_EQ(History("h-local").size(), 2u);

@@ -182,12 +182,24 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
     }
     // A launch's host is that instance's type by construction (and on one
     // machine shares its size with every other node); a pool host must fit.
+    // The admin's token, when it names a type, is the word on it.
+    if (!t.instance_type.empty() && !request.instance_type.empty() &&
+        request.instance_type != t.instance_type) {
+      return InvalidArgumentError("join token " + t.id + " is for " + t.instance_type +
+                                  " hosts, and this join says " + request.instance_type +
+                                  "; leave --instance-type out, or join with a token for " +
+                                  request.instance_type);
+    }
     std::string instance_type = request.instance_type.empty() ? t.instance_type
                                                               : request.instance_type;
     if (t.instance_id.empty()) {
       HPOD_RETURN_IF_ERROR(CheckInstanceType(instance_type, request.facts));
     }
     store::HostRecord host;
+    // A Quarantined or Retired host that joins again (a reinstall, a script
+    // reusing a token) stays so until a person releases it; only a revoked one
+    // (no certificate left in force) starts over, since joining is its way back.
+    bool keep_state = false;
     auto before = tx.GetHostByMachineId(machine_id);
     if (before.ok()) {
       if (is_live_ && is_live_(*before)) {
@@ -198,10 +210,20 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
                                   before->host_id + "), before joining it again");
       }
       host = *before;
+      auto was = api::Parse<api::HostState>(host.state);
+      // A node it serves would be left without a machine: the node is replaced
+      // first (its instance's end drains the host), then the machine joins again.
+      if (was == api::HostState::kAssigned || was == api::HostState::kRebooting) {
+        return FailedPreconditionError(
+            "machine " + machine_id + " is host " + host.host_id + " and serves instance " +
+            host.instance_id + "; replace that node first (hpod batch-replace-cluster-nodes), "
+            "then join the machine again");
+      }
       // Its old key is gone with the old agent: nothing may use it any more.
       HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates(host.host_id));
       for (store::CertificateRecord c : certs) {
         if (c.revoked > 0) continue;
+        keep_state = was == api::HostState::kQuarantined || was == api::HostState::kRetired;
         c.revoked = now;
         HPOD_RETURN_IF_ERROR(tx.PutCertificate(c));
       }
@@ -233,7 +255,12 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
     cert.not_after = result.certificate.not_after;
     cert.issued = now;
     HPOD_RETURN_IF_ERROR(tx.PutCertificate(cert));
-    if (t.instance_id.empty()) {
+    if (keep_state && t.instance_id.empty()) {
+      HPOD_RETURN_IF_ERROR(tx.PutHost(host));
+      spdlog::warn("host {} joined again with token {} and stays {} ({}); release it with "
+                   "hpod release-host",
+                   host.host_id, t.id, host.state, host.state_reason);
+    } else if (t.instance_id.empty()) {
       HPOD_RETURN_IF_ERROR(RecordHostJoin(tx, clock_, host, api::HostState::kJoining,
                                           "joined pool " + host.pool + " as " + instance_type +
                                               " with token " + t.id));

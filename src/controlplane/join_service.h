@@ -103,7 +103,10 @@ class JoinService {
   // one joining for a launch is Assigned to that instance at once.
   // A machine that joins again (its agent is gone) keeps its host id and its
   // history; the certificates issued to it before are revoked, since its old key
-  // is gone.
+  // is gone. It is refused (kFailedPrecondition) while it serves an instance; a
+  // Quarantined or Retired one stays so (a person releases it), unless it was
+  // revoked, whose way back this is. The token's instance type, when it names
+  // one, must be the request's if that names one too.
   StatusOr<JoinResult> Join(const JoinRequest& request);
 
   // A host's agent holds its channel: a Joining host becomes Spare, and the

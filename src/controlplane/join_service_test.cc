@@ -15,6 +15,7 @@ namespace hpod::controlplane {
 namespace {
 
 namespace pki = auth::pki;
+using api::HostState;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -240,34 +241,35 @@ TEST_F(JoinServiceTest, AHostIsJoiningUntilItsAgentConnectsThenSpare) {
   clock_.AdvanceTime(std::chrono::seconds(5));
   ASSERT_TRUE(service_->HostConnected(id).ok());
   ASSERT_TRUE(service_->HostConnected(id).ok());  // reconnects change nothing
-  store_->Read([&](store::ReadTx& tx) -> Status {
-    auto h = tx.GetHost(id);
-    EXPECT_EQ(h->state, "Spare");
-    EXPECT_THAT(h->state_reason, HasSubstr("its agent connected"));
-    auto history = tx.ListHostHistory(id);
-    EXPECT_EQ(history->size(), 2u);
-    if (history->size() == 2) {
-      EXPECT_EQ((*history)[0].from_state, "");
-      EXPECT_EQ((*history)[0].to_state, "Joining");
-      EXPECT_THAT((*history)[0].reason, HasSubstr("as ml.p5.4xlarge"));
-      EXPECT_EQ((*history)[1].from_state, "Joining");
-      EXPECT_EQ((*history)[1].to_state, "Spare");
-      EXPECT_EQ((*history)[1].time, (*history)[0].time + 5);
+  ASSERT_TRUE(store_->Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::HostRecord h, tx.GetHost(id));
+    EXPECT_EQ(h.state, "Spare");
+    EXPECT_THAT(h.state_reason, HasSubstr("its agent connected"));
+    HPOD_ASSIGN_OR_RETURN(auto history, tx.ListHostHistory(id));
+    EXPECT_EQ(history.size(), 2u);
+    if (history.size() == 2) {
+      EXPECT_EQ(history[0].from_state, "");
+      EXPECT_EQ(history[0].to_state, "Joining");
+      EXPECT_THAT(history[0].reason, HasSubstr("as ml.p5.4xlarge"));
+      EXPECT_EQ(history[1].from_state, "Joining");
+      EXPECT_EQ(history[1].to_state, "Spare");
+      EXPECT_EQ(history[1].time, history[0].time + 5);
     }
     return OkStatus();
-  });
+  }).ok());
   EXPECT_EQ(service_->HostConnected("h-0000000000000000").code(), StatusCode::kNotFound);
 
   // The boot id its agent reports on each connection is kept: a reboot shows.
   ASSERT_TRUE(service_->HostConnected(id, "7a0e5c1e-0000-4000-8000-000000000001").ok());
   ASSERT_TRUE(service_->HostConnected(id, "").ok());  // not reported: kept
-  store_->Read([&](store::ReadTx& tx) -> Status {
-    auto h = tx.GetHost(id);
-    EXPECT_EQ(h->facts["boot_id"], "7a0e5c1e-0000-4000-8000-000000000001");
-    EXPECT_EQ(h->state, "Spare");
-    EXPECT_EQ(tx.ListHostHistory(id)->size(), 2u);  // not a state change
+  ASSERT_TRUE(store_->Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(store::HostRecord h, tx.GetHost(id));
+    EXPECT_EQ(h.facts["boot_id"], "7a0e5c1e-0000-4000-8000-000000000001");
+    EXPECT_EQ(h.state, "Spare");
+    HPOD_ASSIGN_OR_RETURN(auto history, tx.ListHostHistory(id));
+    EXPECT_EQ(history.size(), 2u);  // not a state change
     return OkStatus();
-  });
+  }).ok());
 }
 
 TEST_F(JoinServiceTest, APoolHostNeedsAnInstanceTypeItsFactsFit) {
@@ -303,6 +305,54 @@ TEST_F(JoinServiceTest, APoolHostNeedsAnInstanceTypeItsFactsFit) {
   ASSERT_TRUE(joined.ok()) << joined.status().ToString();
   EXPECT_EQ(joined->host.instance_type, "ml.g5.16xlarge");
   EXPECT_TRUE(service_->Join(Request(token)).ok());
+}
+
+TEST_F(JoinServiceTest, ATokensTypeIsTheWordOnIt) {
+  JoinTokenSpec typed;
+  typed.instance_type = "ml.g5.16xlarge";
+  JoinRequest other = Request(Token(typed));
+  other.instance_type = "ml.p5.4xlarge";  // fits too, but is not what the admin said
+  Status s = service_->Join(other).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("is for ml.g5.16xlarge hosts, and this join says "
+                                     "ml.p5.4xlarge"));
+  other.instance_type = "ml.g5.16xlarge";  // the same: fine
+  EXPECT_TRUE(service_->Join(other).ok());
+}
+
+TEST_F(JoinServiceTest, AMachineJoiningAgainKeepsWhatAPersonMustUndo) {
+  JoinTokenSpec spec;
+  spec.uses = 10;
+  std::string token = Token(spec);
+  auto first = service_->Join(Request(token));
+  ASSERT_TRUE(first.ok());
+  const std::string id = first->host.host_id;
+  auto set_state = [&](HostState to, const std::string& instance) {
+    ASSERT_TRUE(store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(store::HostRecord h, tx.GetHost(id));
+                      h.state = api::NameString(to);
+                      h.instance_id = instance;
+                      return tx.PutHost(h);
+                    })
+                    .ok());
+  };
+  // Serving a node: refused, the node is replaced first.
+  set_state(HostState::kAssigned, "i-0123456789abcdef0");
+  Status s = service_->Join(Request(token)).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("serves instance i-0123456789abcdef0; replace that node"));
+  // Quarantined: it joins (a new certificate) and stays Quarantined.
+  set_state(HostState::kQuarantined, "");
+  auto again = service_->Join(Request(token));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->host.state, "Quarantined");
+  // Revoked: joining is its way back.
+  ASSERT_TRUE(service_->RevokeHost(id).ok());
+  auto back = service_->Join(Request(token));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->host.state, "Joining");
+  EXPECT_EQ(back->host.host_id, id);
 }
 
 TEST_F(JoinServiceTest, TheApiListsTokensAndHostsAndRevokes) {

@@ -137,7 +137,9 @@ StatusOr<HostRecord> SqliteTx::GetHostByInstanceId(const std::string& instance_i
   HPOD_ASSIGN_OR_RETURN(
       Statement s,
       Prepare("SELECT ", kHostCols,
-              " FROM hosts WHERE instance_id=?1 AND ?1 != '' ORDER BY joined DESC, host_id LIMIT 1"));
+              // Spelt as the partial index hosts_by_instance is, so SQLite uses it.
+              " FROM hosts WHERE instance_id=?1 AND instance_id != '' "
+              "ORDER BY joined DESC, host_id LIMIT 1"));
   s.Bind(1, instance_id);
   return OneHost(s, "host serving " + instance_id);
 }

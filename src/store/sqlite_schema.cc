@@ -182,6 +182,10 @@ ALTER TABLE hosts ADD COLUMN state_changed REAL NOT NULL DEFAULT 0;
 UPDATE hosts SET state = 'Retired', state_reason = 'its certificates were revoked'
   WHERE state = 'Revoked';
 CREATE INDEX hosts_by_instance ON hosts(instance_id) WHERE instance_id != '';
+UPDATE hosts SET
+  cluster_id = COALESCE((SELECT cluster_id FROM nodes WHERE nodes.instance_id = hosts.instance_id), ''),
+  group_name = COALESCE((SELECT group_name FROM nodes WHERE nodes.instance_id = hosts.instance_id), '')
+  WHERE instance_id != '';
 ALTER TABLE join_tokens ADD COLUMN instance_type TEXT NOT NULL DEFAULT '';
 CREATE TABLE host_history(
   seq INTEGER PRIMARY KEY AUTOINCREMENT,

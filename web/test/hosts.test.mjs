@@ -38,7 +38,8 @@ test('which admin actions a host\'s state allows', () => {
   assert.deepEqual(actions('Spare'), ['retire', 'revoke']);
   assert.deepEqual(actions('Joining'), ['retire', 'revoke']);
   // Serving an instance: replace the node first; never released.
-  for (const s of ['Assigned', 'Rebooting', 'Draining']) assert.deepEqual(actions(s), ['revoke'], s);
+  for (const s of ['Assigned', 'Rebooting']) assert.deepEqual(actions(s), ['revoke'], s);
+  assert.deepEqual(actions('Draining'), ['retire', 'revoke']);
   // Revoked: it comes back only by joining again.
   assert.deepEqual(actions('Retired', true), []);
   assert.deepEqual(actions('Quarantined', true), ['retire']);

@@ -17,9 +17,11 @@ export const HostState = Object.freeze({
 });
 export const HOST_STATES = Object.freeze(Object.values(HostState));
 
-/** States in which a host serves an instance: it is not retired until that node is replaced. */
-export const SERVING_STATES = Object.freeze([HostState.Assigned, HostState.Rebooting,
-  HostState.Draining]);
+/**
+ * States in which a host serves an instance: it is not retired until that node is
+ * replaced. (A Draining host has left its instance: its tenure is being wiped.)
+ */
+export const SERVING_STATES = Object.freeze([HostState.Assigned, HostState.Rebooting]);
 
 /**
  * The admin actions, in the order their buttons appear. Each is one API call
