@@ -23,14 +23,24 @@ mkdir -p "$out"
 cpack --config "$build/CPackConfig.cmake" -B "$out" >"$out/cpack.log" 2>&1 ||
   { cat "$out/cpack.log" >&2; fail "cpack failed"; }
 
-agent=$(ls "$out"/hpod-agent_*.deb 2>/dev/null | head -1)
-server=$(ls "$out"/hpod_*.deb 2>/dev/null | head -1)
-[[ -n $agent && -n $server ]] || { ls -l "$out" >&2; fail "cpack made no hpod-agent and hpod packages"; }
+shopt -s nullglob
+agents=("$out"/hpod-agent_*.deb) servers=("$out"/hpod_*.deb)
+shopt -u nullglob
+((${#agents[@]} == 1 && ${#servers[@]} == 1)) ||
+  { ls -l "$out" >&2; fail "cpack did not make one hpod-agent and one hpod package"; }
+agent=${agents[0]} server=${servers[0]}
 echo "packages: $agent $server"
 
-contents() { dpkg-deb -c "$1" | awk '{print $6}' | sed 's|^\./|/|'; }
-has() { contents "$1" | grep -qx "$2" || fail "$(basename "$1") lacks $2"; }
-lacks() { ! contents "$1" | grep -qx "$2" || fail "$(basename "$1") holds $2, which belongs to the other package"; }
+# Each package's file list, read once (grep -q on a pipe could end the writer early).
+declare -A listing
+for deb in "$agent" "$server"; do
+  listing[$deb]=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
+done
+has() { grep -qxF "$2" <<<"${listing[$1]}" || fail "$(basename "$1") lacks $2"; }
+lacks() {
+  ! grep -qxF "$2" <<<"${listing[$1]}" ||
+    fail "$(basename "$1") holds $2, which belongs to the other package"
+}
 
 for f in /usr/bin/hpod-agent /usr/bin/hpod-node-init /usr/bin/hpod-auto-resume \
          /usr/lib/hpod/spank_hpod.so /lib/systemd/system/hpod-agent.service \
@@ -50,7 +60,7 @@ unit() {  # the unit file $2 of package $1
   dpkg-deb --fsys-tarfile "$1" | tar -xO "./lib/systemd/system/$2"
 }
 au=$(unit "$agent" hpod-agent.service)
-for line in "ExecStart=/usr/bin/hpod-agent join --state-dir /var/lib/hpod-agent" \
+for line in "ExecStart=/usr/bin/hpod-agent join --foreground --state-dir /var/lib/hpod-agent" \
             "Restart=always" "KillMode=process" "RestartPreventExitStatus=78"; do
   grep -qx "$line" <<<"$au" || fail "hpod-agent.service lacks '$line'"
 done
@@ -75,7 +85,25 @@ fi
 
 # (--show-overrides would make lintian count the overridden tags as failures.)
 echo "lintian (informational tags included; overridden ones are in packaging/lintian):"
-lintian --fail-on error,warning --display-info "$agent" "$server" 2>&1 |
-  grep -v '^running with root privileges' | tee "$out/lintian.log" ||
+set +e
+lintian --fail-on error,warning --display-info "$agent" "$server" >"$out/lintian.log" 2>&1
+verdict=$?
+set -e
+grep -v '^running with root privileges' "$out/lintian.log" || true
+((verdict == 0)) ||
   fail "lintian found problems (above); fix them or override them in packaging/lintian with the reason"
+
+# The maintainer scripts reload systemd and restart, stop or purge the unit; none
+# enables it (a first `hpod-agent join` does).
+for deb in "$agent" "$server"; do
+  ctl=$(mktemp -d)
+  dpkg-deb -e "$deb" "$ctl"
+  for script in postinst prerm postrm; do
+    [[ -x $ctl/$script ]] || fail "$(basename "$deb") has no $script"
+  done
+  grep -q "try-restart" "$ctl/postinst" || fail "$(basename "$deb")'s postinst restarts nothing on upgrade"
+  ! grep -Eq '^[^#]*(systemctl|deb-systemd-helper|deb-systemd-invoke)[^#]* (enable|start)' \
+    "$ctl/postinst" || fail "$(basename "$deb")'s postinst enables or starts its unit"
+  rm -rf "$ctl"
+done
 echo "check-packages: OK"

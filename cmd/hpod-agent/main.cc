@@ -1,9 +1,12 @@
 // hpod-agent: the node agent. Flags → AgentOptions → Agent::Run (PROTOCOL.md).
 //   hpod-agent --config FILE                     a node the provider configured
 //   hpod-agent join --server URL --token TOKEN   a machine joining over the network
-//   hpod-agent join --server URL                 the same machine, once joined
-// Exit codes: 0 after SIGTERM/SIGINT, 78 (EX_CONFIG) for a bad config file, a
-// refused join or a node credential (or certificate) hpodd refuses.
+//   hpod-agent join [--foreground]               the same machine, once joined
+//                                                (hpod-agent.service runs this)
+// Exit codes: 0 after SIGTERM/SIGINT, or once a first join handed the agent to
+// hpod-agent.service (service_handoff.h); 1 when that hand-off failed; 78
+// (EX_CONFIG) for a bad config file, a refused join or a node credential (or
+// certificate) hpodd refuses.
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -15,8 +18,8 @@
 #include "hpod/agent/agent.h"
 #include "hpod/agent/agent_options.h"
 #include "hpod/agent/join.h"
-#include "hpod/agent/service_handoff.h"
 #include "hpod/agent/machine_facts.h"
+#include "hpod/agent/service_handoff.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/logging.h"
 #include "hpod/base/signals.h"
@@ -108,9 +111,9 @@ int main(int argc, char** argv) {
   join->add_option("--token", token,
                    "the join token (hpod create-join-token); needed only for the first join");
   join->add_option("--instance-type", instance_type,
-                   "the instance type this machine serves as (ml.c5.2xlarge, ml.g5.12xlarge, ...), "
-                   "unless the token names one; hpodd checks it against the machine's CPUs, "
-                   "memory and GPUs");
+                   "the instance type this machine serves as (ml.c5.2xlarge, ml.g5.12xlarge, ...); "
+                   "not needed when the token names one (it must agree); hpodd checks it "
+                   "against the machine's CPUs, memory and GPUs");
   join->add_option("--state-dir", state_dir,
                    "where the agent keeps its key, certificate and state (default "
                    "/var/lib/hpod-agent)");
@@ -124,7 +127,11 @@ int main(int argc, char** argv) {
 
   hpod::agent::AgentOptions options;
   if (join->parsed()) {
-    const bool first_join = !hpod::agent::LoadJoinedState(state_dir).ok();
+    // Only a state dir without a join is a first join; a damaged one says so
+    // (EnsureJoined), rather than asking for a token it does not need.
+    auto previous = hpod::agent::LoadJoinedState(state_dir);
+    const bool first_join =
+        !previous.ok() && previous.status().code() == hpod::StatusCode::kNotFound;
     if (first_join && server.empty()) {
       std::fprintf(stderr, "hpod-agent join: %s has not joined hpodd yet; give --server "
                    "https://HOST:PORT and --token TOKEN\n", state_dir.c_str());
@@ -137,8 +144,7 @@ int main(int argc, char** argv) {
       return kExitConfig;
     }
     hpod::agent::ServiceHandoff handoff;
-    if (first_join && !foreground &&
-        hpod::agent::ShouldHandOff(handoff, state_dir, std::getenv("INVOCATION_ID") != nullptr)) {
+    if (first_join && !foreground && hpod::agent::ShouldHandOff(handoff, state_dir)) {
       // The unit runs the agent from now on (service_handoff.h).
       if (hpod::Status s = hpod::agent::HandOff(handoff); !s.ok()) {
         std::fprintf(stderr,

@@ -12,6 +12,7 @@
 //
 // Thread contract: free functions; no state.
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -31,14 +32,16 @@ struct ServiceHandoff {
 };
 
 // Whether a join that just happened from `state_dir` should hand the agent over:
-// systemd runs the machine, the unit is installed, the state dir is the unit's,
-// and systemd did not start this process (`invoked_by_systemd`: $INVOCATION_ID
-// is set).
-bool ShouldHandOff(const ServiceHandoff& h, const std::string& state_dir,
-                   bool invoked_by_systemd);
+// systemd runs the machine, the unit is installed and the state dir is the
+// unit's. (The unit itself runs `hpod-agent join --foreground`, and only once
+// the machine has joined: it never hands off. A join run by another service —
+// cloud-init's runcmd, a configuration agent — does hand off.)
+bool ShouldHandOff(const ServiceHandoff& h, const std::string& state_dir);
 
-// `systemctl enable --now hpod-agent.service`; one line with systemctl's own
-// words when it fails.
-Status HandOff(const ServiceHandoff& h);
+// `systemctl enable hpod-agent.service`, then `systemctl restart` it (a unit
+// already active, from an earlier join, runs the new identity too), each within
+// `timeout`; one line with systemctl's own words when either fails.
+Status HandOff(const ServiceHandoff& h,
+               std::chrono::milliseconds timeout = std::chrono::seconds(90));
 
 }  // namespace hpod::agent

@@ -30,7 +30,8 @@ class ServiceHandoffTest : public ::testing::Test {
   // A systemctl that records its arguments and exits `code`, saying `says`.
   void FakeSystemctl(int code, const std::string& says) {
     const fs::path p = root_ / "systemctl";
-    std::ofstream(p) << "#!/bin/sh\necho \"$@\" > " << (root_ / "args").string() << "\n"
+    fs::remove(root_ / "args");
+    std::ofstream(p) << "#!/bin/sh\necho \"$@\" >> " << (root_ / "args").string() << "\n"
                      << (says.empty() ? "" : "echo '" + says + "' >&2\n") << "exit " << code
                      << "\n";
     ::chmod(p.c_str(), 0755);
@@ -41,36 +42,37 @@ class ServiceHandoffTest : public ::testing::Test {
   ServiceHandoff h_;
 };
 
-TEST_F(ServiceHandoffTest, HandsOffOnlyASystemdMachinesFirstJoinFromTheUnitsStateDir) {
+TEST_F(ServiceHandoffTest, HandsOffOnlyASystemdMachinesJoinFromTheUnitsStateDir) {
   const std::string state = h_.unit_state_dir;
-  EXPECT_TRUE(ShouldHandOff(h_, state, /*invoked_by_systemd=*/false));
-  EXPECT_TRUE(ShouldHandOff(h_, state + "/", false));  // the same dir, spelt otherwise
-  // Started by systemd already (the unit itself): it runs the agent.
-  EXPECT_FALSE(ShouldHandOff(h_, state, /*invoked_by_systemd=*/true));
+  EXPECT_TRUE(ShouldHandOff(h_, state));
+  EXPECT_TRUE(ShouldHandOff(h_, state + "/"));  // the same dir, spelt otherwise
   // Another state dir: a second agent the unit does not run (tests, a person's choice).
-  EXPECT_FALSE(ShouldHandOff(h_, (root_ / "elsewhere").string(), false));
+  EXPECT_FALSE(ShouldHandOff(h_, (root_ / "elsewhere").string()));
   ServiceHandoff no_unit = h_;
   no_unit.unit_files = {(root_ / "lib/none.service").string()};
-  EXPECT_FALSE(ShouldHandOff(no_unit, state, false));
+  EXPECT_FALSE(ShouldHandOff(no_unit, state));
   ServiceHandoff no_systemd = h_;
   no_systemd.systemd_run_dir = (root_ / "no-such-dir").string();
-  EXPECT_FALSE(ShouldHandOff(no_systemd, state, false));
+  EXPECT_FALSE(ShouldHandOff(no_systemd, state));
 }
 
-TEST_F(ServiceHandoffTest, HandOffEnablesAndStartsTheUnitOrSaysWhyNot) {
+TEST_F(ServiceHandoffTest, HandOffEnablesAndRestartsTheUnitOrSaysWhyNot) {
   FakeSystemctl(0, "");
   ASSERT_TRUE(HandOff(h_).ok());
   std::ifstream args(root_ / "args");
-  std::string line;
-  std::getline(args, line);
-  EXPECT_EQ(line, "enable --now hpod-agent.service");
+  std::string all((std::istreambuf_iterator<char>(args)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "enable hpod-agent.service\nrestart hpod-agent.service\n");
 
   FakeSystemctl(1, "Failed to enable unit: Access denied");
   Status s = HandOff(h_);
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.message(),
-            "systemctl enable --now hpod-agent.service exited 1: Failed to enable unit: Access "
-            "denied");
+            "systemctl enable hpod-agent.service exited 1: Failed to enable unit: Access denied");
+
+  // A systemctl that never answers (a start job waiting on the network).
+  std::ofstream(h_.systemctl) << "#!/bin/sh\nsleep 30\n";
+  s = HandOff(h_, std::chrono::milliseconds(300));
+  EXPECT_EQ(s.message(), "systemctl enable hpod-agent.service timed out after 300 ms");
 }
 
 }  // namespace
