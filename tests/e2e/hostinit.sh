@@ -28,7 +28,13 @@ mount --bind "$disk/machine-id" /etc/machine-id
 mount --bind "$disk/boot_id" /proc/sys/kernel/random/boot_id
 # After /var/tmp is hidden the disk is reached only through what is bound or open.
 new_boot_id() { cat /proc/sys/kernel/random/uuid >/proc/sys/kernel/random/boot_id; }
-for d in /tmp /run /var/lib /var/log /home /opt /srv; do
+# The agent as the package installs it: a copy of its own, since the tree it was
+# built in may lie under a directory this host hides (a CI clone in /tmp).
+mount -t tmpfs -o mode=755 tmpfs /opt
+mkdir -p /opt/hpod/bin
+cp "$agent" /opt/hpod/bin/hpod-agent
+agent=/opt/hpod/bin/hpod-agent
+for d in /tmp /run /var/lib /var/log /home /srv; do
   mount -t tmpfs -o mode=755 tmpfs "$d"
 done
 chmod 1777 /tmp

@@ -31,8 +31,12 @@ class TlsAgentsTest(test_auto_resume.AutoResumeTest):
     test_6_without_auto_resume_the_job_fails = None
     test_7_bad_option_values_are_one_line_errors = None
 
+    def all_hosts(self):
+        return self.d.hpod_json("list-hosts")["Hosts"]
+
     def hosts(self):
-        return {h["InstanceId"]: h for h in self.d.hpod_json("hpod-list-hosts")["Hosts"]}
+        """{instance id: host} of the hosts serving a node now."""
+        return {h["InstanceId"]: h for h in self.all_hosts() if "InstanceId" in h}
 
     def test_0_every_node_joined_over_the_network(self):
         block = ipaddress.ip_network(self.d.block)
@@ -82,8 +86,15 @@ class TlsAgentsTest(test_auto_resume.AutoResumeTest):
         for iid in self.workers():
             self.assertIn(iid, hosts, "replacement %s did not join" % iid)
             self.assertTrue(hosts[iid]["Connected"], hosts[iid])
-        machines = [h["MachineId"] for h in hosts.values()]
+            self.assertEqual(hosts[iid]["Status"], "Assigned", hosts[iid])
+        everyone = self.all_hosts()
+        machines = [h["MachineId"] for h in everyone]
         self.assertEqual(len(machines), len(set(machines)), "each node is its own machine")
+        # The killed node's host served that launch only: Retired, serving nothing.
+        retired = [h for h in everyone if h["Status"] == "Retired"]
+        self.assertEqual(len(retired), 1, everyone)
+        self.assertNotIn("InstanceId", retired[0])
+        self.assertIn("terminated for replacement", retired[0]["StatusReason"])
 
 
 if __name__ == "__main__":
