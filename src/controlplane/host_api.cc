@@ -325,6 +325,12 @@ StatusOr<ordered_json> HostApi::SetHostState(const std::string& op, const json& 
         return FailedPreconditionError("host " + host_id + " is " + h.state +
                                        "; only a Quarantined or Retired host is released");
       }
+      if (h.instance_type.empty()) {
+        return FailedPreconditionError(
+            "host " + host_id + " joined for one instance and has no instance type, so no "
+            "cluster could take it as a spare; join the machine again with a pool token and "
+            "--instance-type");
+      }
       HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates(host_id));
       if (InForce(certs) == nullptr) {
         return FailedPreconditionError("host " + host_id +
@@ -352,20 +358,14 @@ StatusOr<ordered_json> HostApi::SetHostState(const std::string& op, const json& 
 }
 
 StatusOr<ordered_json> HostApi::RevokeHost(const json& req) {
-  const std::string host_id = req.at("HostId");
-  HPOD_ASSIGN_OR_RETURN(JoinService * joins, Joins());
-  // Read before: retiring clears the instance it served, whose channel must close.
-  store::HostRecord before;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    auto got = tx.GetHost(host_id);
-    if (!got.ok()) return NotFoundHost(got.status(), host_id);
-    before = std::move(*got);
-    return OkStatus();
-  }));
-  HPOD_ASSIGN_OR_RETURN(std::vector<std::string> serials, joins->RevokeHost(host_id));
-  if (hooks_.disconnect) hooks_.disconnect(before);
-  return ordered_json{{"HostId", host_id},
-                      {"RevokedSerials", serials},
+  // Revocation is rows in the store: it needs no CA, so it works without the
+  // agents' listener too (a compromised host is cut off all the same).
+  HPOD_ASSIGN_OR_RETURN(RevokedHost revoked,
+                        controlplane::RevokeHost(store_, clock_, req.at("HostId")));
+  // The host as it was: retiring cleared the instance whose channel must close.
+  if (hooks_.disconnect) hooks_.disconnect(revoked.before);
+  return ordered_json{{"HostId", revoked.before.host_id},
+                      {"RevokedSerials", revoked.serials},
                       {"Status", api::NameString(api::HostState::kRetired)}};
 }
 

@@ -37,8 +37,8 @@ struct HostApiHooks {
 class HostApi {
  public:
   // `joins` is null in an hpodd without the agents' listener (--agent-listen):
-  // the hosts of earlier runs are read, released and retired all the same, and
-  // what needs the CA (tokens, revocation) is refused with what to do.
+  // the hosts of earlier runs are read, released, retired and revoked all the
+  // same, and what needs the CA (join tokens) is refused with what to do.
   HostApi(store::Store& store, const Clock& clock, JoinService* joins, HostApiHooks hooks);
 
   static bool Handles(const std::string& operation);

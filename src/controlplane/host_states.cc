@@ -110,6 +110,43 @@ Status QuarantineHost(store::WriteTx& tx, const Clock& clock, store::HostRecord&
                              " times in 30 days; release it (hpod release-host) once repaired");
 }
 
+StatusOr<std::vector<std::string>> RevokeHostCertificates(store::WriteTx& tx, const Clock& clock,
+                                                          store::HostRecord& host,
+                                                          const std::string& reason) {
+  std::vector<std::string> revoked;
+  HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates(host.host_id));
+  for (store::CertificateRecord c : certs) {
+    if (c.revoked > 0) continue;
+    c.revoked = clock.NowEpochSeconds();
+    revoked.push_back(c.serial);
+    HPOD_RETURN_IF_ERROR(tx.PutCertificate(c));
+  }
+  HPOD_RETURN_IF_ERROR(ChangeHostState(tx, clock, host, HostState::kRetired, reason));
+  return revoked;
+}
+
+StatusOr<RevokedHost> RevokeHost(store::Store& store, const Clock& clock,
+                                 const std::string& host_id) {
+  RevokedHost out;
+  HPOD_RETURN_IF_ERROR(store.Write([&](store::WriteTx& tx) -> Status {
+    auto host = tx.GetHost(host_id);
+    if (!host.ok()) {
+      return host.status().code() == StatusCode::kNotFound
+                 ? NotFoundError("host " + host_id + " not found")
+                 : host.status();
+    }
+    out.before = *host;
+    HPOD_ASSIGN_OR_RETURN(out.serials,
+                          RevokeHostCertificates(tx, clock, *host,
+                                                 "revoked: its certificates are refused; it may "
+                                                 "come back only by joining again with a new "
+                                                 "token"));
+    return OkStatus();
+  }));
+  spdlog::warn("revoked host {} ({} certificate(s))", host_id, out.serials.size());
+  return out;
+}
+
 Status EndHostTenure(store::WriteTx& tx, const Clock& clock, const std::string& instance_id,
                      const std::string& reason) {
   if (instance_id.empty()) return OkStatus();
@@ -124,9 +161,13 @@ Status EndHostTenure(store::WriteTx& tx, const Clock& clock, const std::string& 
   if (auto token = tx.GetJoinToken(host->token_id); token.ok()) {
     one_launch = token->instance_id == instance_id;
   }
-  Status changed = one_launch ? ChangeHostState(tx, clock, *host, HostState::kRetired,
-                                                reason + "; it joined for that instance only")
-                              : ChangeHostState(tx, clock, *host, HostState::kDraining, reason);
+  // A one-launch host's key was on the instance's disk, gone with it: nothing may
+  // use its certificate any more.
+  Status changed =
+      one_launch ? RevokeHostCertificates(tx, clock, *host,
+                                          reason + "; it joined for that instance only")
+                       .status()
+                 : ChangeHostState(tx, clock, *host, HostState::kDraining, reason);
   // The host's bookkeeping must never hold up the instance's (the caller deletes
   // the node's row in the same transaction): a refused change is logged, not
   // returned. A store error is returned, as it would fail the rest anyway.

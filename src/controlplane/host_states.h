@@ -58,6 +58,23 @@ Status RecordHostJoin(store::WriteTx& tx, const Clock& clock, store::HostRecord&
 // `since` (epoch seconds).
 int FailuresSince(const std::vector<store::HostHistoryRecord>& history, double since);
 
+// Revokes every certificate of `host` still in force (its agent is refused from
+// its next connection on) and retires it for `reason`. Returns the serials
+// revoked now. Needs no CA: revocation is rows in the store.
+StatusOr<std::vector<std::string>> RevokeHostCertificates(store::WriteTx& tx, const Clock& clock,
+                                                          store::HostRecord& host,
+                                                          const std::string& reason);
+
+// HpodRevokeHost in one transaction: the host as it was before (whose channel
+// the caller closes: it may have served an instance) and the serials revoked.
+// kNotFound for an unknown host.
+struct RevokedHost {
+  store::HostRecord before;
+  std::vector<std::string> serials;
+};
+StatusOr<RevokedHost> RevokeHost(store::Store& store, const Clock& clock,
+                                 const std::string& host_id);
+
 // A failure: the host goes to Quarantined, and on to Retired when this is its
 // kHostFailuresToRetire-th within kHostFailureWindowSeconds.
 Status QuarantineHost(store::WriteTx& tx, const Clock& clock, store::HostRecord& host,
@@ -66,7 +83,8 @@ Status QuarantineHost(store::WriteTx& tx, const Clock& clock, store::HostRecord&
 // The instance `instance_id` is gone (terminated, replaced, its cluster
 // deleted): the host that served it, if any, leaves it. A host that joined for
 // that one launch (a local node over TLS: its token named the instance) is
-// Retired, since its machine ended with the instance; a pool host goes to
+// Retired and its certificates revoked, since its machine ended with the
+// instance; a pool host goes to
 // Draining (its tenure is wiped there, then it is Spare again). No host serves
 // it: nothing to do. A change the state machine refuses is logged and skipped,
 // never returned: the caller's removal of the instance must go through.

@@ -169,7 +169,15 @@ TEST_F(HostStatesTest, TheEndOfAnInstanceRetiresItsOneLaunchHostAndDrainsAPoolHo
   launch.id = "launch01";
   launch.instance_id = "i-0000000000000000a";
   ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutJoinToken(launch); }).ok());
-  Put("h-local", HostState::kAssigned, "i-0000000000000000a", "launch01");
+  store::HostRecord local_host =
+      Put("h-local", HostState::kAssigned, "i-0000000000000000a", "launch01");
+  local_host.instance_type.clear();  // a launch's host declares none
+  ASSERT_TRUE(store_
+                  ->Write([&](store::WriteTx& tx) {
+                    HPOD_RETURN_IF_ERROR(tx.PutHost(local_host));
+                    return tx.PutCertificate({"0abc", "h-local", 1e12, 1, 0});
+                  })
+                  .ok());
   Put("h-pool", HostState::kAssigned, "i-0000000000000000b", "pool0001");
   Put("h-rebooting", HostState::kRebooting, "i-0000000000000000f", "pool0001");
   Put("h-spare", HostState::kSpare);
@@ -187,6 +195,14 @@ TEST_F(HostStatesTest, TheEndOfAnInstanceRetiresItsOneLaunchHostAndDrainsAPoolHo
   EXPECT_EQ(local.state_reason,
             "instance i-0000000000000000a was terminated; it joined for that instance only");
   EXPECT_EQ(local.instance_id, "");
+  // Its key was on the instance's disk: its certificate is revoked with it.
+  ASSERT_TRUE(store_
+                  ->Read([](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(store::CertificateRecord c, tx.GetCertificate("0abc"));
+                    EXPECT_GT(c.revoked, 0);
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(Get("h-pool").state, "Draining");
   // A node replaced while its host rebooted: the host leaves it all the same.
   ASSERT_TRUE(end("i-0000000000000000f").ok());
@@ -369,6 +385,14 @@ TEST_F(HostApiTest, ReleaseAndRetireMoveOnlyHostsThatMayMove) {
   EXPECT_EQ((*Call("HpodReleaseHost", {{"HostId", "h-bad"}}))["Status"], "Spare");
   EXPECT_EQ(Call("HpodRetireHost", {{"HostId", "h-0000000000000000"}}).status().code(),
             StatusCode::kNotFound);
+
+  // A host that joined for one launch has no type: no cluster could take it.
+  store::HostRecord launch = Put("h-launch", HostState::kRetired);
+  launch.instance_type.clear();
+  ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutHost(launch); }).ok());
+  auto untyped = Call("HpodReleaseHost", {{"HostId", "h-launch"}});
+  EXPECT_EQ(untyped.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(untyped.status().message(), HasSubstr("has no instance type"));
 }
 
 TEST_F(HostApiTest, WithoutTheAgentsListenerHostsAreReadAndTokensRefused) {
@@ -380,11 +404,18 @@ TEST_F(HostApiTest, WithoutTheAgentsListenerHostsAreReadAndTokensRefused) {
   EXPECT_EQ((*listed)["Hosts"][0]["Connected"], false);
   EXPECT_TRUE(bare.Call("HpodDescribeHost", {{"HostId", "h-spare"}}).ok());
   EXPECT_EQ((*bare.Call("HpodRetireHost", {{"HostId", "h-spare"}}))["Status"], "Retired");
-  for (const char* op : {"HpodCreateJoinToken", "HpodRevokeHost"}) {
-    auto refused = bare.Call(op, {{"HostId", "h-spare"}});
-    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << op;
-    EXPECT_THAT(refused.status().message(), HasSubstr("--agent-listen")) << op;
-  }
+  auto refused = bare.Call("HpodCreateJoinToken", nlohmann::json::object());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--agent-listen"));
+  // Revocation needs no CA: a compromised host is cut off all the same.
+  ASSERT_TRUE(store_
+                  ->Write([](store::WriteTx& tx) {
+                    return tx.PutCertificate({"0abc", "h-spare", 1e12, 1, 0});
+                  })
+                  .ok());
+  auto revoked = bare.Call("HpodRevokeHost", {{"HostId", "h-spare"}});
+  ASSERT_TRUE(revoked.ok()) << revoked.status().ToString();
+  EXPECT_EQ((*revoked)["RevokedSerials"], nlohmann::json::array({"0abc"}));
 }
 
 }  // namespace

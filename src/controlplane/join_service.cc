@@ -351,29 +351,8 @@ Status JoinService::HostConnected(const std::string& host_id, const std::string&
 }
 
 StatusOr<std::vector<std::string>> JoinService::RevokeHost(const std::string& host_id) {
-  std::vector<std::string> revoked;
-  const double now = clock_.NowEpochSeconds();
-  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
-    auto host = tx.GetHost(host_id);
-    if (!host.ok()) {
-      if (host.status().code() == StatusCode::kNotFound) {
-        return NotFoundError("host " + host_id + " not found");
-      }
-      return host.status();
-    }
-    HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates(host_id));
-    for (store::CertificateRecord c : certs) {
-      if (c.revoked > 0) continue;
-      c.revoked = now;
-      revoked.push_back(c.serial);
-      HPOD_RETURN_IF_ERROR(tx.PutCertificate(c));
-    }
-    return ChangeHostState(tx, clock_, *host, api::HostState::kRetired,
-                           "revoked: its certificates are refused; it may come back only by "
-                           "joining again with a new token");
-  }));
-  spdlog::warn("revoked host {} ({} certificate(s))", host_id, revoked.size());
-  return revoked;
+  HPOD_ASSIGN_OR_RETURN(RevokedHost revoked, controlplane::RevokeHost(store_, clock_, host_id));
+  return revoked.serials;
 }
 
 }  // namespace hpod::controlplane

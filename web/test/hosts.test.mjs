@@ -32,7 +32,8 @@ test('the states and operations are the model\'s', () => {
 });
 
 test('which admin actions a host\'s state allows', () => {
-  const actions = (Status, Revoked = false) => hostActions({ HostId: 'h-1', Status, Revoked });
+  const actions = (Status, Revoked = false) =>
+    hostActions({ HostId: 'h-1', Status, Revoked, InstanceType: 'ml.c5.large' });
   assert.deepEqual(actions('Quarantined'), ['release', 'retire', 'revoke']);
   assert.deepEqual(actions('Retired'), ['release', 'revoke']);
   assert.deepEqual(actions('Spare'), ['retire', 'revoke']);
@@ -46,6 +47,8 @@ test('which admin actions a host\'s state allows', () => {
   // Every state is covered by the rules above; an unknown or missing one offers nothing.
   for (const s of HOST_STATES) assert.ok(actions(s).includes('revoke'), s);
   assert.deepEqual(actions('Bogus'), []);
+  // Joined for one launch (a local node over TLS): no type, never released.
+  assert.deepEqual(hostActions({ HostId: 'h-2', Status: 'Retired' }), ['revoke']);
   assert.deepEqual(hostActions(undefined), []);
 });
 

@@ -41,7 +41,8 @@ const orAbsent = (v) => (v === undefined || v === null || v === '' ? ABSENT : St
 /**
  * Which admin actions apply to a host (a HpodDescribeHost answer):
  * - release: Quarantined or Retired → Spare, unless its certificates were revoked
- *   (a revoked machine comes back only by joining again);
+ *   (a revoked machine comes back only by joining again) or it has no instance
+ *   type (it joined for one launch);
  * - retire: unless Retired already or serving an instance (replace the node first);
  * - revoke: unless revoked already.
  * @returns {Array<'release'|'retire'|'revoke'>}
@@ -51,7 +52,9 @@ export function hostActions(host) {
   if (!HOST_STATES.includes(status)) return [];
   const revoked = host.Revoked === true;
   const actions = [];
-  if ((status === HostState.Quarantined || status === HostState.Retired) && !revoked) {
+  // A host that joined for one launch has no instance type: no cluster could take it.
+  if ((status === HostState.Quarantined || status === HostState.Retired) && !revoked &&
+      host.InstanceType) {
     actions.push('release');
   }
   if (status !== HostState.Retired && !SERVING_STATES.includes(status)) actions.push('retire');
