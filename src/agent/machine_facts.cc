@@ -117,7 +117,8 @@ Json Gpus(const std::string& library) {
   return out;
 }
 
-// "slurm 22.05.8" → "22.05.8"; "" when slurmd is not installed.
+// "slurm 22.05.8" (upstream) or "slurm-wlm 22.05.8" (Debian's build) → "22.05.8",
+// the last word; "" when slurmd is not installed.
 std::string SlurmVersion(const std::string& slurmd) {
   SubprocessOptions o;
   o.argv = {slurmd, "-V"};
@@ -125,7 +126,7 @@ std::string SlurmVersion(const std::string& slurmd) {
   auto r = RunCommand(o);
   if (!r.ok() || r->exit_code != 0) return "";
   std::string v = Trimmed(r->stdout_data);
-  if (v.rfind("slurm ", 0) == 0) v = v.substr(6);
+  if (auto space = v.find_last_of(" \t\n"); space != std::string::npos) v = v.substr(space + 1);
   return v;
 }
 
