@@ -14,13 +14,6 @@ namespace {
 using Json = nlohmann::json;
 namespace proto = api::agentproto;
 
-std::string ReadBootId() {
-  auto text = ReadFile("/proc/sys/kernel/random/boot_id");
-  if (!text.ok()) return "";
-  std::string id = *text;
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
-  return id;
-}
 
 // The InstanceType of the group whose Instances list `instance_id` (HyperPod's
 // resource_config.json shape); "" when it is not there.

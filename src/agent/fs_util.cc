@@ -29,4 +29,12 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
+std::string ReadBootId(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return "";
+  std::string id = *text;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
 }  // namespace hpod::agent

@@ -22,4 +22,11 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
 // Whole file; kNotFound when it does not exist.
 StatusOr<std::string> ReadFile(const std::string& path);
 
+inline constexpr char kBootIdFile[] = "/proc/sys/kernel/random/boot_id";
+
+// The machine's boot id (the kernel's, one per boot) without its newline; empty
+// when unreadable. What the agent's hello, its spare channel and its join facts
+// report, so that hpodd sees a reboot.
+std::string ReadBootId(const std::string& path = kBootIdFile);
+
 }  // namespace hpod::agent

@@ -152,11 +152,7 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
   CertificateRenewal renewal(paths.node, RealClock::Get());
   // The machine's boot, so that hpodd sees it reboot (PROTOCOL.md, X-Hpod-Boot-Id).
   std::vector<http::Header> headers;
-  if (auto boot = ReadFile("/proc/sys/kernel/random/boot_id"); boot.ok()) {
-    std::string id = *boot;
-    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
-    if (!id.empty()) headers.push_back({"X-Hpod-Boot-Id", id});
-  }
+  if (std::string boot = ReadBootId(); !boot.empty()) headers.push_back({"X-Hpod-Boot-Id", boot});
   while (!stopped()) {
     auto conn = http::WebSocketClient::Connect(url, headers, o);
     if (!conn.ok()) {

@@ -143,7 +143,7 @@ StatusOr<Json> CollectMachineFacts(const FactsOptions& options) {
   }
   Json f;
   f["machine_id"] = machine_id;
-  if (auto boot = ReadFile(options.boot_id_file); boot.ok()) f["boot_id"] = Trimmed(*boot);
+  if (std::string boot = ReadBootId(options.boot_id_file); !boot.empty()) f["boot_id"] = boot;
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) == 0) f["hostname"] = host;
   f["cpus"] = static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN));

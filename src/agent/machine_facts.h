@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "hpod/agent/fs_util.h"
 #include "hpod/base/status.h"
 
 namespace hpod::agent {
@@ -18,7 +19,7 @@ namespace hpod::agent {
 struct FactsOptions {
   // systemd's machine id; tests and containers point it elsewhere.
   std::string machine_id_file = "/etc/machine-id";
-  std::string boot_id_file = "/proc/sys/kernel/random/boot_id";
+  std::string boot_id_file = kBootIdFile;
   std::string os_release_file = "/etc/os-release";
   std::string sys_block_dir = "/sys/block";
   // NVML, dlopened; a machine without it has no GPUs to report.

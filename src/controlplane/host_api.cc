@@ -48,6 +48,40 @@ Status NotFoundHost(const Status& s, const std::string& host_id) {
   return s.code() == StatusCode::kNotFound ? NotFoundError("host " + host_id + " not found") : s;
 }
 
+// The cluster a host's row names, read once per id (null when it is gone).
+const store::ClusterRecord* ClusterOf(store::ReadTx& tx, const std::string& id,
+                                      std::map<std::string, store::ClusterRecord>& seen) {
+  if (id.empty()) return nullptr;
+  auto it = seen.find(id);
+  if (it == seen.end()) {
+    auto c = tx.GetCluster(id);
+    if (!c.ok()) return nullptr;
+    it = seen.emplace(id, std::move(*c)).first;
+  }
+  return &it->second;
+}
+
+// What HpodListHosts and HpodDescribeHost both say of a host: its ids, pool,
+// type, state and why, whether its agent is connected, and its certificate.
+void RenderHostState(const store::HostRecord& h,
+                     const std::vector<store::CertificateRecord>& certs, bool connected,
+                     ordered_json& o) {
+  o["HostId"] = h.host_id;
+  o["MachineId"] = h.machine_id;
+  o["Pool"] = h.pool;
+  if (!h.instance_type.empty()) o["InstanceType"] = h.instance_type;
+  o["TokenId"] = h.token_id;
+  o["Status"] = h.state;
+  if (!h.state_reason.empty()) o["StatusReason"] = h.state_reason;
+  if (h.state_changed > 0) o["StatusChangedAt"] = h.state_changed;
+  o["Connected"] = connected;
+  o["JoinedAt"] = h.joined;
+  if (const store::CertificateRecord* c = InForce(certs)) {
+    o["CertificateSerial"] = c->serial;
+    o["CertificateNotAfter"] = c->not_after;
+  }
+}
+
 }  // namespace
 
 HostApi::HostApi(store::Store& store, const Clock& clock, JoinService* joins, HostApiHooks hooks)
@@ -130,56 +164,32 @@ StatusOr<ordered_json> HostApi::ListJoinTokens() {
 StatusOr<ordered_json> HostApi::ListHosts(const json& req) {
   const std::string state = req.value("State", std::string());
   const std::string type = req.value("InstanceType", std::string());
-  std::vector<store::HostRecord> hosts;
-  std::vector<std::vector<store::CertificateRecord>> certs;
-  std::map<std::string, std::string> cluster_names;
+  ordered_json list = ordered_json::array();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    std::map<std::string, store::ClusterRecord> clusters;
     HPOD_ASSIGN_OR_RETURN(auto all, tx.ListHosts(req.value("Pool", std::string())));
-    for (store::HostRecord& h : all) {
+    for (const store::HostRecord& h : all) {
       if ((!state.empty() && h.state != state) || (!type.empty() && h.instance_type != type)) {
         continue;
       }
-      HPOD_ASSIGN_OR_RETURN(auto c, tx.ListCertificates(h.host_id));
-      if (!h.cluster_id.empty() && !cluster_names.count(h.cluster_id)) {
-        auto cluster = tx.GetCluster(h.cluster_id);
-        cluster_names[h.cluster_id] = cluster.ok() ? cluster->name : "";
+      HPOD_ASSIGN_OR_RETURN(auto certs, tx.ListCertificates(h.host_id));
+      ordered_json o;
+      RenderHostState(h, certs, hooks_.connected && hooks_.connected(h), o);
+      CopyFact<std::string>(h.facts, "hostname", o, "Hostname");
+      if (const store::ClusterRecord* c = ClusterOf(tx, h.cluster_id, clusters)) {
+        o["ClusterName"] = c->name;
       }
-      certs.push_back(std::move(c));
-      hosts.push_back(std::move(h));
+      if (!h.group_name.empty()) o["InstanceGroupName"] = h.group_name;
+      if (!h.instance_id.empty()) o["InstanceId"] = h.instance_id;
+      CopyFact<int64_t>(h.facts, "cpus", o, "Cpus");
+      if (int64_t m = MemoryMiB(h.facts); m >= 0) o["MemoryMiB"] = m;
+      if (h.facts.contains("gpus")) o["Gpus"] = GpuCount(h.facts);
+      CopyFact<std::string>(h.facts, "os", o, "Os");
+      CopyFact<std::string>(h.facts, "slurm_version", o, "SlurmVersion");
+      list.push_back(std::move(o));
     }
     return OkStatus();
   }));
-  ordered_json list = ordered_json::array();
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    const store::HostRecord& h = hosts[i];
-    ordered_json o;
-    o["HostId"] = h.host_id;
-    o["MachineId"] = h.machine_id;
-    CopyFact<std::string>(h.facts, "hostname", o, "Hostname");
-    o["Pool"] = h.pool;
-    if (!h.instance_type.empty()) o["InstanceType"] = h.instance_type;
-    if (!h.cluster_id.empty() && !cluster_names[h.cluster_id].empty()) {
-      o["ClusterName"] = cluster_names[h.cluster_id];
-    }
-    if (!h.group_name.empty()) o["InstanceGroupName"] = h.group_name;
-    if (!h.instance_id.empty()) o["InstanceId"] = h.instance_id;
-    o["TokenId"] = h.token_id;
-    o["Status"] = h.state;
-    if (!h.state_reason.empty()) o["StatusReason"] = h.state_reason;
-    if (h.state_changed > 0) o["StatusChangedAt"] = h.state_changed;
-    o["Connected"] = hooks_.connected ? hooks_.connected(h) : false;
-    o["JoinedAt"] = h.joined;
-    if (const store::CertificateRecord* c = InForce(certs[i])) {
-      o["CertificateSerial"] = c->serial;
-      o["CertificateNotAfter"] = c->not_after;
-    }
-    CopyFact<int64_t>(h.facts, "cpus", o, "Cpus");
-    if (int64_t m = MemoryMiB(h.facts); m >= 0) o["MemoryMiB"] = m;
-    if (h.facts.contains("gpus")) o["Gpus"] = GpuCount(h.facts);
-    CopyFact<std::string>(h.facts, "os", o, "Os");
-    CopyFact<std::string>(h.facts, "slurm_version", o, "SlurmVersion");
-    list.push_back(std::move(o));
-  }
   return ordered_json{{"Hosts", std::move(list)}};
 }
 
@@ -199,33 +209,14 @@ StatusOr<ordered_json> HostApi::DescribeHost(const json& req) {
     if (!h.instance_id.empty()) {
       if (auto n = tx.GetNodeById(h.instance_id); n.ok()) node = std::move(*n);
     }
-    for (const std::string& id : {h.cluster_id}) {
-      if (id.empty()) continue;
-      if (auto c = tx.GetCluster(id); c.ok()) clusters[id] = std::move(*c);
-    }
-    for (const store::HostHistoryRecord& e : history) {
-      if (e.cluster_id.empty() || clusters.count(e.cluster_id)) continue;
-      if (auto c = tx.GetCluster(e.cluster_id); c.ok()) clusters[e.cluster_id] = std::move(*c);
-    }
+    // The clusters the host serves and served, each read once.
+    ClusterOf(tx, h.cluster_id, clusters);
+    for (const store::HostHistoryRecord& e : history) ClusterOf(tx, e.cluster_id, clusters);
     return OkStatus();
   }));
   ordered_json o;
-  o["HostId"] = h.host_id;
-  o["MachineId"] = h.machine_id;
-  o["Pool"] = h.pool;
-  if (!h.instance_type.empty()) o["InstanceType"] = h.instance_type;
-  o["Status"] = h.state;
-  if (!h.state_reason.empty()) o["StatusReason"] = h.state_reason;
-  if (h.state_changed > 0) o["StatusChangedAt"] = h.state_changed;
-  o["Connected"] = hooks_.connected ? hooks_.connected(h) : false;
-  o["JoinedAt"] = h.joined;
-  o["TokenId"] = h.token_id;
-  const store::CertificateRecord* cert = InForce(certs);
-  if (cert != nullptr) {
-    o["CertificateSerial"] = cert->serial;
-    o["CertificateNotAfter"] = cert->not_after;
-  }
-  o["Revoked"] = cert == nullptr && !certs.empty();
+  RenderHostState(h, certs, hooks_.connected && hooks_.connected(h), o);
+  o["Revoked"] = InForce(certs) == nullptr && !certs.empty();
   o["FailuresLast30Days"] =
       FailuresSince(history, clock_.NowEpochSeconds() - kHostFailureWindowSeconds);
   ordered_json facts = ordered_json::object();

@@ -198,27 +198,34 @@ TEST(SqliteHostStoreTest, CertificatesRoundTripRevokeAndOutliveTheirHost) {
                   .ok());
 }
 
-// A store at schema 5 (before this migration) gains the tables and keeps its rows.
-TEST(SqliteHostStoreTest, MigratesAVersion5Store) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("hpod-host-store-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "state.db").string();
-  {
-    auto store = OpenSqliteStore({path});
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
+// A store file at an older schema: a current one taken back by `sql` (which
+// drops what the newer migrations made and sets PRAGMA user_version).
+class OldStoreTest : public ::testing::Test {
+ protected:
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string OldStore(const std::string& sql) {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    const std::string path = (dir_ / "state.db").string();
+    EXPECT_TRUE(OpenSqliteStore({path}).ok());
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+    sqlite3_close(db);
+    return path;
   }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TABLE join_tokens; DROP TABLE hosts; DROP TABLE certificates; "
-                         "DROP TABLE host_history; "
-                         "PRAGMA user_version=5",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+
+  const std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("hpod-old-store-" + std::to_string(getpid()));
+};
+
+// A store at schema 5 (before this migration) gains the tables and keeps its rows.
+TEST_F(OldStoreTest, MigratesAVersion5Store) {
+  const std::string path = OldStore(
+      "INSERT INTO settings VALUES('k', 'v'); "
+      "DROP TABLE join_tokens; DROP TABLE hosts; DROP TABLE certificates; "
+      "DROP TABLE host_history; PRAGMA user_version=5");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->SchemaVersion(), 7);
@@ -234,35 +241,22 @@ TEST(SqliteHostStoreTest, MigratesAVersion5Store) {
                   })
                   .ok());
   store->reset();
-  std::filesystem::remove_all(dir);
 }
 
 // A v6 store (issue 25) gains v7's columns and history; its "Revoked" host,
 // v6's name for a host whose certificates were revoked, is Retired.
-TEST(SqliteHostStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("hpod-host-store6-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "state.db").string();
-  { ASSERT_TRUE(OpenSqliteStore({path}).ok()); }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TABLE host_history; DROP INDEX hosts_by_instance; "
-                         "ALTER TABLE hosts DROP COLUMN instance_type; "
-                         "ALTER TABLE hosts DROP COLUMN cluster_id; "
-                         "ALTER TABLE hosts DROP COLUMN group_name; "
-                         "ALTER TABLE hosts DROP COLUMN state_reason; "
-                         "ALTER TABLE hosts DROP COLUMN state_changed; "
-                         "ALTER TABLE join_tokens DROP COLUMN instance_type; "
-                         "INSERT INTO hosts VALUES('h-1', 'm-a', 'gpu', '', '{}', 5, 't', 'Revoked');"
-                         "INSERT INTO hosts VALUES('h-2', 'm-b', 'gpu', 'i-1', '{}', 6, 't', "
-                         "'Assigned');"
-                         "PRAGMA user_version=6",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+TEST_F(OldStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
+  const std::string path = OldStore(
+      "DROP TABLE host_history; DROP INDEX hosts_by_instance; "
+      "ALTER TABLE hosts DROP COLUMN instance_type; "
+      "ALTER TABLE hosts DROP COLUMN cluster_id; "
+      "ALTER TABLE hosts DROP COLUMN group_name; "
+      "ALTER TABLE hosts DROP COLUMN state_reason; "
+      "ALTER TABLE hosts DROP COLUMN state_changed; "
+      "ALTER TABLE join_tokens DROP COLUMN instance_type; "
+      "INSERT INTO hosts VALUES('h-1', 'm-a', 'gpu', '', '{}', 5, 't', 'Revoked');"
+      "INSERT INTO hosts VALUES('h-2', 'm-b', 'gpu', 'i-1', '{}', 6, 't', 'Assigned');"
+      "PRAGMA user_version=6");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->SchemaVersion(), 7);
@@ -281,7 +275,6 @@ TEST(SqliteHostStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
                   })
                   .ok());
   store->reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(SqliteHostStoreTest, HostPlacementAndHistoryRoundTrip) {

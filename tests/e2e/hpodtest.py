@@ -237,6 +237,18 @@ def wait_cluster(client, name, want, timeout=60):
     raise AssertionError("cluster %s never reached %s (last %s)" % (name, want, last))
 
 
+def wait_for(test, what, predicate, timeout=30, detail=lambda: ""):
+    """`predicate()`'s first truthy value, polled every 0.2 s; `test` fails after
+    `timeout` s with `what` and `detail()` (logs worth reading) in its message."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.2)
+    test.fail("timed out waiting for %s%s" % (what, detail()))
+
+
 def parallel(*calls, workers=4):
     """Runs the zero-argument callables concurrently (each aws CLI run is mostly a
     Python start-up); returns their results in order, re-raising the first failure."""

@@ -67,14 +67,10 @@ class HostPoolTest(unittest.TestCase):
         return {h.get("Hostname"): h for h in self.hpod("list-hosts", "--pool", "rack1")["Hosts"]}
 
     def wait_for(self, what, predicate, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            got = predicate()
-            if got:
-                return got
-            time.sleep(0.3)
-        self.fail("timed out waiting for %s; agent logs:\n%s" % (what, "\n".join(
-            "== %s\n%s" % (h.name, h.read_log()[-2000:]) for h in self.rig.hosts)))
+        def logs():
+            return "; agent logs:\n" + "\n".join(
+                "== %s\n%s" % (h.name, h.read_log()[-2000:]) for h in self.rig.hosts)
+        return hpodtest.wait_for(self, what, predicate, timeout, logs)
 
     def all_spare(self):
         hosts = self.hosts()

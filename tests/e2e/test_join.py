@@ -118,13 +118,7 @@ class JoinTest(unittest.TestCase):
         return None
 
     def wait_for(self, what, predicate, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            got = predicate()
-            if got:
-                return got
-            time.sleep(0.2)
-        self.fail("timed out waiting for " + what)
+        return hpodtest.wait_for(self, what, predicate, timeout)
 
     def serial_of(self, name):
         state, _ = self.machine(name)
