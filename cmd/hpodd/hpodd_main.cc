@@ -32,6 +32,8 @@
 namespace hpod::cmd {
 namespace {
 
+constexpr char kPoolProvider[] = "pool";
+
 std::string DefaultDataDir() {
   const char* env = std::getenv("HPOD_DATA_DIR");
   return env ? env : "/var/lib/hpod";
@@ -170,6 +172,10 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   std::string provider_name = providers.empty() ? "" : providers.front().name;
   std::vector<std::string> provider_names;
   for (const ProviderChoice& p : providers) provider_names.push_back(p.name);
+  // Every hpodd offers the pool (controlplane/pool_provider.h): the daemon makes
+  // it, since it needs the store and the hosts' channels.
+  provider_names.push_back(kPoolProvider);
+  std::string pool_spank_plugin = controlplane::kPackagedSpankPlugin;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--provider", provider_name,
                   "Where nodes come from: " + CLI::detail::join(provider_names, ", "))
@@ -252,6 +258,10 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     a->add_option("--agent-cert-validity", agent_cert_validity_s,
                   "Seconds a host's client certificate is valid; agents renew it at two thirds")
         ->check(CLI::Range(10, 366 * 24 * 3600))
+        ->capture_default_str();
+    a->add_option("--pool-spank-plugin", pool_spank_plugin,
+                  "With --provider pool: where hpod's SPANK plugin (auto-resume) is on every "
+                  "host; \"\" for none")
         ->capture_default_str();
     a->add_option("--console-dir", console_dir,
                   "Directory of the web console's built files (index.html, assets/) served at "
@@ -492,6 +502,16 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     context.fake_clock_skew_s[skew.substr(0, eq)] = seconds;
   }
   context.agent_transport = agent_transport;
+  if (provider_name == kPoolProvider) {
+    options.pool_provider = true;
+    options.pool_spank_plugin = pool_spank_plugin;
+    return RunServe(options, context,
+                    {kPoolProvider, "pool (hosts that joined with hpod-agent join)",
+                     [](const Clock&, const ProviderContext&)
+                         -> StatusOr<std::unique_ptr<provider::Provider>> {
+                       return std::unique_ptr<provider::Provider>();
+                     }});
+  }
   const auto chosen =
       std::find_if(providers.begin(), providers.end(),
                    [&](const ProviderChoice& p) { return p.name == provider_name; });

@@ -100,7 +100,8 @@ Agent::Agent(AgentOptions options, const Clock& clock)
   channel.heartbeat_interval = options_.default_heartbeat_interval;
   if (options_.endpoint.rfind("https://", 0) == 0) {
     // A network agent: the certificate its join left (join.h) is its credential.
-    IdentityPaths identity = NodeIdentityPaths(options_.state_dir);
+    IdentityPaths identity = NodeIdentityPaths(
+        options_.identity_dir.empty() ? options_.state_dir : options_.identity_dir);
     channel.tls_ca_file = identity.ca;
     channel.tls_node_pem = identity.node;
     renewal_ = std::make_unique<CertificateRenewal>(identity.node, clock_);

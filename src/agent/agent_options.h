@@ -39,6 +39,10 @@ struct AgentOptions {
   std::string machine_id_file;
   // On the node's own disk: node-credential, lifecycle.json, lifecycle.log.
   std::string state_dir;
+  // Where the join left the machine's certificate (tls/, join.h); empty: the
+  // state dir. A pool host's node agent runs in a tenure directory of its own
+  // and connects with the host's certificate (tenure.h).
+  std::string identity_dir;
   std::string hostname;    // empty: gethostname()
   std::string private_ip;  // empty: reported as ""
   // The local socket the auto-resume supervisor asks through (local_socket.h,

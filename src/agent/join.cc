@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "hpod/agent/fs_util.h"
+#include "hpod/agent/tenure.h"
 #include "hpod/auth/join_token.h"
 #include "hpod/auth/pki.h"
 #include "hpod/base/backoff.h"
@@ -139,7 +140,13 @@ StatusOr<JoinedState> JoinHpodd(const JoinOptions& options) {
 }
 
 Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
-                    const std::function<bool()>& stopped) {
+                    const std::function<bool()>& stopped, const AgentOptions& node_template) {
+  namespace proto = api::agentproto;
+  TenureOptions tenure;
+  tenure.state_dir = state_dir;
+  tenure.server = state.server;
+  tenure.node_template = node_template;
+  TenureRunner tenures(tenure);
   IdentityPaths paths = NodeIdentityPaths(state_dir);
   http::WebSocketClientOptions o;
   o.ca_file = paths.ca;
@@ -170,14 +177,24 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
       continue;
     }
     backoff.Reset();
-    spdlog::info("spare host {} of pool {} connected to {}; waiting to be given a node",
-                 state.host_id, state.pool, state.server);
+    spdlog::info("host {} of pool {} connected to {}", state.host_id, state.pool, state.server);
+    // What it holds, first: hpodd answers with what it should serve.
+    (void)(*conn)->Send(proto::HostStatus{tenures.Current(), ""}.ToJson().dump(), false);
     while (!stopped()) {
       if (auto renew = renewal.Due()) (void)(*conn)->Send(renew->ToJson().dump(), false);
       auto m = (*conn)->Receive(std::chrono::seconds(1));
       if (m.ok()) {
         Json j = Json::parse(m->data, nullptr, false);
-        if (j.is_object() && j.value("type", "") == api::agentproto::Certificate::kType) {
+        if (j.is_object() && j.value("type", "") == proto::HostAssign::kType) {
+          auto assign = proto::HostAssign::FromJson(j);
+          Status s = assign.ok() ? tenures.Serve(assign->instance_id) : assign.status();
+          if (!s.ok()) spdlog::error("serving '{}': {}", j.value("instance_id", ""), s.message());
+          (void)(*conn)->Send(
+              proto::HostStatus{tenures.Current(), s.ok() ? "" : std::string(s.message())}
+                  .ToJson()
+                  .dump(),
+              false);
+        } else if (j.is_object() && j.value("type", "") == api::agentproto::Certificate::kType) {
           auto cert = api::agentproto::Certificate::FromJson(j);
           Status s = cert.ok() ? renewal.Accept(*cert) : cert.status();
           if (!s.ok()) spdlog::warn("renewing this host's certificate: {}", s.message());

@@ -22,6 +22,7 @@
 
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
+#include "hpod/agent/agent_options.h"
 #include "hpod/base/status.h"
 #include "hpod/base/thread_annotations.h"
 
@@ -60,12 +61,15 @@ struct JoinOptions {
 // line: the wrong pin, hpodd's own refusal (its words), an unreachable server.
 StatusOr<JoinedState> JoinHpodd(const JoinOptions& options);
 
-// A spare host (joined, serving no node yet): holds `GET /agent/v1/host` open
-// with its certificate, reconnecting with backoff, so that hpodd knows it is
-// there, until `stopped()` is true (checked every second; returns OK) or hpodd
+// A pool host: holds `GET /agent/v1/host` open with its certificate,
+// reconnecting with backoff, so that hpodd knows it is there, and serves the
+// instance hpodd assigns it (`assign`, PROTOCOL.md) as a tenure (tenure.h),
+// reporting each change (`host_status`), until `stopped()` is true (checked
+// every second; returns OK, the tenure kept on disk for the next start) or hpodd
 // refuses the certificate (kFailedPrecondition, one line: revoked, unknown).
+// `node_template` holds the node agent's settings the tenure does not set.
 Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
-                    const std::function<bool()>& stopped);
+                    const std::function<bool()>& stopped, const AgentOptions& node_template = {});
 
 // Renewal at two thirds of the certificate's life (PROTOCOL.md,
 // renew_certificate): Due makes a new key and the request once it is time (and

@@ -20,6 +20,23 @@ std::string StringField(const Json& obj, const char* name) {
   return (it != obj.end() && it->is_string()) ? it->get<std::string>() : std::string();
 }
 
+// The scripts hpodd sent (LifecycleSpec::files) into `dir`, as a fetch would
+// leave them. Paths are relative and stay inside `dir`.
+Status WriteSentFiles(const LifecycleSpec& spec, const std::string& dir) {
+  for (const auto& [rel, content] : spec.files) {
+    const fs::path p = fs::path(rel).lexically_normal();
+    if (rel.empty() || p.is_absolute() || p.empty() || *p.begin() == "..") {
+      return FailedPreconditionError("hpodd sent a lifecycle file outside its directory: " + rel);
+    }
+    HPOD_RETURN_IF_ERROR(WriteFileAtomic((fs::path(dir) / p).string(), content,
+                                         spec.executable.count(rel) ? 0755 : 0644));
+  }
+  if (!spec.files.count(spec.on_create)) {
+    return FailedPreconditionError("No " + spec.on_create + " under " + spec.source_uri);
+  }
+  return OkStatus();
+}
+
 LifecycleStatus Failed(int exit_code, std::string message) {
   return LifecycleStatus{api::LifecycleState::kFailed, exit_code, std::move(message)};
 }
@@ -35,6 +52,8 @@ StatusOr<std::optional<LifecycleSpec>> LifecycleSpecFrom(
   if (spec.source_uri.empty()) return InvalidArgumentError("lifecycle: missing source_s3_uri");
   if (spec.on_create.empty()) return InvalidArgumentError("lifecycle: missing on_create");
   spec.timeout = std::chrono::seconds(std::max<int64_t>(1, lifecycle->timeout_s));
+  spec.files = lifecycle->files;
+  spec.executable.insert(lifecycle->executable.begin(), lifecycle->executable.end());
   if (lifecycle->s3) {
     S3Access s3;
     s3.endpoint = lifecycle->s3->endpoint;
@@ -147,7 +166,9 @@ LifecycleStatus LifecycleRunner::Execute(const LifecycleSpec& spec, const Json& 
   fetch.on_create = spec.on_create;
   fetch.s3 = spec.s3;
   spdlog::info("fetching lifecycle scripts from {} to {}", spec.source_uri, src.string());
-  if (Status fetched = FetchSource(fetch, src.string(), clock_); !fetched.ok()) {
+  Status fetched = spec.files.empty() ? FetchSource(fetch, src.string(), clock_)
+                                      : WriteSentFiles(spec, src.string());
+  if (!fetched.ok()) {
     spdlog::error("lifecycle fetch failed: {}", fetched.message());
     return Failed(-1, fetched.code() == StatusCode::kFailedPrecondition
                           ? fetched.message()

@@ -15,6 +15,8 @@
 // Thread contract: Run is called from one thread at a time; status() is thread-safe.
 
 #include <chrono>
+#include <map>
+#include <set>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,6 +38,10 @@ struct LifecycleSpec {
   std::string on_create;
   std::chrono::seconds timeout{1800};
   std::optional<S3Access> s3;
+  // The scripts themselves, when hpodd sent them (a file:// source of hpodd's
+  // that this node cannot see): relative path → content; then nothing is fetched.
+  std::map<std::string, std::string> files;
+  std::set<std::string> executable;
 };
 
 // The config message's `lifecycle` as the runner takes it: nullopt → nullopt, meaning

@@ -373,6 +373,9 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
       out = options_.log_dir + "/slurm/slurmctld.out";
     } else {
       argv = {options_.slurmd, "-D", "--conf-server", spec.controller_addr + ":6817"};
+      // The node's NodeName, whatever the machine's own hostname is (a pool
+      // host keeps its name; the logical node's is ip-a-b-c-d).
+      if (!spec.node_name.empty()) argv.insert(argv.end(), {"-N", spec.node_name});
       out = options_.log_dir + "/slurm/slurmd.out";
     }
     if (!daemon_) {

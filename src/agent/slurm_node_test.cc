@@ -221,7 +221,7 @@ TEST_F(SlurmNodeTest, ComputeRunsMungedWithTheKeyAndSlurmdConfigless) {
   EXPECT_TRUE(fs::exists(options_.run_dir + "/munge/munge.socket.2"));
 
   ASSERT_TRUE(WaitFor([&] { return Count("slurmd.argv") == 1; }));
-  EXPECT_EQ(Lines(rec_ + "/slurmd.argv")[0], "-D --conf-server 10.0.0.1:6817");
+  EXPECT_EQ(Lines(rec_ + "/slurmd.argv")[0], "-D --conf-server 10.0.0.1:6817 -N ip-10-0-0-2");
   EXPECT_FALSE(fs::exists(rec_ + "/slurmctld.argv"));
   // Compute nodes get their config from slurmctld: nothing is written locally.
   EXPECT_FALSE(fs::exists(options_.conf_dir + "/slurm.conf"));

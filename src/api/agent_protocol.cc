@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "hpod/api/agent_protocol_reader.h"
+#include "hpod/base/base64.h"
 
 namespace hpod::api::agentproto {
 namespace {
@@ -71,6 +72,12 @@ StatusOr<S3Config> ParseS3Config(const Json& j, Ctx ctx) {
   return r.Done(std::move(s));
 }
 
+Json Files(const std::map<std::string, std::string>& files) {
+  Json out = Json::object();
+  for (const auto& [path, bytes] : files) out[path] = Base64Encode(bytes);
+  return out;
+}
+
 StatusOr<LifecycleConfig> ParseLifecycleConfig(const Json& j, Ctx ctx) {
   Reader r(j, ctx);
   LifecycleConfig c;
@@ -78,6 +85,17 @@ StatusOr<LifecycleConfig> ParseLifecycleConfig(const Json& j, Ctx ctx) {
   r.Str("on_create", &c.on_create, true);
   r.Int("timeout_s", &c.timeout_s);
   r.Obj("s3", &c.s3, ParseS3Config);
+  std::map<std::string, std::string> encoded;
+  r.StrMap("files", &encoded);
+  r.StrList("executable", &c.executable);
+  for (auto& [path, b64] : encoded) {
+    auto bytes = Base64Decode(b64);
+    if (!bytes.ok()) {
+      r.Fail("files." + path, "must be base64");
+      break;
+    }
+    c.files[path] = std::move(*bytes);
+  }
   return r.Done(std::move(c));
 }
 
@@ -146,7 +164,9 @@ Json LifecycleConfig::ToJson() const {
   return Json{{"source_s3_uri", source_s3_uri},
               {"on_create", on_create},
               {"timeout_s", timeout_s},
-              {"s3", s3 ? s3->ToJson() : Json(nullptr)}};
+              {"s3", s3 ? s3->ToJson() : Json(nullptr)},
+              {"files", Files(files)},
+              {"executable", executable}};
 }
 
 // ---- agent → hpodd ----
@@ -372,6 +392,27 @@ StatusOr<Certificate> Certificate::FromJson(const Json& j) {
 }
 Json Certificate::ToJson() const {
   return Typed(kType, Json{{"certificate", certificate}, {"not_after", not_after}});
+}
+
+StatusOr<HostAssign> HostAssign::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  HostAssign a;
+  r.Str("instance_id", &a.instance_id, true);
+  return r.Done(std::move(a));
+}
+Json HostAssign::ToJson() const { return Typed(kType, Json{{"instance_id", instance_id}}); }
+
+StatusOr<HostStatus> HostStatus::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  HostStatus h;
+  r.Str("instance_id", &h.instance_id, true);
+  r.Str("message", &h.message);
+  return r.Done(std::move(h));
+}
+Json HostStatus::ToJson() const {
+  return Typed(kType, Json{{"instance_id", instance_id}, {"message", message}});
 }
 
 StatusOr<Config> Config::FromJson(const Json& j) {

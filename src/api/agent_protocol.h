@@ -131,6 +131,12 @@ struct LifecycleConfig {
   std::string on_create;
   int64_t timeout_s = 1800;
   std::optional<S3Config> s3;  // null on the wire when absent
+  // A file:// source hpodd read itself for nodes that cannot see its files
+  // (NodeEnvironment::ships_file_sources): relative path → content (base64 on
+  // the wire), and the paths that are executable. Empty: the agent fetches
+  // source_s3_uri.
+  std::map<std::string, std::string> files;
+  std::vector<std::string> executable;
 
   static StatusOr<LifecycleConfig> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -320,6 +326,33 @@ struct Certificate {
   bool operator==(const Certificate&) const = default;
 };
 
+// ---- the host channel (GET /agent/v1/host, a pool host's own channel) ----
+
+// hpodd → host: which instance the host is to serve (its tenure), level-triggered:
+// sent when the host connects, after each host_status that differs, and when a
+// launch or termination changes it. "" means none: the host ends any tenure it
+// holds (stops the node's daemons and processes, wipes the tenure directory).
+struct HostAssign {
+  static constexpr std::string_view kType = "assign";
+  std::string instance_id;
+
+  static StatusOr<HostAssign> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const HostAssign&) const = default;
+};
+
+// host → hpodd: the instance whose tenure the host holds now ("" once every
+// tenure is gone: its directory wiped), sent on connecting and after each change.
+struct HostStatus {
+  static constexpr std::string_view kType = "host_status";
+  std::string instance_id;
+  std::string message;  // why a tenure could not start or end; "" when it did
+
+  static StatusOr<HostStatus> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const HostStatus&) const = default;
+};
+
 struct Config {
   static constexpr std::string_view kType = "config";
   std::optional<int64_t> heartbeat_interval_ms;  // absent: the agent keeps its default
@@ -410,14 +443,15 @@ struct Error {
 
 // Every message type above (the PROTOCOL.md test checks the document against it).
 // (The training messages are in agent_protocol_training.h.)
-inline constexpr std::array<std::string_view, 24> kMessageTypes = {
+inline constexpr std::array<std::string_view, 26> kMessageTypes = {
     // agent → hpodd
     Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
     ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, HealthReport::kType,
     CommandResult::kType, JobQuery::kType, TrainingResult::kType, RenewCertificate::kType,
+    HostStatus::kType,
     // hpodd → agent
     JobAnswer::kType, Credential::kType, Certificate::kType, Config::kType, ConfigPending::kType,
     Command::kType, OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType,
-    TrainingQuery::kType};
+    TrainingQuery::kType, HostAssign::kType};
 
 }  // namespace hpod::api::agentproto

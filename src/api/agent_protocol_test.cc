@@ -23,7 +23,14 @@ S3Config FullS3() {
 HealthCheck FullCheck() {
   return {"disk:/", "fail", "Replace", "/ has 1 MiB free (< 16 MiB)", 3, 1700000000.25};
 }
-LifecycleConfig FullLifecycleConfig() { return {"s3://b/p/", "on_create.sh", 99, FullS3()}; }
+LifecycleConfig FullLifecycleConfig() {
+  return {"file:///srv/lcs/",
+          "on_create.sh",
+          99,
+          FullS3(),
+          {{"on_create.sh", "#!/bin/bash\necho hi\n"}, {"utils/x.bin", std::string("\0\xff", 2)}},
+          {"on_create.sh"}};
+}
 HostCpuSeconds FullCpu() { return {10.5, 0.25, 3, 1000.75, 2, 0.5, 0.125, 0}; }
 HostFilesystem FullFilesystem() { return {"/fsx", 1 << 30, 1 << 29}; }
 HostStats FullHost() {
@@ -81,6 +88,8 @@ std::map<std::string, json> FullMessages() {
                         Credential{"s"}.ToJson(),
                         RenewCertificate{"-----BEGIN CERTIFICATE REQUEST-----"}.ToJson(),
                         Certificate{"-----BEGIN CERTIFICATE-----", 1.8e9}.ToJson(),
+                        HostAssign{"i-0123456789abcdef0"}.ToJson(),
+                        HostStatus{"", "slurmd would not stop"}.ToJson(),
                         FullConfig().ToJson(),
                         ConfigPending{300}.ToJson(),
                         FullCommand().ToJson(),
@@ -130,7 +139,7 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(FullNode());
   ExpectRoundTrip(FullS3());
   ExpectRoundTrip(FullLifecycleConfig());
-  ExpectRoundTrip(LifecycleConfig{"file:///x/", "a.sh", 1, std::nullopt});
+  ExpectRoundTrip(LifecycleConfig{"file:///x/", "a.sh", 1, std::nullopt, {}, {}});
   ExpectRoundTrip(FullHello());
   ExpectRoundTrip(Hello{1, "v", "", "", "", std::nullopt});
   ExpectRoundTrip(GetConfig{});
@@ -157,6 +166,9 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(Credential{"secret"});
   ExpectRoundTrip(RenewCertificate{"csr"});
   ExpectRoundTrip(Certificate{"pem", 1.8e9});
+  ExpectRoundTrip(HostAssign{"i-1"});
+  ExpectRoundTrip(HostAssign{""});
+  ExpectRoundTrip(HostStatus{"i-1", ""});
   ExpectRoundTrip(FullConfig());
   ExpectRoundTrip(Config{std::nullopt, std::nullopt, json::object(), nullptr});
   ExpectRoundTrip(ConfigPending{300});

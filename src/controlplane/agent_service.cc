@@ -7,6 +7,7 @@
 #include "hpod/controlplane/agent_service_internal.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/lifecycle_bundle.h"
 
 namespace hpod::controlplane {
 
@@ -434,6 +435,17 @@ json AgentService::BuildConfig(const std::string& instance_id) {
         const json& lcc = g.spec["LifeCycleConfig"];
         lifecycle = proto::LifecycleConfig{lcc.value("SourceS3Uri", ""), lcc.value("OnCreate", ""),
                                            options_.lifecycle_timeout.count(), std::nullopt};
+        if (options_.ship_file_sources && lifecycle->source_s3_uri.rfind("file://", 0) == 0) {
+          // Read at each config: the node runs the scripts as they are now. Gone
+          // since CreateCluster checked it: the node's own fetch fails and says so.
+          auto bundle = ReadLifecycleBundle(lifecycle->source_s3_uri, lifecycle->on_create);
+          if (bundle.ok()) {
+            lifecycle->files = std::move(bundle->files);
+            lifecycle->executable.assign(bundle->executable.begin(), bundle->executable.end());
+          } else {
+            spdlog::warn("config for {}: {}", instance_id, bundle.status().message());
+          }
+        }
         if (!options_.s3.endpoint.empty()) {
           lifecycle->s3 =
               proto::S3Config{options_.s3.endpoint, options_.s3.region, options_.s3.access_key_id,

@@ -58,6 +58,9 @@ struct AgentServiceOptions {
   std::chrono::milliseconds heartbeat_interval{2000};
   // Longest an OnCreate script may run before the node fails.
   std::chrono::seconds lifecycle_timeout{1800};
+  // Send file:// lifecycle sources' scripts in the config (the provider's
+  // NodeEnvironment::ships_file_sources; lifecycle_bundle.h).
+  bool ship_file_sources = false;
   S3Settings s3;
   // A session the client has not connected to within this time is dropped.
   std::chrono::seconds session_connect_timeout{60};

@@ -10,6 +10,7 @@
 #include "hpod/api/states.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/lifecycle_bundle.h"
 #include "hpod/controlplane/render.h"
 #include "hpod/controlplane/slurm_plan.h"
 
@@ -97,6 +98,12 @@ Status CheckLifecycleSourceVisible(const json& group, const std::string& path,
   if (uri.rfind("file://", 0) != 0) return OkStatus();
   const std::string where = path + ".LifeCycleConfig.SourceS3Uri of instance group '" +
                             group.value("InstanceGroupName", "") + "' is " + uri;
+  if (env.ships_file_sources) {
+    // hpodd reads it and sends the scripts: it must be readable here, now.
+    auto bundle = ReadLifecycleBundle(uri, lc->value("OnCreate", ""));
+    if (!bundle.ok()) return InvalidArgumentError(where + ": " + bundle.status().message());
+    return OkStatus();
+  }
   if (!env.sees_hpodd_files) {
     return InvalidArgumentError(
         where +

@@ -144,6 +144,24 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
       NodeLogsOptions{(std::filesystem::path(options.data_dir) / "logs").string()});
   d->provider_ = std::move(provider);
   Daemon* self = d.get();
+  if (options.pool_provider) {
+    if (d->provider_ != nullptr) return InvalidArgumentError("a pool daemon makes its own provider");
+    if (options.agent_listen_address.empty()) {
+      return FailedPreconditionError(
+          "--provider pool needs --agent-listen ADDRESS:PORT: the pool's hosts join and "
+          "connect there");
+    }
+    PoolProviderOptions po;
+    po.agent_url = "https://" +
+                   (options.agent_listen_address.find(':') != std::string::npos
+                        ? "[" + options.agent_listen_address + "]"
+                        : options.agent_listen_address) +
+                   ":" + std::to_string(options.agent_listen_port);
+    po.spank_plugin = options.pool_spank_plugin;
+    auto pool = std::make_unique<PoolProvider>(*d->store_, clock, po);
+    d->pool_ = pool.get();
+    d->provider_ = std::move(pool);
+  }
   // What the nodes share with hpodd (provider/node_environment.h): every
   // same-machine assumption below reads it.
   provider::NodeEnvironment env;
@@ -166,6 +184,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     }
     HPOD_ASSIGN_OR_RETURN(std::string key, AgentService::BootstrapKey(*d->store_));
     AgentServiceOptions agent_options = options.agents;
+    agent_options.ship_file_sources = env.ships_file_sources;
     if (!options.agents.s3.endpoint.empty() && !env.s3_relay_socket.empty()) {
       // The relay's socket sits in the directory of hpodd's agent socket, which
       // the provider shows its nodes (NodeEnvironment::s3_relay_socket).
@@ -185,7 +204,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
                                                   self->queue_->Add(cluster_id);
                                                   self->queue_->Add(HealthKey(cluster_id));
                                                 });
-    if (env.agent_socket.empty()) {
+    if (d->pool_ != nullptr) {
+      // Pool hosts joined already: their certificate is the node's credential.
+    } else if (env.agent_socket.empty()) {
       // Network agents: each launch gets a join token of its own, for that node
       // only, spent by its first join (join_service.h).
       bootstrap_token = [self](const std::string& id) -> std::string {

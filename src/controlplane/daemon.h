@@ -27,6 +27,7 @@
 #include "hpod/controlplane/host_channels.h"
 #include "hpod/controlplane/jobs.h"
 #include "hpod/controlplane/join_service.h"
+#include "hpod/controlplane/pool_provider.h"
 #include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/controlplane/node_logs.h"
@@ -62,6 +63,11 @@ struct DaemonOptions {
   // Extra names for the listener's certificate (--tls-name).
   std::vector<std::string> agent_tls_names;
   JoinServiceOptions joins;
+  // `hpodd --provider pool` (pool_provider.h): nodes are tenures of joined hosts.
+  // Start then makes the provider itself (it needs the store and the host
+  // channels) and requires agent_listen_address. `provider` must be null.
+  bool pool_provider = false;
+  std::string pool_spank_plugin = kPackagedSpankPlugin;
 };
 
 class Daemon {
@@ -116,6 +122,7 @@ class Daemon {
   // With --agent-listen: joins, spare hosts' channels, their API, the listener.
   std::unique_ptr<JoinService> joins_;
   std::unique_ptr<HostChannels> host_channels_;
+  PoolProvider* pool_ = nullptr;  // provider_, when it is the pool provider
   std::unique_ptr<HostApi> host_api_;
   std::unique_ptr<http::Router> agent_net_routes_;
   std::unique_ptr<http::Server> agent_net_server_;

@@ -72,6 +72,17 @@ StatusOr<std::pair<std::string, std::string>> AgentServerCertificate(
   return std::make_pair(cert, key);
 }
 
+// "10.1.0.11:53412" → "10.1.0.11", "[fd00::1]:443" → "fd00::1"; "unix" → "".
+std::string AddressOnly(const std::string& remote) {
+  if (remote.empty() || remote == "unix") return "";
+  if (remote[0] == '[') {
+    auto end = remote.find(']');
+    return end == std::string::npos ? "" : remote.substr(1, end - 1);
+  }
+  auto colon = remote.rfind(':');
+  return colon == std::string::npos ? remote : remote.substr(0, colon);
+}
+
 }  // namespace
 
 Status Daemon::StartAgentNetwork() {
@@ -104,6 +115,20 @@ Status Daemon::StartAgentNetwork() {
     return api::agentproto::Certificate{c.certificate_pem, c.not_after};
   };
   host_channels_ = std::make_unique<HostChannels>(renew);
+  if (pool_ != nullptr) {
+    host_channels_->SetEvents({[self](const std::string& host_id,
+                                      const api::agentproto::HostStatus& status) {
+      // A cluster with a node waiting for a Spare host is polled while it
+      // converges (cluster_reconciler.cc): no wake-up is needed here.
+      self->pool_->OnHostStatus(host_id, status);
+    }});
+    pool_->SetHostLink({[self](const std::string& host_id) {
+                          return self->host_channels_->IsConnected(host_id);
+                        },
+                        [self](const std::string& host_id, const json& frame) {
+                          return self->host_channels_->Send(host_id, frame);
+                        }});
+  }
   joins_ = std::make_unique<JoinService>(*store_, *clock_, ca, pin, options_.joins, live);
   HostApiHooks hooks;
   hooks.connected = live;
@@ -163,8 +188,9 @@ Status Daemon::StartAgentNetwork() {
           return RefuseUpgrade(401, std::string(host.status().message()));
         }
         // Its first connection ends its join: a Joining host is Spare from now on.
-        if (Status s = self->joins_->HostConnected(
-                host->host_id, std::string(r.HeaderValue("X-Hpod-Boot-Id")));
+        if (Status s = self->joins_->HostConnected(host->host_id,
+                                                   std::string(r.HeaderValue("X-Hpod-Boot-Id")),
+                                                   AddressOnly(r.remote_address));
             !s.ok()) {
           spdlog::warn("host {}: {}", host->host_id, s.message());
         }

@@ -17,13 +17,24 @@ http::WebSocketCallbacks HostChannels::Accept(const std::string& host_id,
     hosts_[host_id] = Entry{socket, serial};
   }
   if (replaced) replaced->Close("replaced by a new connection");
-  spdlog::info("spare host {} connected", host_id);
+  spdlog::info("host {} connected", host_id);
   http::WebSocketCallbacks cb;
   std::weak_ptr<http::WebSocket> weak = socket;
-  cb.on_message = [this, weak, serial_hex, cn](http::WebSocketMessage m) {
+  cb.on_message = [this, weak, serial_hex, cn, host_id](http::WebSocketMessage m) {
     namespace proto = api::agentproto;
     nlohmann::json j = nlohmann::json::parse(m.data, nullptr, false);
-    if (m.binary || !j.is_object() || j.value("type", "") != proto::RenewCertificate::kType) return;
+    if (m.binary || !j.is_object()) return;
+    const std::string type = j.value("type", "");
+    if (type == proto::HostStatus::kType) {
+      auto status = proto::HostStatus::FromJson(j);
+      if (!status.ok()) {
+        spdlog::warn("host {}: {}", host_id, status.status().message());
+      } else if (events_.status) {
+        events_.status(host_id, *status);
+      }
+      return;
+    }
+    if (type != proto::RenewCertificate::kType) return;
     auto s = weak.lock();
     if (!s) return;
     auto renew = proto::RenewCertificate::FromJson(j);
@@ -46,10 +57,21 @@ http::WebSocketCallbacks HostChannels::Accept(const std::string& host_id,
     auto it = hosts_.find(host_id);
     if (it != hosts_.end() && it->second.serial == serial) {
       hosts_.erase(it);
-      spdlog::info("spare host {} disconnected", host_id);
+      spdlog::info("host {} disconnected", host_id);
     }
   };
   return cb;
+}
+
+bool HostChannels::Send(const std::string& host_id, const nlohmann::json& frame) {
+  std::shared_ptr<http::WebSocket> socket;
+  {
+    MutexLock lock(mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) return false;
+    socket = it->second.socket;
+  }
+  return socket->Send(frame.dump(), false);
 }
 
 bool HostChannels::IsConnected(const std::string& host_id) const {

@@ -330,9 +330,14 @@ StatusOr<IssuedCertificate> JoinService::Renew(const std::string& serial,
   return issued;
 }
 
-Status JoinService::HostConnected(const std::string& host_id, const std::string& boot_id) {
+Status JoinService::HostConnected(const std::string& host_id, const std::string& boot_id,
+                                  const std::string& address) {
   return store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::HostRecord host, tx.GetHost(host_id));
+    if (!address.empty() && host.facts.value("channel_address", nlohmann::json()) != nlohmann::json(address)) {
+      host.facts["channel_address"] = address;
+      HPOD_RETURN_IF_ERROR(tx.PutHost(host));
+    }
     // Facts are as the agent gave them: boot_id may be anything but a string.
     auto known = host.facts.find("boot_id");
     const std::string before =

@@ -111,8 +111,11 @@ class JoinService {
 
   // A host's agent holds its channel: a Joining host becomes Spare, and the
   // machine's current boot id (empty: not reported) is kept in its facts, so a
-  // reboot shows. Idempotent.
-  Status HostConnected(const std::string& host_id, const std::string& boot_id = "");
+  // reboot shows, with the address its channel came from (`address`, empty: not
+  // known) as facts.channel_address: the address other nodes reach it at when
+  // it serves a node. Idempotent.
+  Status HostConnected(const std::string& host_id, const std::string& boot_id = "",
+                       const std::string& address = "");
 
   // The host a verified client certificate belongs to. kUnauthenticated, one
   // line: a serial hpodd never issued, a revoked one, a CN that is not the

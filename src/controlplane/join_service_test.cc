@@ -260,11 +260,14 @@ TEST_F(JoinServiceTest, AHostIsJoiningUntilItsAgentConnectsThenSpare) {
   EXPECT_EQ(service_->HostConnected("h-0000000000000000").code(), StatusCode::kNotFound);
 
   // The boot id its agent reports on each connection is kept: a reboot shows.
-  ASSERT_TRUE(service_->HostConnected(id, "7a0e5c1e-0000-4000-8000-000000000001").ok());
+  // So is the address its channel came from: where other nodes reach it.
+  ASSERT_TRUE(
+      service_->HostConnected(id, "7a0e5c1e-0000-4000-8000-000000000001", "10.9.0.11").ok());
   ASSERT_TRUE(service_->HostConnected(id, "").ok());  // not reported: kept
   ASSERT_TRUE(store_->Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::HostRecord h, tx.GetHost(id));
     EXPECT_EQ(h.facts["boot_id"], "7a0e5c1e-0000-4000-8000-000000000001");
+    EXPECT_EQ(h.facts["channel_address"], "10.9.0.11");
     EXPECT_EQ(h.state, "Spare");
     HPOD_ASSIGN_OR_RETURN(auto history, tx.ListHostHistory(id));
     EXPECT_EQ(history.size(), 2u);  // not a state change

@@ -1,6 +1,7 @@
 #include "hpod/controlplane/node_reconciler.h"
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 namespace hpod::controlplane {
@@ -96,6 +97,26 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
     }
     first += count;
   }
+  // A node waiting for capacity says how short its group is: "…: 2 of 3".
+  std::map<std::string, int> launched_of;
+  for (const NodeRecord& n : nodes) {
+    if (!n.remove && n.launched) ++launched_of[n.group_name];
+  }
+  for (const NodeChange& c : *changes) {
+    if (!c.launched) continue;
+    auto n = std::find_if(nodes.begin(), nodes.end(),
+                          [&](const NodeRecord& r) { return r.instance_id == c.instance_id; });
+    if (n != nodes.end()) ++launched_of[n->group_name];
+  }
+  for (NodeChange& c : *changes) {
+    if (!c.waiting) continue;
+    auto n = std::find_if(nodes.begin(), nodes.end(),
+                          [&](const NodeRecord& r) { return r.instance_id == c.instance_id; });
+    auto g = n == nodes.end() ? gmap.end() : gmap.find(n->group_name);
+    if (g == gmap.end()) continue;
+    c.message += ": " + std::to_string(launched_of[n->group_name]) + " of " +
+                 std::to_string(g->second->target_count);
+  }
   for (const NodeRecord& n : nodes) {
     if (held.count(n.instance_id) || PhaseOf(n) == api::NodePhase::kToLaunch) continue;
     NodeChange change;
@@ -177,7 +198,13 @@ Status NodeReconciler::Launch(const ClusterRecord& cluster,
   // (NodeEnvironment::replacement_keeps_address); elsewhere the provider picks.
   if (provider_->Environment().replacement_keeps_address) spec.private_ip = n.private_ip;
   Status s = provider_->Launch(spec);
-  if (s.code() == StatusCode::kResourceExhausted) {
+  if (s.code() == StatusCode::kResourceExhausted && provider_->CapacityArrives()) {
+    // Capacity comes by itself (hosts joining a pool): the node waits, Pending,
+    // and the launch is tried again on each pass; Act adds how short its group is.
+    change->status = ClusterInstanceStatus::kPending;
+    change->message = s.message();
+    change->waiting = true;
+  } else if (s.code() == StatusCode::kResourceExhausted) {
     change->status = ClusterInstanceStatus::kFailure;
     change->message = kNoCapacity;
   } else if (IsTransient(s)) {

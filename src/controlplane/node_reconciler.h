@@ -33,6 +33,9 @@ struct NodeChange {
   std::string instance_id;
   bool gone = false;                                 // terminated and forgotten: delete the row
   bool launched = false;                             // Launch acknowledged in this pass
+  // Launch found no capacity, which arrives by itself (Provider::CapacityArrives):
+  // the node stays Pending with `message` and is launched on a later pass.
+  bool waiting = false;
   std::optional<api::ClusterInstanceStatus> status;  // new status, if observed
   std::string message;
   std::string private_ip;

@@ -89,7 +89,17 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
       bool changed = false;
       if (o.launched && !n.launched) {
         n.launched = true;
+        if (Is(n.status, ClusterInstanceStatus::kPending)) n.message.clear();  // waits no more
         changed = true;
+      }
+      if (o.waiting && o.message != n.message) {
+        // Pending → Pending: no status change, but what it waits for is news
+        // ("no Spare host of type T in pool P: 2 of 3" as hosts join).
+        n.message = o.message;
+        changed = true;
+        HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, NodeSubject(n.group_name, n.instance_id),
+                                         EventLevel::kWarn,
+                                         "Instance waits for capacity: " + o.message));
       }
       if (!o.private_ip.empty() && o.private_ip != n.private_ip) {
         n.private_ip = o.private_ip;

@@ -35,6 +35,11 @@ Status NodeEnvironment::Validate() const {
         "node environment: agent_socket needs nodes that see hpodd's files (a Unix socket is "
         "a file); nodes on other machines dial agent_url");
   }
+  if (ships_file_sources && (sees_hpodd_files || agent_url.empty())) {
+    return InvalidArgumentError(
+        "node environment: ships_file_sources is for network agents (agent_url) of nodes that "
+        "see none of hpodd's files");
+  }
   if (!sees_hpodd_files && !private_dirs.empty()) {
     return InvalidArgumentError(
         "node environment: private_dirs are declared for nodes that see none of hpodd's files");

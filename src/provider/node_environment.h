@@ -38,6 +38,11 @@ struct NodeEnvironment {
   // every file:// lifecycle source is refused at CreateCluster.
   bool sees_hpodd_files = false;
   std::vector<std::string> private_dirs;
+  // Nodes that see none of hpodd's files but run an agent: hpodd reads a file://
+  // lifecycle source itself and sends the scripts in each node's config
+  // (controlplane/lifecycle_bundle.h), so file:// sources are taken. Only with
+  // agent_url and !sees_hpodd_files.
+  bool ships_file_sources = false;
 
   // Where hpod's SPANK plugin (spank_hpod.so, auto-resume) is on every node the
   // provider launches; empty: it installed none, and plugstack.conf lists none.

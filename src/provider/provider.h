@@ -89,6 +89,10 @@ class Provider {
   virtual StatusOr<NodeObservation> Describe(const std::string& instance_id) = 0;
   // Ids of every node the provider holds for a cluster (for orphan detection).
   virtual StatusOr<std::vector<std::string>> List(const std::string& cluster_id) = 0;
+  // Whether capacity comes by itself (hosts joining a pool): then a launch
+  // refused with kResourceExhausted waits and is tried again, and the node stays
+  // Pending with the provider's message; otherwise that launch fails the node.
+  virtual bool CapacityArrives() const { return false; }
   // Whether nodes run hpod-agent: then a node is Running only once its agent
   // reported successful lifecycle scripts, not merely when the machine is up.
   virtual bool RunsAgents() const { return false; }

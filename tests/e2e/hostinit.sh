@@ -2,10 +2,10 @@
 # PID 1 of a rig host (tests/e2e/hostrig.py): a machine of its own that plays
 # systemd for hpod-agent, as hpod-agent.service does on a real host.
 #
-#   hostinit.sh DISK NAME AGENT SERVER TOKEN INSTANCE_TYPE
+#   hostinit.sh DISK NAME AGENT SERVER TOKEN INSTANCE_TYPE [SPANK_PLUGIN]
 #
 # DISK is the host's own disk (a directory of the rig, kept across reboots). The
-# host gets private /tmp, /run, /var/lib, /var/log, /home, /opt and /srv (tmpfs),
+# host gets private /tmp, /run, /var/lib, /var/log, /var/spool, /home, /opt and /srv (tmpfs),
 # its own /etc/machine-id and boot id, and then hides /var/tmp too: nothing of
 # hpodd's data dir or sockets, nor of another host, is visible here. The only
 # inputs the agent gets are the URL and the token on its command line, as a
@@ -16,7 +16,7 @@
 # SIGUSR1 reboots: every other process of the host is killed, the boot id
 # changes, the disk stays, and the agent starts again.
 set -u
-disk=$1 name=$2 agent=$3 server=$4 token=$5 itype=$6
+disk=$1 name=$2 agent=$3 server=$4 token=$5 itype=$6 spank=${7:-}
 
 hostname "$name"
 mkdir -p "$disk/hpod-agent" "$disk/log"
@@ -34,7 +34,13 @@ mount -t tmpfs -o mode=755 tmpfs /opt
 mkdir -p /opt/hpod/bin
 cp "$agent" /opt/hpod/bin/hpod-agent
 agent=/opt/hpod/bin/hpod-agent
-for d in /tmp /run /var/lib /var/log /home /srv; do
+# hpod's SPANK plugin, where hpodd's --pool-spank-plugin says (the package puts
+# it in /usr/lib/hpod; /usr is the machine's here).
+if [[ -n $spank ]]; then
+  mkdir -p /opt/hpod/lib
+  cp "$spank" /opt/hpod/lib/spank_hpod.so
+fi
+for d in /tmp /run /var/lib /var/log /var/spool /home /srv; do
   mount -t tmpfs -o mode=755 tmpfs "$d"
 done
 chmod 1777 /tmp

@@ -3,7 +3,7 @@
 Each host is a network namespace with one veth on the rig's bridge and an address
 in a guarded test block, and a process tree in its own mount, UTS and PID
 namespaces whose PID 1 is tests/e2e/hostinit.sh: it gives the host private
-/tmp, /run, /var/lib, /var/log, /home, /opt, /srv and /var/tmp, its own machine
+/tmp, /run, /var/lib, /var/log, /var/spool, /home, /opt, /srv and /var/tmp, its own machine
 id and boot id and a disk of its own (kept across its reboots), and plays
 systemd for hpod-agent (restarts it unless it exits 78; SIGUSR1 reboots). The
 host reaches hpodd only over its veth (hpodd's --agent-listen on the bridge
@@ -146,14 +146,15 @@ class Rig:
             run("ip", "-n", h.netns, "link", "set", "eth0", "up")
             run("ip", "link", "set", hv, "master", BRIDGE, "up")
 
-    def boot(self, host, agent, server, token, instance_type):
-        """Starts the host's PID 1 (hostinit.sh), which joins with `token` once."""
+    def boot(self, host, agent, server, token, instance_type, spank=""):
+        """Starts the host's PID 1 (hostinit.sh), which joins with `token` once;
+        `spank` (a path) is installed as /opt/hpod/lib/spank_hpod.so."""
         os.makedirs(host.disk, exist_ok=True)
         with open(os.path.join(host.disk, "init.log"), "a") as out:  # the child keeps its copy
             host.init = subprocess.Popen(
                 ["nsenter", "--net=/run/netns/" + host.netns, "unshare", "--uts", "--mount",
                  "--pid", "--fork", "--mount-proc", "--propagation", "private", INIT, host.disk,
-                 host.name, agent, server, token, instance_type],
+                 host.name, agent, server, token, instance_type, spank],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         host.pid1()
         return host

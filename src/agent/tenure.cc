@@ -1,0 +1,175 @@
+#include "hpod/agent/tenure.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace hpod::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ValidInstanceId(const std::string& id) {
+  if (id.size() < 3 || id.size() > 32 || id.rfind("i-", 0) != 0) return false;
+  for (size_t i = 2; i < id.size(); ++i) {
+    const char c = id[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// Points `link` at `target`, unless something that is not a link is there (the
+// admin's own /opt/ml/config): that is left alone and logged.
+void Link(const std::string& link, const std::string& target) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(link, ec)) && !fs::is_symlink(fs::symlink_status(link, ec))) {
+    spdlog::warn("{} exists and is not a link; leaving it (this tenure's copy is in {})", link,
+                 target);
+    return;
+  }
+  fs::remove(link, ec);
+  fs::create_directories(fs::path(link).parent_path(), ec);
+  fs::create_directory_symlink(target, link, ec);
+  if (ec) spdlog::warn("cannot link {} to {}: {}", link, target, ec.message());
+}
+
+// Removes `link` when it points into `dir`.
+void Unlink(const std::string& link, const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(link, ec))) return;
+  const std::string target = fs::read_symlink(link, ec).string();
+  if (!ec && target.rfind(dir, 0) == 0) fs::remove(link, ec);
+}
+
+}  // namespace
+
+TenureRunner::TenureRunner(TenureOptions options) : options_(std::move(options)) {}
+
+TenureRunner::~TenureRunner() { StopAgent(); }
+
+std::string TenureRunner::TenureDir(const std::string& instance_id) const {
+  return (fs::path(options_.state_dir) / "instances" / instance_id).string();
+}
+
+std::string TenureRunner::Current() const {
+  if (!running_.empty()) return running_;
+  std::error_code ec;
+  std::set<std::string> found;
+  for (const auto& e : fs::directory_iterator(fs::path(options_.state_dir) / "instances", ec)) {
+    if (ValidInstanceId(e.path().filename().string())) found.insert(e.path().filename());
+  }
+  return found.empty() ? "" : *found.begin();
+}
+
+Status TenureRunner::Serve(const std::string& instance_id) {
+  if (!instance_id.empty() && !ValidInstanceId(instance_id)) {
+    return InvalidArgumentError("hpodd assigned '" + instance_id +
+                                "', which is not an instance id (i- and hex)");
+  }
+  // Every other tenure ends first: a host serves one instance at a time.
+  std::error_code ec;
+  std::vector<std::string> others;
+  for (const auto& e : fs::directory_iterator(fs::path(options_.state_dir) / "instances", ec)) {
+    const std::string id = e.path().filename();
+    if (id != instance_id) others.push_back(id);
+  }
+  if (!running_.empty() && running_ != instance_id) others.push_back(running_);
+  for (const std::string& id : others) HPOD_RETURN_IF_ERROR(End(id));
+  if (instance_id.empty() || running_ == instance_id) return OkStatus();
+  return Start(instance_id);
+}
+
+void TenureRunner::StopAgent() {
+  if (!agent_) return;
+  agent_->Stop();
+  if (thread_.joinable()) thread_.join();
+  agent_.reset();  // stops its Slurm daemons and sessions
+  running_.clear();
+}
+
+Status TenureRunner::End(const std::string& instance_id) {
+  const std::string dir = TenureDir(instance_id);
+  spdlog::info("ending the tenure of {}: stopping its node agent and Slurm, wiping {}",
+               instance_id, dir);
+  if (running_ == instance_id) StopAgent();
+  KillJobSteps();
+  for (const auto& [link, sub] : options_.links) Unlink(link, dir);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) return InternalError("cannot wipe " + dir + ": " + ec.message());
+  return OkStatus();
+}
+
+Status TenureRunner::Start(const std::string& instance_id) {
+  const fs::path dir = TenureDir(instance_id);
+  std::error_code ec;
+  std::vector<std::string> subs = {"state", "config", "slurm-etc", "spool", "log", "lifecycle"};
+  for (const auto& [link, sub] : options_.links) subs.push_back(sub);
+  for (const std::string& sub : subs) {
+    fs::create_directories(dir / sub, ec);
+    if (ec) return InternalError("cannot create " + (dir / sub).string() + ": " + ec.message());
+  }
+  for (const auto& [link, sub] : options_.links) Link(link, (dir / sub).string());
+  AgentOptions o = options_.node_template;
+  o.instance_id = instance_id;
+  o.endpoint = options_.server;
+  o.state_dir = (dir / "state").string();
+  o.identity_dir = options_.state_dir;
+  o.config_dir = (dir / "config").string();
+  o.lifecycle_root = (dir / "lifecycle").string();
+  o.local_socket = options_.local_socket;
+  o.slurm.conf_dir = (dir / "slurm-etc").string();
+  o.slurm.spool_dir = (dir / "spool").string();
+  o.slurm.log_dir = (dir / "log").string();
+  o.slurm.munge_dir.clear();  // <state>/munge
+  spdlog::info("serving instance {} (tenure {})", instance_id, dir.string());
+  agent_ = std::make_unique<Agent>(o, RealClock::Get());
+  Agent* agent = agent_.get();
+  thread_ = std::thread([agent, instance_id] {
+    const int rc = agent->Run();
+    if (rc != 0) spdlog::error("the node agent of {} ended with {}", instance_id, rc);
+  });
+  running_ = instance_id;
+  return OkStatus();
+}
+
+void KillJobSteps() {
+  // pid → parent, and the slurmstepd pids.
+  std::map<int, int> parent;
+  std::vector<int> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int pid = std::stoi(name);
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses.
+    const auto open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    const std::string comm = line.substr(open + 1, close - open - 1);
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %*c %d", &ppid) != 1) continue;
+    parent[pid] = ppid;
+    if (comm == "slurmstepd") steps.push_back(pid);
+  }
+  if (steps.empty()) return;
+  std::set<int> doomed(steps.begin(), steps.end());
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [pid, ppid] : parent) {
+      if (doomed.count(ppid) && doomed.insert(pid).second) grew = true;
+    }
+  }
+  spdlog::info("killing {} job step process(es) of the ending tenure", doomed.size());
+  for (int pid : doomed) ::kill(pid, SIGKILL);
+}
+
+}  // namespace hpod::agent

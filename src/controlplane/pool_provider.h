@@ -1,0 +1,100 @@
+#pragma once
+
+// `hpodd --provider pool`: nodes are tenures of hosts the admin's machines joined
+// into named pools (hpod-agent join), not machines hpodd makes.
+//
+// Launch reserves a Spare host of the group's pool (`HpodPool` in the group's
+// spec, else "default") and instance type in one store transaction
+// (host_pool.h: ReserveSpare) and tells the host, on its host channel, which
+// instance it serves (`assign`, PROTOCOL.md); the host's agent then runs the
+// node's agent for it, every path of the node under one tenure directory, and
+// that agent connects as the instance with the host's certificate. Terminate
+// tells the host to serve nothing: it stops the node's daemons and processes,
+// wipes the tenure and says so (`host_status` ""), and the host is Spare again
+// (Assigned → Draining → Spare, each with its history row). A host that is not
+// connected cannot be wiped now: the instance is terminated at once (its
+// certificate stops acting for it when the node's row goes: EndHostTenure), the
+// host stays Draining and is wiped when it connects again.
+//
+// Too few Spare hosts: Launch answers kResourceExhausted ("no Spare host of type
+// T in pool P") and CapacityArrives() is true, so the control plane keeps the
+// node waiting and tries again rather than failing it; hosts that join fill it.
+//
+// Where it lives: in controlplane, not provider/, because a pool is the store's
+// hosts and the agents' host channels, which the provider layer may not see
+// (dependencies run one way: controlplane → provider).
+//
+// Thread contract: thread-safe (the Provider contract); one mutex guards the
+// in-memory view of what each host reported, never held across a store
+// transaction or a send.
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "hpod/api/agent_protocol.h"
+#include "hpod/base/clock.h"
+#include "hpod/base/thread_annotations.h"
+#include "hpod/provider/provider.h"
+#include "hpod/store/store.h"
+
+namespace hpod::controlplane {
+
+inline constexpr char kDefaultPool[] = "default";
+// Where the hpod-agent package installs hpod's SPANK plugin on a host.
+inline constexpr char kPackagedSpankPlugin[] = "/usr/lib/hpod/spank_hpod.so";
+
+struct PoolProviderOptions {
+  // https://ADDRESS:PORT of hpodd's --agent-listen: what hosts dial.
+  std::string agent_url;
+  // Where hpod's SPANK plugin is on every host; empty: none is loaded.
+  std::string spank_plugin = kPackagedSpankPlugin;
+};
+
+// How the provider reaches hosts (HostChannels, set by the daemon).
+struct PoolHostLink {
+  std::function<bool(const std::string& host_id)> connected;
+  // Sends one frame; false when the host is not connected.
+  std::function<bool(const std::string& host_id, const nlohmann::json& frame)> send;
+};
+
+class PoolProvider : public provider::Provider {
+ public:
+  PoolProvider(store::Store& store, const Clock& clock, PoolProviderOptions options);
+
+  // Set once by the daemon, before any node is launched.
+  void SetHostLink(PoolHostLink link) { link_ = std::move(link); }
+
+  // A host's host_status (on the server's strand): remembered, answered with an
+  // `assign` when it is not what the host should serve, and a wiped host that
+  // was draining is Spare again.
+  void OnHostStatus(const std::string& host_id, const api::agentproto::HostStatus& status);
+
+  Status Launch(const provider::LaunchSpec& spec) override;
+  Status Terminate(const std::string& instance_id) override;
+  StatusOr<provider::NodeObservation> Describe(const std::string& instance_id) override;
+  StatusOr<std::vector<std::string>> List(const std::string& cluster_id) override;
+  bool RunsAgents() const override { return true; }
+  bool CapacityArrives() const override { return true; }
+  provider::NodeEnvironment Environment() const override;
+
+ private:
+  // The instance `host` should serve now: its placement while it serves, ""
+  // otherwise or once its instance is being terminated.
+  std::string Desired(const store::HostRecord& host) const;
+  void SendAssign(const std::string& host_id, const std::string& instance_id);
+
+  store::Store& store_;
+  const Clock& clock_;
+  const PoolProviderOptions options_;
+  PoolHostLink link_;
+  mutable Mutex mu_;
+  // What each host said it serves last ("" = nothing), this hpodd's life.
+  std::map<std::string, std::string> reported_ GUARDED_BY(mu_);
+  // Instances asked to terminate this hpodd's life (the reconciler asks again
+  // after a restart). Kept after the end: Describe answers kNotFound for them.
+  std::set<std::string> terminating_ GUARDED_BY(mu_);
+};
+
+}  // namespace hpod::controlplane
