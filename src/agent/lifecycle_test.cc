@@ -142,6 +142,30 @@ TEST_F(LifecycleTest, FetchFailureIsTheUserMessage) {
   EXPECT_EQ(done.message, "No objects found under " + spec.source_uri + " " + kFileSourceHint);
 }
 
+// Scripts hpodd sent in the config (a file:// source of its own, for a node
+// that cannot see it) are run as fetched ones are; nothing is fetched, and a
+// path out of the directory is refused.
+TEST_F(LifecycleTest, RunsTheScriptsHpoddSentWithoutFetching) {
+  auto runner = MakeRunner();
+  LifecycleSpec spec;
+  spec.source_uri = "file:///on/hpodds/machine/";  // not here: must not be read
+  spec.on_create = "on_create.sh";
+  spec.files = {{"on_create.sh", "#!/bin/bash\n./utils/helper.sh\n"},
+                {"utils/helper.sh", "#!/bin/bash\necho sent-helper-ran\n"}};
+  spec.executable = {"on_create.sh", "utils/helper.sh"};
+  LifecycleStatus done = runner->Run(spec, resource_config_, nullptr);
+  EXPECT_EQ(done.state, LifecycleState::kSucceeded) << done.message << "\n" << log_;
+  EXPECT_NE(log_.find("sent-helper-ran"), std::string::npos) << log_;
+
+  auto again = MakeRunner();
+  std::filesystem::remove(dir_ / "state/lifecycle.json");
+  spec.files["../escape.sh"] = "x";
+  done = again->Run(spec, resource_config_, nullptr);
+  EXPECT_EQ(done.state, LifecycleState::kFailed);
+  EXPECT_EQ(done.message, "hpodd sent a lifecycle file outside its directory: ../escape.sh");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "tmp/escape.sh"));
+}
+
 TEST(LifecycleSpecTest, Parses) {
   auto spec = ParseLifecycleSpec(json::parse(
       R"({"source_s3_uri":"s3://b/p/","on_create":"x.sh","timeout_s":60,

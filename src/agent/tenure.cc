@@ -98,7 +98,7 @@ Status TenureRunner::End(const std::string& instance_id) {
   spdlog::info("ending the tenure of {}: stopping its node agent and Slurm, wiping {}",
                instance_id, dir);
   if (running_ == instance_id) StopAgent();
-  KillJobSteps();
+  if (options_.kill_job_steps) KillJobSteps();
   for (const auto& [link, sub] : options_.links) Unlink(link, dir);
   std::error_code ec;
   fs::remove_all(dir, ec);

@@ -48,6 +48,9 @@ struct TenureOptions {
       {"/var/spool/slurmd", "spool/slurmd"},
       {"/var/log/slurm", "log/slurm"}};
   std::string local_socket = "/run/hpod-agent/agent.sock";  // kLocalSocketPath
+  // Whether ending a tenure kills the machine's job steps (KillJobSteps); unit
+  // tests, which share the machine with other tests' Slurm jobs, turn it off.
+  bool kill_job_steps = true;
   // Overrides for the node agent (tests: fake Slurm programs, short intervals).
   AgentOptions node_template;
 };
