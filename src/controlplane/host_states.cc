@@ -148,7 +148,7 @@ StatusOr<RevokedHost> RevokeHost(store::Store& store, const Clock& clock,
 }
 
 Status EndHostTenure(store::WriteTx& tx, const Clock& clock, const std::string& instance_id,
-                     const std::string& reason) {
+                     const std::string& reason, bool failed) {
   if (instance_id.empty()) return OkStatus();
   auto host = tx.GetHostByInstanceId(instance_id);
   if (!host.ok()) {
@@ -167,7 +167,8 @@ Status EndHostTenure(store::WriteTx& tx, const Clock& clock, const std::string& 
       one_launch ? RevokeHostCertificates(tx, clock, *host,
                                           reason + "; it joined for that instance only")
                        .status()
-                 : ChangeHostState(tx, clock, *host, HostState::kDraining, reason);
+                 : failed ? QuarantineHost(tx, clock, *host, reason)
+                          : ChangeHostState(tx, clock, *host, HostState::kDraining, reason);
   // The host's bookkeeping must never hold up the instance's (the caller deletes
   // the node's row in the same transaction): a refused change is logged, not
   // returned. A store error is returned, as it would fail the rest anyway.

@@ -85,10 +85,12 @@ Status QuarantineHost(store::WriteTx& tx, const Clock& clock, store::HostRecord&
 // that one launch (a local node over TLS: its token named the instance) is
 // Retired and its certificates revoked, since its machine ended with the
 // instance; a pool host goes to
-// Draining (its tenure is wiped there, then it is Spare again). No host serves
+// Draining (its tenure is wiped there, then it is Spare again), or, when the
+// instance ended because it `failed` (a replacement), to Quarantined with the
+// reason (QuarantineHost: the third time in 30 days retires it). No host serves
 // it: nothing to do. A change the state machine refuses is logged and skipped,
 // never returned: the caller's removal of the instance must go through.
 Status EndHostTenure(store::WriteTx& tx, const Clock& clock, const std::string& instance_id,
-                     const std::string& reason);
+                     const std::string& reason, bool failed = false);
 
 }  // namespace hpod::controlplane

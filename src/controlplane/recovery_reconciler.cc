@@ -282,10 +282,13 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
     // machine is gone, the row goes with no replacement.
     removed = current.ok() && current->remove;
     if (current.ok()) HPOD_RETURN_IF_ERROR(tx.DeleteNode(node.instance_id));
-    HPOD_RETURN_IF_ERROR(EndHostTenure(tx, clock_, node.instance_id,
-                                       "instance " + node.instance_id +
-                                           " was terminated for replacement (recovery " +
-                                           r.recovery_id + ")"));
+    // Its host failed it: quarantined with the reason, out of the pool until a
+    // person releases it (a pool host; a one-launch host is retired anyway).
+    HPOD_RETURN_IF_ERROR(EndHostTenure(
+        tx, clock_, node.instance_id,
+        "instance " + node.instance_id + " was replaced (recovery " + r.recovery_id +
+            "): " + r.reason,
+        /*failed=*/true));
     if (removed) return OkStatus();
     HPOD_RETURN_IF_ERROR(tx.PutNode(b));
     HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));

@@ -103,7 +103,11 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
       }
       if (!o.private_ip.empty() && o.private_ip != n.private_ip) {
         n.private_ip = o.private_ip;
-        n.hostname = o.hostname.empty() ? HostnameFromIp(o.private_ip) : o.hostname;
+        // The name is the logical node's: set once, kept by a replacement that
+        // runs on another machine with another address (slurmd -N takes it).
+        if (n.hostname.empty()) {
+          n.hostname = o.hostname.empty() ? HostnameFromIp(o.private_ip) : o.hostname;
+        }
         changed = true;
       }
       // A node marked for removal only moves towards ShuttingDown.

@@ -100,6 +100,13 @@ class Host:
     def reboot(self):
         os.kill(self.pid1(), signal.SIGUSR1)
 
+    def power_off(self):
+        """The machine stops: every process of the host at once (its PID 1 and
+        so its PID namespace). Its disk stays; boot() starts it again."""
+        os.kill(self.pid1(), signal.SIGKILL)
+        self.init.wait(timeout=30)
+        self.init = None
+
     def boot_id(self):
         with open(os.path.join(self.disk, "boot_id")) as f:
             return f.read().strip()

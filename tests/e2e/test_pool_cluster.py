@@ -57,13 +57,15 @@ class PoolClusterTest(unittest.TestCase):
         for binary in (AGENT, hpodtest.HPOD_CLI, SPANK):
             if not os.path.exists(binary):
                 raise unittest.SkipTest(binary + " is not built")
-        cls.rig = hostrig.Rig(3)
+        cls.rig = hostrig.Rig(4)
         try:
             cls.d = hpodtest.Daemon(extra_args=[
                 "--provider", "pool", "--agent-listen", cls.rig.server_ip + ":0",
                 "--pool-spank-plugin", "/opt/hpod/lib/spank_hpod.so"]).start()
             cls.token = cls.hpod_cls("create-join-token", "--uses", "3", "--ttl", "10m",
                                      "--instance-type", TYPE, output="text").strip()
+            cls.token4 = cls.hpod_cls("create-join-token", "--ttl", "10m",
+                                      "--instance-type", TYPE, output="text").strip()
             for h in cls.rig.hosts[:2]:
                 cls.rig.boot(h, AGENT, cls.d.agent_url, cls.token, TYPE, SPANK)
             # The scripts live on hpodd's machine only: the hosts hide /var/tmp.
@@ -177,17 +179,68 @@ class PoolClusterTest(unittest.TestCase):
                                 "timeout 60 srun -N2 hostname", check=False)), timeout=60)
         self.assertEqual(sorted(out), workers)
 
+        # A worker machine stops. A fourth host waits as a Spare: it takes the
+        # node's NodeName and NodeLogicalId under a new instance id, with its own
+        # address; the failed host is Quarantined with the reason.
+        spare_host = self.rig.hosts[3]
+        self.rig.boot(spare_host, AGENT, self.d.agent_url, self.token4, TYPE, SPANK)
+        self.wait_for("host3 Spare", lambda: self.hosts().get("host3", {}).get("Status") == "Spare")
+        logical = {n["InstanceId"]: n for n in self.hpod(
+            "list-cluster-nodes", "--cluster-name", "own",
+            "--include-node-logical-ids")["ClusterNodeSummaries"]}
+        victim_name = workers[0]
+        victim_host = hosts[victim_name]
+        victim = next(r for r in self.rig.hosts if r.name == victim_name)
+        old_id = victim_host["InstanceId"]
+        victim.power_off()
+
+        def replaced():
+            for n in self.hpod("list-cluster-nodes", "--cluster-name", "own",
+                               "--include-node-logical-ids")["ClusterNodeSummaries"]:
+                if (n["NodeLogicalId"] == logical[old_id]["NodeLogicalId"] and
+                        n["InstanceId"] != old_id and
+                        n["InstanceStatus"]["Status"] == "Running"):
+                    return n
+            return None
+        new = self.wait_for("the replacement Running", replaced, timeout=180)
+        after = self.hosts()
+        self.assertEqual(after["host3"]["InstanceId"], new["InstanceId"])
+        self.assertEqual(after[victim_name]["Status"], "Quarantined")
+        described = self.hpod("describe-cluster-node", "--cluster-name", "own", "--node-id",
+                              new["InstanceId"])["NodeDetails"]
+        self.assertEqual(described["PrivatePrimaryIp"], spare_host.ip)
+        # Slurm's node keeps its name: slurmd on host3 runs as the failed host's.
+        names = self.wait_for("srun on the replacement", lambda: (lambda p: p.stdout.split()
+                              if p.returncode == 0 else None)(controller.sh(
+                                  "timeout 60 srun -N2 -l printenv SLURMD_NODENAME | sort",
+                                  check=False)), timeout=90)
+        self.assertEqual(sorted(names[1::2]), workers)
+        ran_on = controller.sh("timeout 60 srun -N2 hostname", check=True).stdout.split()
+        self.assertEqual(sorted(ran_on), sorted(set(workers) - {victim_name} | {"host3"}))
+
+        # The failed machine comes back: told it serves nothing, it wipes its old
+        # tenure and stays Quarantined until a person releases it.
+        self.rig.boot(victim, AGENT, self.d.agent_url, self.token, TYPE, SPANK)
+        self.wait_for("the quarantined host connected and wiped", lambda: (
+            self.hosts()[victim_name]["Connected"] and
+            victim.sh("ls -A /var/lib/hpod-agent/instances").stdout.strip() == ""))
+        self.assertEqual(self.hosts()[victim_name]["Status"], "Quarantined")
+        self.assertEqual(self.hpod("release-host", "--host-id", victim_host["HostId"])["Status"],
+                         "Spare")
+
         # Delete: every host back to Spare, its tenure wiped.
         self.hpod("delete-cluster", "--cluster-name", "own")
         self.wait_for("the cluster gone", lambda: not any(
             c["ClusterName"] == "own"
             for c in self.hpod("list-clusters")["ClusterSummaries"]), timeout=120)
-        spare = self.wait_for("three Spare hosts", lambda: (lambda hs: hs if len(hs) == 3 and all(
+        spare = self.wait_for("four Spare hosts", lambda: (lambda hs: hs if len(hs) == 4 and all(
             h["Status"] == "Spare" for h in hs.values()) else None)(self.hosts()))
-        for h in spare.values():
+        for name, h in spare.items():
             history = [e["To"] for e in self.hpod("describe-host", "--host-id",
                                                   h["HostId"])["History"]]
-            self.assertEqual(history[-3:], ["Assigned", "Draining", "Spare"])
+            ended = ["Assigned", "Quarantined", "Spare"] if name == victim_name else \
+                ["Assigned", "Draining", "Spare"]
+            self.assertEqual(history[-3:], ended, name)
         for r in self.rig.hosts:
             left = r.sh("ls -A /var/lib/hpod-agent/instances; ls -A /opt/ml 2>/dev/null; "
                         "pgrep -x 'slurmd|slurmctld|munged' || true").stdout.split()
