@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
                    "the instance type this machine serves as (ml.c5.2xlarge, ml.g5.12xlarge, ...); "
                    "not needed when the token names one (it must agree); hpodd checks it "
                    "against the machine's CPUs, memory and GPUs");
+  std::string reboot_command = "systemctl reboot";
+  join->add_option("--reboot-command", reboot_command,
+                   "what a pool host runs (bash -c) when hpodd reboots it")
+      ->capture_default_str();
   join->add_option("--state-dir", state_dir,
                    "where the agent keeps its key, certificate and state (default "
                    "/var/lib/hpod-agent)");
@@ -162,8 +166,10 @@ int main(int argc, char** argv) {
       std::atomic<bool> stopped{false};
       return RunUntilSignal(
           [&] {
-            hpod::Status s =
-                hpod::agent::RunSpareHost(*joined, state_dir, [&] { return stopped.load(); });
+            hpod::agent::PoolHostOptions pool;
+            pool.reboot_command = reboot_command;
+            hpod::Status s = hpod::agent::RunSpareHost(
+                *joined, state_dir, [&] { return stopped.load(); }, pool);
             if (s.ok()) return 0;
             spdlog::error("{}", s.message());
             return kExitConfig;

@@ -176,6 +176,8 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   // it, since it needs the store and the hosts' channels.
   provider_names.push_back(kPoolProvider);
   std::string pool_spank_plugin = controlplane::kPackagedSpankPlugin;
+  int pool_reboot_timeout_s = 300;
+  std::string power_command;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--provider", provider_name,
                   "Where nodes come from: " + CLI::detail::join(provider_names, ", "))
@@ -263,6 +265,15 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
                   "With --provider pool: where hpod's SPANK plugin (auto-resume) is on every "
                   "host; \"\" for none")
         ->capture_default_str();
+    a->add_option("--pool-reboot-timeout", pool_reboot_timeout_s,
+                  "With --provider pool: seconds a host may take to come back from a reboot "
+                  "(a new boot id) before --power-command cycles it, or its node is replaced")
+        ->check(CLI::Range(10, 3600))
+        ->capture_default_str();
+    a->add_option("--power-command", power_command,
+                  "With --provider pool: a power hook, run with the host id and off (fencing an "
+                  "unreachable host whose node is replaced) or cycle (a reboot past its "
+                  "deadline)");
     a->add_option("--console-dir", console_dir,
                   "Directory of the web console's built files (index.html, assets/) served at "
                   "GET /; default: <hpodd dir>/../share/hpod/console, else the build tree's "
@@ -505,6 +516,8 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   if (provider_name == kPoolProvider) {
     options.pool_provider = true;
     options.pool_spank_plugin = pool_spank_plugin;
+    options.pool_reboot_timeout = std::chrono::seconds(pool_reboot_timeout_s);
+    options.power_command = power_command;
     return RunServe(options, context,
                     {kPoolProvider, "pool (hosts that joined with hpod-agent join)",
                      [](const Clock&, const ProviderContext&)

@@ -10,6 +10,7 @@
 #include "hpod/auth/join_token.h"
 #include "hpod/auth/pki.h"
 #include "hpod/base/backoff.h"
+#include "hpod/base/subprocess.h"
 #include "hpod/http/client.h"
 #include "hpod/http/websocket.h"
 
@@ -140,13 +141,16 @@ StatusOr<JoinedState> JoinHpodd(const JoinOptions& options) {
 }
 
 Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
-                    const std::function<bool()>& stopped, const AgentOptions& node_template) {
+                    const std::function<bool()>& stopped, const PoolHostOptions& options) {
   namespace proto = api::agentproto;
   TenureOptions tenure;
   tenure.state_dir = state_dir;
   tenure.server = state.server;
-  tenure.node_template = node_template;
+  tenure.node_template = options.node_template;
   TenureRunner tenures(tenure);
+  auto status = [&](const std::string& message) {
+    return proto::HostStatus{tenures.Current(), message, tenures.Running()}.ToJson().dump();
+  };
   IdentityPaths paths = NodeIdentityPaths(state_dir);
   http::WebSocketClientOptions o;
   o.ca_file = paths.ca;
@@ -179,7 +183,7 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
     backoff.Reset();
     spdlog::info("host {} of pool {} connected to {}", state.host_id, state.pool, state.server);
     // What it holds, first: hpodd answers with what it should serve.
-    (void)(*conn)->Send(proto::HostStatus{tenures.Current(), ""}.ToJson().dump(), false);
+    (void)(*conn)->Send(status(""), false);
     while (!stopped()) {
       if (auto renew = renewal.Due()) (void)(*conn)->Send(renew->ToJson().dump(), false);
       auto m = (*conn)->Receive(std::chrono::seconds(1));
@@ -189,11 +193,25 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
           auto assign = proto::HostAssign::FromJson(j);
           Status s = assign.ok() ? tenures.Serve(assign->instance_id) : assign.status();
           if (!s.ok()) spdlog::error("serving '{}': {}", j.value("instance_id", ""), s.message());
-          (void)(*conn)->Send(
-              proto::HostStatus{tenures.Current(), s.ok() ? "" : std::string(s.message())}
-                  .ToJson()
-                  .dump(),
-              false);
+          (void)(*conn)->Send(status(s.ok() ? "" : std::string(s.message())), false);
+        } else if (j.is_object() && j.value("type", "") == proto::HostReboot::kType) {
+          // The machine goes down with everything on it; hpodd learns it is back
+          // from the new boot id of the next connection.
+          spdlog::warn("hpodd asked for a reboot ({}): running `{}`", j.value("request_id", ""),
+                       options.reboot_command);
+          SubprocessOptions reboot;
+          reboot.argv = {"bash", "-c", options.reboot_command};
+          reboot.timeout = std::chrono::seconds(60);
+          reboot.merge_stderr = true;
+          auto r = RunCommand(reboot);
+          if (!r.ok() || r->exit_code != 0) {
+            const std::string why = "reboot failed: `" + options.reboot_command + "` " +
+                                    (r.ok() ? "exited " + std::to_string(r->exit_code) + ": " +
+                                                  r->stdout_data.substr(0, 500)
+                                            : std::string(r.status().message()));
+            spdlog::error("{}", why);
+            (void)(*conn)->Send(status(why), false);
+          }
         } else if (j.is_object() && j.value("type", "") == api::agentproto::Certificate::kType) {
           auto cert = api::agentproto::Certificate::FromJson(j);
           Status s = cert.ok() ? renewal.Accept(*cert) : cert.status();

@@ -62,14 +62,22 @@ struct JoinOptions {
 StatusOr<JoinedState> JoinHpodd(const JoinOptions& options);
 
 // A pool host: holds `GET /agent/v1/host` open with its certificate,
-// reconnecting with backoff, so that hpodd knows it is there, and serves the
+// reconnecting with backoff, so that hpodd knows it is there, serves the
 // instance hpodd assigns it (`assign`, PROTOCOL.md) as a tenure (tenure.h),
-// reporting each change (`host_status`), until `stopped()` is true (checked
-// every second; returns OK, the tenure kept on disk for the next start) or hpodd
-// refuses the certificate (kFailedPrecondition, one line: revoked, unknown).
-// `node_template` holds the node agent's settings the tenure does not set.
+// reporting each change (`host_status`), and reboots when told (`reboot`),
+// until `stopped()` is true (checked every second; returns OK, the tenure kept
+// on disk for the next start) or hpodd refuses the certificate
+// (kFailedPrecondition, one line: revoked, unknown).
+struct PoolHostOptions {
+  // The node agent's settings a tenure does not set (tests: fake programs).
+  AgentOptions node_template;
+  // What `reboot` runs (bash -c): systemd's reboot; a machine without systemd
+  // (the test rig's init) names its own.
+  std::string reboot_command = "systemctl reboot";
+};
+// A pool host, as above; `options` says how it reboots and runs its nodes.
 Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
-                    const std::function<bool()>& stopped, const AgentOptions& node_template = {});
+                    const std::function<bool()>& stopped, const PoolHostOptions& options = {});
 
 // Renewal at two thirds of the certificate's life (PROTOCOL.md,
 // renew_certificate): Due makes a new key and the request once it is time (and

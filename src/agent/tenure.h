@@ -72,6 +72,8 @@ class TenureRunner {
   Status Serve(const std::string& instance_id);
 
   std::string TenureDir(const std::string& instance_id) const;
+  // Whether the node agent of Current() runs.
+  bool Running() const { return !running_.empty(); }
 
  private:
   Status End(const std::string& instance_id);

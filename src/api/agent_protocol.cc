@@ -409,11 +409,22 @@ StatusOr<HostStatus> HostStatus::FromJson(const Json& j) {
   HostStatus h;
   r.Str("instance_id", &h.instance_id, true);
   r.Str("message", &h.message);
+  r.Bool("running", &h.running);
   return r.Done(std::move(h));
 }
 Json HostStatus::ToJson() const {
-  return Typed(kType, Json{{"instance_id", instance_id}, {"message", message}});
+  return Typed(kType,
+               Json{{"instance_id", instance_id}, {"message", message}, {"running", running}});
 }
+
+StatusOr<HostReboot> HostReboot::FromJson(const Json& j) {
+  Reader r(j, {kType, ""});
+  r.Type(kType);
+  HostReboot h;
+  r.Str("request_id", &h.request_id, true);
+  return r.Done(std::move(h));
+}
+Json HostReboot::ToJson() const { return Typed(kType, Json{{"request_id", request_id}}); }
 
 StatusOr<Config> Config::FromJson(const Json& j) {
   Reader r(j, {kType, ""});

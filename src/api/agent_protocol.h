@@ -347,10 +347,25 @@ struct HostStatus {
   static constexpr std::string_view kType = "host_status";
   std::string instance_id;
   std::string message;  // why a tenure could not start or end; "" when it did
+  // Whether the node agent of `instance_id` runs (false for a tenure an agent
+  // restart or a reboot left on disk, which hpodd's `assign` starts again).
+  bool running = false;
 
   static StatusOr<HostStatus> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
   bool operator==(const HostStatus&) const = default;
+};
+
+// hpodd → host: reboot the machine (the agent runs its reboot command, default
+// `systemctl reboot`). hpodd knows it is back by the new boot id of its next
+// connection. `request_id` names the request (logged; a repeat is harmless).
+struct HostReboot {
+  static constexpr std::string_view kType = "reboot";
+  std::string request_id;
+
+  static StatusOr<HostReboot> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const HostReboot&) const = default;
 };
 
 struct Config {
@@ -443,7 +458,7 @@ struct Error {
 
 // Every message type above (the PROTOCOL.md test checks the document against it).
 // (The training messages are in agent_protocol_training.h.)
-inline constexpr std::array<std::string_view, 26> kMessageTypes = {
+inline constexpr std::array<std::string_view, 27> kMessageTypes = {
     // agent → hpodd
     Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
     ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, HealthReport::kType,
@@ -452,6 +467,6 @@ inline constexpr std::array<std::string_view, 26> kMessageTypes = {
     // hpodd → agent
     JobAnswer::kType, Credential::kType, Certificate::kType, Config::kType, ConfigPending::kType,
     Command::kType, OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType,
-    TrainingQuery::kType, HostAssign::kType};
+    TrainingQuery::kType, HostAssign::kType, HostReboot::kType};
 
 }  // namespace hpod::api::agentproto

@@ -89,7 +89,8 @@ std::map<std::string, json> FullMessages() {
                         RenewCertificate{"-----BEGIN CERTIFICATE REQUEST-----"}.ToJson(),
                         Certificate{"-----BEGIN CERTIFICATE-----", 1.8e9}.ToJson(),
                         HostAssign{"i-0123456789abcdef0"}.ToJson(),
-                        HostStatus{"", "slurmd would not stop"}.ToJson(),
+                        HostStatus{"i-1", "slurmd would not start", true}.ToJson(),
+                        HostReboot{"rcv-1"}.ToJson(),
                         FullConfig().ToJson(),
                         ConfigPending{300}.ToJson(),
                         FullCommand().ToJson(),
@@ -168,7 +169,9 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(Certificate{"pem", 1.8e9});
   ExpectRoundTrip(HostAssign{"i-1"});
   ExpectRoundTrip(HostAssign{""});
-  ExpectRoundTrip(HostStatus{"i-1", ""});
+  ExpectRoundTrip(HostStatus{"i-1", "", true});
+  ExpectRoundTrip(HostStatus{"", "", false});
+  ExpectRoundTrip(HostReboot{"rcv-2"});
   ExpectRoundTrip(FullConfig());
   ExpectRoundTrip(Config{std::nullopt, std::nullopt, json::object(), nullptr});
   ExpectRoundTrip(ConfigPending{300});

@@ -158,6 +158,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
                         : options.agent_listen_address) +
                    ":" + std::to_string(options.agent_listen_port);
     po.spank_plugin = options.pool_spank_plugin;
+    po.reboot_timeout = options.pool_reboot_timeout;
+    po.power_command = options.power_command;
     auto pool = std::make_unique<PoolProvider>(*d->store_, clock, po);
     d->pool_ = pool.get();
     d->provider_ = std::move(pool);

@@ -68,6 +68,8 @@ struct DaemonOptions {
   // channels) and requires agent_listen_address. `provider` must be null.
   bool pool_provider = false;
   std::string pool_spank_plugin = kPackagedSpankPlugin;
+  std::chrono::seconds pool_reboot_timeout{300};
+  std::string power_command;  // PoolProviderOptions::power_command
 };
 
 class Daemon {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hpod/api/states.h"
+#include "hpod/base/subprocess.h"
 #include "hpod/controlplane/host_pool.h"
 #include "hpod/controlplane/host_states.h"
 
@@ -90,10 +91,59 @@ Status PoolProvider::Launch(const provider::LaunchSpec& spec) {
   return OkStatus();
 }
 
-Status PoolProvider::Terminate(const std::string& instance_id) {
+void PoolProvider::Power(const std::string& host_id, const std::string& action) {
+  if (options_.power_command.empty()) return;
+  SubprocessOptions o;
+  o.argv = {"bash", "-c", options_.power_command + " \"$@\"", "power", host_id, action};
+  o.timeout = std::chrono::seconds(60);
+  o.merge_stderr = true;
+  auto r = RunCommand(o);
+  if (!r.ok() || r->exit_code != 0) {
+    spdlog::error("power hook `{} {} {}` failed: {}", options_.power_command, host_id, action,
+                  r.ok() ? "exit " + std::to_string(r->exit_code) + ": " + r->stdout_data
+                         : std::string(r.status().message()));
+  } else {
+    spdlog::warn("power hook: {} {} {}", options_.power_command, host_id, action);
+  }
+}
+
+Status PoolProvider::Reboot(const std::string& instance_id, const std::string& request_id) {
+  store::HostRecord host;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    auto h = tx.GetHostByInstanceId(instance_id);
+    if (!h.ok() && h.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("no host serves " + instance_id);
+    }
+    HPOD_ASSIGN_OR_RETURN(host, std::move(h));
+    return OkStatus();
+  }));
   {
     MutexLock lock(mu_);
-    terminating_.insert(instance_id);
+    auto it = reboots_.find(host.host_id);
+    if (it != reboots_.end() && it->second.request_id == request_id) return OkStatus();
+  }
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(host, tx.GetHost(host.host_id));
+    return ChangeHostState(tx, clock_, host, HostState::kRebooting,
+                           "reboot " + request_id + " of " + instance_id);
+  }));
+  {
+    MutexLock lock(mu_);
+    reboots_[host.host_id] = {request_id, Fact(host, "boot_id"),
+                              clock_.SteadyNow() + options_.reboot_timeout, false};
+  }
+  if (!link_.send || !link_.send(host.host_id, api::agentproto::HostReboot{request_id}.ToJson())) {
+    // Unreachable: the deadline brings the power hook, or the node's failure.
+    spdlog::warn("host {} is not connected: reboot {} waits for it", host.host_id, request_id);
+  }
+  return OkStatus();
+}
+
+Status PoolProvider::Terminate(const std::string& instance_id) {
+  bool first = false;
+  {
+    MutexLock lock(mu_);
+    first = terminating_.insert(instance_id).second;
   }
   store::HostRecord host;
   Status s = store_.Read([&](store::ReadTx& tx) -> Status {
@@ -102,6 +152,9 @@ Status PoolProvider::Terminate(const std::string& instance_id) {
   });
   if (s.code() == StatusCode::kNotFound) return OkStatus();  // unknown or gone: a no-op
   HPOD_RETURN_IF_ERROR(s);
+  const bool connected = link_.connected && link_.connected(host.host_id);
+  // Out of reach, it may still run the node's processes: the power hook fences it.
+  if (first && !connected) Power(host.host_id, "off");
   SendAssign(host.host_id, "");
   return OkStatus();
 }
@@ -129,7 +182,9 @@ StatusOr<provider::NodeObservation> PoolProvider::Describe(const std::string& in
   {
     MutexLock lock(mu_);
     terminating = terminating_.count(instance_id) > 0;
-    if (auto r = reported_.find(host.host_id); r != reported_.end()) reported = r->second;
+    if (auto r = reported_.find(host.host_id); r != reported_.end()) {
+      reported = r->second.instance_id;
+    }
   }
   const bool connected = link_.connected && link_.connected(host.host_id);
   if (terminating) {
@@ -140,6 +195,7 @@ StatusOr<provider::NodeObservation> PoolProvider::Describe(const std::string& in
                                                             : provider::NodeState::kTerminating;
     return o;
   }
+  if (api::Is(host.state, HostState::kRebooting)) return Rebooting(host, o);
   if (!Serving(host)) {
     o.state = provider::NodeState::kFailed;
     o.message = "its host " + host.host_id + " is " + host.state + ": " + host.state_reason;
@@ -167,16 +223,65 @@ StatusOr<std::vector<std::string>> PoolProvider::List(const std::string& cluster
   return ids;
 }
 
+provider::NodeObservation PoolProvider::Rebooting(const store::HostRecord& host,
+                                                  provider::NodeObservation o) {
+  bool cycle = false;
+  std::string request;
+  {
+    MutexLock lock(mu_);
+    auto [it, fresh] = reboots_.try_emplace(host.host_id);
+    RebootState& rb = it->second;
+    // A reboot hpodd asked for before it restarted: a deadline from now.
+    if (fresh) rb = {"(before a restart of hpodd)", "", clock_.SteadyNow() + options_.reboot_timeout};
+    request = rb.request_id;
+    if (clock_.SteadyNow() > rb.deadline) {
+      if (!options_.power_command.empty() && !rb.cycled) {
+        rb.cycled = true;
+        rb.deadline = clock_.SteadyNow() + options_.reboot_timeout;
+        cycle = true;
+      } else {
+        o.state = provider::NodeState::kFailed;
+        o.message = "its host " + host.host_id + " did not come back from reboot " + request +
+                    " within " + std::to_string(options_.reboot_timeout.count()) + " s" +
+                    (rb.cycled ? " of a power cycle" : "");
+        return o;
+      }
+    }
+  }
+  if (cycle) Power(host.host_id, "cycle");
+  o.state = provider::NodeState::kPending;
+  o.message = "its host " + host.host_id + " is rebooting (" + request + ")";
+  return o;
+}
+
 void PoolProvider::OnHostStatus(const std::string& host_id,
                                 const api::agentproto::HostStatus& status) {
   {
     MutexLock lock(mu_);
-    reported_[host_id] = status.instance_id;
+    reported_[host_id] = status;
   }
   if (!status.message.empty()) spdlog::warn("host {}: {}", host_id, status.message);
   std::string desired;
+  bool rebooting = false;
   Status s = store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::HostRecord host, tx.GetHost(host_id));
+    if (api::Is(host.state, HostState::kRebooting)) {
+      // Back when its boot id changed (hpodd restarted meanwhile: when it talks).
+      std::optional<RebootState> rb;
+      {
+        MutexLock lock(mu_);
+        if (auto it = reboots_.find(host_id); it != reboots_.end()) rb = it->second;
+      }
+      const std::string boot = Fact(host, "boot_id");
+      if (rb && !rb->old_boot_id.empty() && boot == rb->old_boot_id) {
+        rebooting = true;  // the same boot: its agent reconnected before going down
+        return OkStatus();
+      }
+      HPOD_RETURN_IF_ERROR(ChangeHostState(tx, clock_, host, HostState::kAssigned,
+                                           "back from reboot with boot id " + boot));
+      MutexLock lock(mu_);
+      reboots_.erase(host_id);
+    }
     desired = Desired(host);
     if (!status.instance_id.empty() || !desired.empty()) return OkStatus();
     // The host holds no tenure any more: one that was ending is over.
@@ -197,7 +302,13 @@ void PoolProvider::OnHostStatus(const std::string& host_id,
     spdlog::warn("host {} reported '{}': {}", host_id, status.instance_id, s.message());
     return;
   }
-  if (status.instance_id != desired) SendAssign(host_id, desired);
+  if (rebooting) return;
+  // A tenure on disk whose node agent does not run (an agent restart, a reboot)
+  // is started again; one that failed to start is not asked again in a loop.
+  if (status.instance_id != desired ||
+      (!desired.empty() && !status.running && status.message.empty())) {
+    SendAssign(host_id, desired);
+  }
 }
 
 }  // namespace hpod::controlplane

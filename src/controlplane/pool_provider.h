@@ -28,6 +28,7 @@
 // in-memory view of what each host reported, never held across a store
 // transaction or a send.
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <set>
@@ -50,6 +51,15 @@ struct PoolProviderOptions {
   std::string agent_url;
   // Where hpod's SPANK plugin is on every host; empty: none is loaded.
   std::string spank_plugin = kPackagedSpankPlugin;
+  // How long a host may take to come back from a reboot (a new boot id on its
+  // channel) before the power hook cycles it or, without one, the node fails
+  // (and its recovery replaces it).
+  std::chrono::seconds reboot_timeout{300};
+  // The admin's power hook (hpodd --power-command), run as
+  // `bash -c '<command> "$@"' power HOST_ID ACTION` with ACTION off (fencing a host
+  // whose node is replaced while it cannot be reached) or cycle (a reboot past
+  // its deadline). Empty: none.
+  std::string power_command;
 };
 
 // How the provider reaches hosts (HostChannels, set by the daemon).
@@ -72,6 +82,9 @@ class PoolProvider : public provider::Provider {
   void OnHostStatus(const std::string& host_id, const api::agentproto::HostStatus& status);
 
   Status Launch(const provider::LaunchSpec& spec) override;
+  // Asks the host to reboot (`reboot`): Rebooting until its agent connects with a
+  // new boot id, then it serves the instance again from the tenure on disk.
+  Status Reboot(const std::string& instance_id, const std::string& request_id) override;
   Status Terminate(const std::string& instance_id) override;
   StatusOr<provider::NodeObservation> Describe(const std::string& instance_id) override;
   StatusOr<std::vector<std::string>> List(const std::string& cluster_id) override;
@@ -84,14 +97,28 @@ class PoolProvider : public provider::Provider {
   // otherwise or once its instance is being terminated.
   std::string Desired(const store::HostRecord& host) const;
   void SendAssign(const std::string& host_id, const std::string& instance_id);
+  // Describe of a node whose host is Rebooting: Pending until the deadline, then
+  // the power hook's cycle (once), then Failed.
+  provider::NodeObservation Rebooting(const store::HostRecord& host, provider::NodeObservation o);
+  // Runs the power hook once; logged, never fatal.
+  void Power(const std::string& host_id, const std::string& action);
 
+  struct RebootState {
+    std::string request_id;
+    std::string old_boot_id;  // the machine's boot before the request
+    std::chrono::steady_clock::time_point deadline;
+    bool cycled = false;  // the power hook was asked to cycle it
+  };
   store::Store& store_;
   const Clock& clock_;
   const PoolProviderOptions options_;
   PoolHostLink link_;
   mutable Mutex mu_;
-  // What each host said it serves last ("" = nothing), this hpodd's life.
-  std::map<std::string, std::string> reported_ GUARDED_BY(mu_);
+  // What each host said last, this hpodd's life.
+  std::map<std::string, api::agentproto::HostStatus> reported_ GUARDED_BY(mu_);
+  // Reboots in flight, by host (after an hpodd restart, a Rebooting host gets a
+  // fresh deadline and is back at its next host_status).
+  std::map<std::string, RebootState> reboots_ GUARDED_BY(mu_);
   // Instances asked to terminate this hpodd's life (the reconciler asks again
   // after a restart). Kept after the end: Describe answers kNotFound for them.
   std::set<std::string> terminating_ GUARDED_BY(mu_);

@@ -193,8 +193,58 @@ TEST_F(PoolProviderTest, AHostThatServesTheWrongInstanceIsToldWhatToServe) {
   EXPECT_EQ(sent_[0].second, "i-00000000000000001");
   EXPECT_EQ(Get("h-0000000000000001").state, "Assigned");  // not taken for a wipe
   sent_.clear();
-  pool_->OnHostStatus("h-0000000000000001", {"i-00000000000000001", ""});
+  // Its tenure is on disk but its node agent does not run (an agent restart):
+  // told again, which starts it; once it runs, nothing more is said.
+  pool_->OnHostStatus("h-0000000000000001", {"i-00000000000000001", "", false});
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].second, "i-00000000000000001");
+  sent_.clear();
+  pool_->OnHostStatus("h-0000000000000001", {"i-00000000000000001", "", true});
   EXPECT_TRUE(sent_.empty());
+  // A tenure that failed to start is not asked for again in a loop.
+  pool_->OnHostStatus("h-0000000000000001", {"i-00000000000000001", "disk full", false});
+  EXPECT_TRUE(sent_.empty());
+}
+
+TEST_F(PoolProviderTest, ARebootWaitsForANewBootIdAndFailsTheNodePastItsDeadline) {
+  Spare("h-0000000000000001", "default", "10.9.0.11", "a");
+  ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
+  auto boot = [&](const std::string& id) {
+    ASSERT_TRUE(store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(store::HostRecord h, tx.GetHost("h-0000000000000001"));
+                      h.facts["boot_id"] = id;
+                      return tx.PutHost(h);
+                    })
+                    .ok());
+  };
+  boot("boot-1");
+  ASSERT_TRUE(pool_->Reboot("i-00000000000000001", "rcv-1").ok());
+  EXPECT_EQ(Get("h-0000000000000001").state, "Rebooting");
+  EXPECT_EQ(Get("h-0000000000000001").instance_id, "i-00000000000000001");
+  ASSERT_TRUE(pool_->Reboot("i-00000000000000001", "rcv-1").ok());  // a repeat: nothing more
+  EXPECT_EQ(HistoryOf("h-0000000000000001").size(), 3u);
+  EXPECT_EQ(pool_->Describe("i-00000000000000001")->state, NodeState::kPending);
+  // Its agent reconnects before the machine went down: still rebooting.
+  sent_.clear();
+  pool_->OnHostStatus("h-0000000000000001", {"i-00000000000000001", "", true});
+  EXPECT_EQ(Get("h-0000000000000001").state, "Rebooting");
+  EXPECT_TRUE(sent_.empty());
+  // Back with a new boot: Assigned again, and told to start its node.
+  boot("boot-2");
+  pool_->OnHostStatus("h-0000000000000001", {"i-00000000000000001", "", false});
+  EXPECT_EQ(Get("h-0000000000000001").state, "Assigned");
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].second, "i-00000000000000001");
+  EXPECT_EQ(pool_->Describe("i-00000000000000001")->state, NodeState::kRunning);
+
+  // Another reboot that never comes back: the node fails after the deadline.
+  ASSERT_TRUE(pool_->Reboot("i-00000000000000001", "rcv-2").ok());
+  clock_.AdvanceTime(std::chrono::seconds(301));
+  auto d = pool_->Describe("i-00000000000000001");
+  EXPECT_EQ(d->state, NodeState::kFailed);
+  EXPECT_THAT(d->message, HasSubstr("did not come back from reboot rcv-2 within 300 s"));
+  EXPECT_EQ(pool_->Reboot("i-99999999999999999", "x").code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -349,10 +349,24 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
     step("SlurmdRegistered",
          "slurmd started " + s->slurmd_start_time + ", Slurm state " + s->state);
   }
+  const bool controller = slurm.plan && slurm.plan->controller_instance == r.instance_id;
+  if (api::Is(t.status, ClusterInstanceStatus::kFailure) && !replace && !controller) {
+    // A reboot that did not bring the node back becomes a replacement, as on
+    // HyperPod: the row is terminated and a new instance takes the logical node
+    // (never the controller's, which is only ever rebooted).
+    r.action = std::string(RecoveryActionName(RecoveryAction::kReplace));
+    r.phase = std::string(RecoveryPhaseName(RecoveryPhase::kDrained));
+    AddTimelineStep(r, clock_, "Escalated", "the rebooted node failed (" + t.message +
+                                                "): replacing it");
+    out->busy = true;
+    return Save(cluster, r, {},
+                "Recovery " + r.recovery_id + ": the rebooted node " + NodeName(r) +
+                    " failed; replacing it");
+  }
   if (api::Is(t.status, ClusterInstanceStatus::kFailure)) {
-    return Finish(
-        cluster, r, kRecoveryFailed,
-        (replace ? "the replacement failed: " : "the rebooted node failed: ") + t.message);
+    return Finish(cluster, r, kRecoveryFailed,
+                  (replace ? "the replacement failed: " : "the rebooted controller failed: ") +
+                      t.message);
   }
   // Resumed only for the new slurmd, never for Slurm's row of the old one.
   if (!api::Is(t.status, ClusterInstanceStatus::kRunning) || wait ||

@@ -324,6 +324,29 @@ TEST_F(RecoveryTest, RebootKeepsTheInstanceAndWaitsForANewSlurmd) {
   EXPECT_EQ(reboots, 1);  // once, however many passes
 }
 
+// A reboot that does not bring the node back (its provider fails it: a pool
+// host past its reboot deadline) becomes a replacement of the same logical node.
+TEST_F(RecoveryTest, ARebootThatFailsIsEscalatedToAReplacement) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(1);
+  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(a.launch_time + 1));
+  std::string rid = Request(a, RecoveryAction::kReboot, /*dead=*/true);
+  Pass(1);
+  EXPECT_EQ(Recovery(rid).phase, "Launched");
+  h_.provider_->BreakNode(a.instance_id, "its host did not come back from reboot");
+  Pass();
+  store::RecoveryRecord r = Recovery(rid);
+  EXPECT_EQ(r.action, "Replace");
+  EXPECT_EQ(r.status, "InProgress");
+  EXPECT_THAT(Steps(rid), ::testing::Contains("Escalated"));
+  EXPECT_TRUE(Terminated(a.instance_id));
+  ASSERT_FALSE(r.replacement_id.empty());
+  std::optional<NodeRecord> b = Node(r.replacement_id);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->hostname, a.hostname);
+  EXPECT_EQ(b->logical_id, a.logical_id);
+}
+
 TEST_F(RecoveryTest, NodeRecoveryNoneOnlyMarks) {
   SlurmClusterInService();
   SetNodeRecovery("None");

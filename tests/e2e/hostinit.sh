@@ -55,7 +55,8 @@ trap 'reboot_asked=1' USR1
 trap 'kill -TERM $child 2>/dev/null; wait; exit 0' TERM
 child=0
 while true; do
-  args=(join --state-dir /var/lib/hpod-agent --foreground)
+  # hpodd's `reboot`: this init's SIGUSR1 (below), as systemctl reboot would be.
+  args=(join --state-dir /var/lib/hpod-agent --foreground --reboot-command "kill -USR1 1")
   [[ -e /var/lib/hpod-agent/join.json ]] ||
     args+=(--server "$server" --token "$token" --instance-type "$itype")
   "$agent" "${args[@]}" >&3 2>&1 3>&- &

@@ -179,6 +179,36 @@ class PoolClusterTest(unittest.TestCase):
                                 "timeout 60 srun -N2 hostname", check=False)), timeout=60)
         self.assertEqual(sorted(out), workers)
 
+        # A reboot through the agent: the same instance, a new boot id, Running
+        # again from its tenure on disk (its lifecycle scripts do not run twice).
+        rebooted = next(r for r in self.rig.hosts if r.name == workers[1])
+        rebooted_id = hosts[rebooted.name]["InstanceId"]
+        old_boot = rebooted.boot_id()
+        rebooted.sh("echo before-reboot > /var/lib/hpod-agent/instances/%s/marker" % rebooted_id)
+        out = self.hpod("batch-reboot-cluster-nodes", "--cluster-name", "own",
+                        "--node-ids", rebooted_id)
+        self.assertEqual(out.get("Failed", []), [], out)
+
+        def recovered(instance_id, action):
+            for r in self.hpod("hpod-list-recoveries", "--cluster-name", "own")["Recoveries"]:
+                if r["NodeId"] == instance_id and r["Action"] == action and \
+                        r["Status"] == "Succeeded":
+                    return r
+            return None
+        self.wait_for("the reboot's recovery Succeeded",
+                      lambda: recovered(rebooted_id, "Reboot"), timeout=120)
+        self.assertNotEqual(rebooted.boot_id(), old_boot)
+        described = self.hpod("describe-host", "--host-id", hosts[rebooted.name]["HostId"])
+        self.assertEqual(described["Status"], "Assigned")
+        self.assertEqual(described["Facts"]["BootId"], rebooted.boot_id())
+        self.assertEqual([e["To"] for e in described["History"]][-2:], ["Rebooting", "Assigned"])
+        self.assertEqual(rebooted.sh("cat /var/lib/hpod-agent/instances/%s/marker; "
+                                     "cat /tmp/on-create-ran 2>&1 || true" % rebooted_id)
+                         .stdout.split("\n")[0], "before-reboot")
+        self.assertEqual(
+            [n["InstanceId"] for n in self.nodes() if n["InstanceStatus"]["Status"] == "Running"
+             and n["InstanceId"] == rebooted_id], [rebooted_id])
+
         # A worker machine stops. A fourth host waits as a Spare: it takes the
         # node's NodeName and NodeLogicalId under a new instance id, with its own
         # address; the failed host is Quarantined with the reason.
