@@ -56,6 +56,7 @@ TEST_PKGS=(
   prometheus                # promtool checks /metrics and prometheus.yml; a real server scrapes hpodd
   chromium fonts-dejavu-core  # the console's browser e2e test (playwright-core drives it; no browser download)
   dpkg-dev lintian xz-utils   # make package: cpack's dpkg-shlibdeps, the packages' lint (scripts/check-packages.sh)
+  sshfs openssh-sftp-server   # the pool rig's storage host serves /fsx over sftp (no sshd runs)
 )
 # Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
 # libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:

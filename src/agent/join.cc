@@ -149,7 +149,9 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
   tenure.node_template = options.node_template;
   TenureRunner tenures(tenure);
   auto status = [&](const std::string& message) {
-    return proto::HostStatus{tenures.Current(), message, tenures.Running()}.ToJson().dump();
+    return proto::HostStatus{tenures.Current(), message, tenures.Running(), tenures.CheckFailed()}
+        .ToJson()
+        .dump();
   };
   IdentityPaths paths = NodeIdentityPaths(state_dir);
   http::WebSocketClientOptions o;
@@ -191,7 +193,8 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
         Json j = Json::parse(m->data, nullptr, false);
         if (j.is_object() && j.value("type", "") == proto::HostAssign::kType) {
           auto assign = proto::HostAssign::FromJson(j);
-          Status s = assign.ok() ? tenures.Serve(assign->instance_id) : assign.status();
+          Status s = assign.ok() ? tenures.Serve(assign->instance_id, assign->shared_fs)
+                                 : assign.status();
           if (!s.ok()) spdlog::error("serving '{}': {}", j.value("instance_id", ""), s.message());
           (void)(*conn)->Send(status(s.ok() ? "" : std::string(s.message())), false);
         } else if (j.is_object() && j.value("type", "") == proto::HostReboot::kType) {

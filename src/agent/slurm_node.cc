@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "hpod/agent/fs_util.h"
+#include "hpod/agent/hosts_file.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/crypto.h"
 #include "hpod/slurm/config.h"
@@ -100,6 +101,14 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
     s.files[name] = std::move(content);
   }
   s.node_names = std::move(r.node_names);
+  for (auto& [name, addr] : r.hosts) {
+    // One line each in /etc/hosts: nothing that could break it.
+    if (name.empty() || addr.empty() ||
+        (name + addr).find_first_of(" \t\n#") != std::string::npos) {
+      return InvalidArgumentError("slurm.hosts has a bad entry '" + name + "'");
+    }
+    s.hosts[name] = std::move(addr);
+  }
   s.stand_in_gpus = static_cast<int>(std::clamp<int64_t>(r.stand_in_gpus, 0, 64));
   return s;
 }
@@ -150,6 +159,12 @@ void SlurmNode::Apply(SlurmSpec spec) {
   } else {
     std::error_code ec;
     fs::remove(options_.no_slurm_marker, ec);
+  }
+  if (!options_.hosts_file.empty() && !spec.hosts.empty()) {
+    // Before slurmd or a job resolves a name: the block follows every move.
+    if (Status s = WriteHostsBlock(options_.hosts_file, spec.hosts); !s.ok()) {
+      spdlog::warn("cannot keep the cluster's names in {}: {}", options_.hosts_file, s.message());
+    }
   }
   MutexLock lock(mu_);
   desired_ = std::move(spec);

@@ -71,6 +71,7 @@ struct SlurmSpec {
   // A replacement's predecessor's SlurmdStartTime (PROTOCOL.md, slurm): slurmd
   // starts only outside that second and the one before it, on this node's clock.
   std::string avoid_start_time;
+  std::map<std::string, std::string> hosts;  // NodeName → address (hosts_file)
 };
 
 // kInvalidArgument naming the field for a malformed message (api::agentproto::
@@ -86,6 +87,9 @@ struct SlurmNodeOptions {
   std::string spool_dir = "/var/spool";
   std::string motd_path = "/opt/hpod/motd";
   std::string no_slurm_marker = kNoSlurmMarker;
+  // Where the cluster's names are kept (hosts_file.h); empty: not kept (a local
+  // node's /etc/hosts is its provider's).
+  std::string hosts_file;
   // Programs (looked up in PATH); tests substitute scripts.
   std::string munged = "munged";
   std::string slurmctld = "slurmctld";

@@ -10,6 +10,10 @@
 #include <set>
 #include <vector>
 
+#include "hpod/agent/fs_util.h"
+#include "hpod/agent/hosts_file.h"
+#include "hpod/agent/shared_fs.h"
+
 namespace hpod::agent {
 namespace {
 
@@ -67,7 +71,9 @@ std::string TenureRunner::Current() const {
   return found.empty() ? "" : *found.begin();
 }
 
-Status TenureRunner::Serve(const std::string& instance_id) {
+Status TenureRunner::Serve(const std::string& instance_id,
+                           const std::optional<api::agentproto::SharedFilesystem>& shared_fs) {
+  check_failed_ = false;
   if (!instance_id.empty() && !ValidInstanceId(instance_id)) {
     return InvalidArgumentError("hpodd assigned '" + instance_id +
                                 "', which is not an instance id (i- and hex)");
@@ -82,7 +88,7 @@ Status TenureRunner::Serve(const std::string& instance_id) {
   if (!running_.empty() && running_ != instance_id) others.push_back(running_);
   for (const std::string& id : others) HPOD_RETURN_IF_ERROR(End(id));
   if (instance_id.empty() || running_ == instance_id) return OkStatus();
-  return Start(instance_id);
+  return Start(instance_id, shared_fs);
 }
 
 void TenureRunner::StopAgent() {
@@ -99,6 +105,15 @@ Status TenureRunner::End(const std::string& instance_id) {
                instance_id, dir);
   if (running_ == instance_id) StopAgent();
   if (options_.kill_job_steps) KillJobSteps();
+  if (!options_.hosts_file.empty()) {
+    if (Status s = WriteHostsBlock(options_.hosts_file, {}); !s.ok()) {
+      spdlog::warn("removing the cluster's names from {}: {}", options_.hosts_file, s.message());
+    }
+  }
+  std::error_code exists;
+  if (fs::exists(fs::path(dir) / "fsx-mounted", exists)) {
+    UnmountSharedFilesystem(options_.shared_fs_mount);
+  }
   for (const auto& [link, sub] : options_.links) Unlink(link, dir);
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -106,9 +121,21 @@ Status TenureRunner::End(const std::string& instance_id) {
   return OkStatus();
 }
 
-Status TenureRunner::Start(const std::string& instance_id) {
+Status TenureRunner::Start(const std::string& instance_id,
+                           const std::optional<api::agentproto::SharedFilesystem>& shared_fs) {
   const fs::path dir = TenureDir(instance_id);
   std::error_code ec;
+  bool mounted = false;
+  if (shared_fs) {
+    // Before anything of the tenure exists: a host that fails leaves nothing.
+    auto checked = EnsureSharedFilesystem(
+        *shared_fs, {options_.shared_fs_mount, instance_id, options_.marker_wait});
+    if (!checked.ok()) {
+      check_failed_ = true;
+      return checked.status();
+    }
+    mounted = *checked;
+  }
   std::vector<std::string> subs = {"state", "config", "slurm-etc", "spool", "log", "lifecycle"};
   for (const auto& [link, sub] : options_.links) subs.push_back(sub);
   for (const std::string& sub : subs) {
@@ -116,6 +143,7 @@ Status TenureRunner::Start(const std::string& instance_id) {
     if (ec) return InternalError("cannot create " + (dir / sub).string() + ": " + ec.message());
   }
   for (const auto& [link, sub] : options_.links) Link(link, (dir / sub).string());
+  if (mounted) HPOD_RETURN_IF_ERROR(WriteFileAtomic((dir / "fsx-mounted").string(), "", 0644));
   AgentOptions o = options_.node_template;
   o.instance_id = instance_id;
   o.endpoint = options_.server;
@@ -128,6 +156,7 @@ Status TenureRunner::Start(const std::string& instance_id) {
   o.slurm.spool_dir = (dir / "spool").string();
   o.slurm.log_dir = (dir / "log").string();
   o.slurm.munge_dir.clear();  // <state>/munge
+  o.slurm.hosts_file = options_.hosts_file;
   spdlog::info("serving instance {} (tenure {})", instance_id, dir.string());
   agent_ = std::make_unique<Agent>(o, RealClock::Get());
   Agent* agent = agent_.get();

@@ -11,6 +11,7 @@
 //   spool/ log/  Slurm's spool and logs (/var/spool/slurm{ctld,d}, /var/log/slurm
 //                link here)
 //   lifecycle/   the fetched lifecycle scripts (sagemaker-lifecycle-<id>/src/)
+//   fsx-mounted  present when the tenure mounted the shared filesystem at /fsx
 // so that ending a tenure — stop the node agent, its Slurm daemons and every job
 // step they left, then remove that directory and the links into it — leaves the
 // host as it was before. The host's identity (its certificate, under the state
@@ -23,7 +24,9 @@
 // Thread contract: not thread-safe; one thread (the host channel's loop) calls
 // Serve and Current. The node agent runs on a thread of its own.
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -48,6 +51,12 @@ struct TenureOptions {
       {"/var/spool/slurmd", "spool/slurmd"},
       {"/var/log/slurm", "log/slurm"}};
   std::string local_socket = "/run/hpod-agent/agent.sock";  // kLocalSocketPath
+  // Where the shared filesystem goes, and how long a node waits for the
+  // cluster's marker on it (shared_fs.h).
+  std::string shared_fs_mount = "/fsx";
+  // Where the cluster's names go (hosts_file.h); its block leaves with the tenure.
+  std::string hosts_file = "/etc/hosts";
+  std::chrono::milliseconds marker_wait{120000};
   // Whether ending a tenure kills the machine's job steps (KillJobSteps); unit
   // tests, which share the machine with other tests' Slurm jobs, turn it off.
   bool kill_job_steps = true;
@@ -66,10 +75,15 @@ class TenureRunner {
   std::string Current() const;
 
   // Makes `instance_id` ("" for none) the host's only tenure: ends every other
-  // (stops its node agent, its Slurm daemons and job steps, wipes its
-  // directory) and starts the node agent for it unless it runs. Idempotent.
+  // (stops its node agent, its Slurm daemons and job steps, unmounts the shared
+  // filesystem it mounted, wipes its directory) and starts the node agent for
+  // it unless it runs — after the shared filesystem check when `shared_fs` is
+  // declared (a failure leaves no tenure and sets CheckFailed()). Idempotent.
   // kInvalidArgument for an id that is not i- and hex (it names a directory).
-  Status Serve(const std::string& instance_id);
+  Status Serve(const std::string& instance_id,
+               const std::optional<api::agentproto::SharedFilesystem>& shared_fs = std::nullopt);
+  // Whether the last Serve failed the shared filesystem check.
+  bool CheckFailed() const { return check_failed_; }
 
   std::string TenureDir(const std::string& instance_id) const;
   // Whether the node agent of Current() runs.
@@ -77,11 +91,13 @@ class TenureRunner {
 
  private:
   Status End(const std::string& instance_id);
-  Status Start(const std::string& instance_id);
+  Status Start(const std::string& instance_id,
+               const std::optional<api::agentproto::SharedFilesystem>& shared_fs);
   void StopAgent();
 
   const TenureOptions options_;
   std::string running_;  // the instance whose node agent runs; "" for none
+  bool check_failed_ = false;
   std::unique_ptr<Agent> agent_;
   std::thread thread_;
 };

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "hpod/agent/hosts_file.h"
 #include "hpod/agent/test_util.h"
 
 namespace hpod::agent {
@@ -25,6 +26,7 @@ class TenureTest : public ::testing::Test {
     o.state_dir = dir_ / "state";
     o.server = "https://127.0.0.1:1";
     o.kill_job_steps = false;  // other tests' Slurm jobs run on this machine
+    o.hosts_file = dir_ / "hosts";
     o.links = {{std::string(dir_ / "opt/ml/config"), "config"}, {std::string(dir_ / "var/log/slurm"), "log/slurm"}};
     return o;
   }
@@ -44,12 +46,15 @@ TEST_F(TenureTest, TheTenureOnDiskIsReportedAndEndingItWipesItAndItsLinksOnly) {
   fs::create_directories(dir_ / "var/log/slurm");
   WriteTestFile(dir_ / "var/log/slurm/theirs.log", "x");
   EXPECT_EQ(runner.Current(), "i-0123456789abcdef0");
+  WriteTestFile(dir_ / "hosts", "127.0.0.1 localhost\n");
+  ASSERT_TRUE(WriteHostsBlock(dir_ / "hosts", {{"host1", "10.0.0.11"}}).ok());
 
   ASSERT_TRUE(runner.Serve("").ok());
   EXPECT_EQ(runner.Current(), "");
   EXPECT_FALSE(fs::exists(t));
   EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "opt/ml/config")));
   EXPECT_EQ(ReadTestFile(dir_ / "var/log/slurm/theirs.log"), "x");
+  EXPECT_EQ(ReadTestFile(dir_ / "hosts"), "127.0.0.1 localhost\n");  // its block is gone
   ASSERT_TRUE(runner.Serve("").ok());  // idempotent
 }
 
@@ -60,6 +65,22 @@ TEST_F(TenureTest, AnAssignmentThatIsNoInstanceIdIsRefusedAndChangesNothing) {
     EXPECT_EQ(runner.Serve(bad).code(), StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(runner.Current(), "i-0123456789abcdef0");
+}
+
+// The cluster's names are one block of /etc/hosts: replaced as nodes move,
+// removed at the end, the machine's own lines never touched.
+TEST(HostsFileTest, TheBlockIsReplacedAndRemovedAndNothingElseChanges) {
+  const std::string mine = "127.0.0.1 localhost\n# the admin's\n10.9.9.9 nas\n";
+  std::string t = WithHostsBlock(mine, {{"host1", "10.0.0.11"}, {"host0", "10.0.0.10"}});
+  EXPECT_EQ(t, mine +
+                   "# BEGIN hpod cluster nodes (hpod-agent keeps this block; edits are lost)\n"
+                   "10.0.0.10 host0\n10.0.0.11 host1\n# END hpod cluster nodes\n");
+  // host1 moved to another machine's address: the block follows.
+  t = WithHostsBlock(t, {{"host1", "10.0.0.14"}, {"host0", "10.0.0.10"}});
+  EXPECT_NE(t.find("10.0.0.14 host1\n"), std::string::npos);
+  EXPECT_EQ(t.find("10.0.0.11"), std::string::npos);
+  EXPECT_EQ(WithHostsBlock(t, {}), mine);
+  EXPECT_EQ(WithHostsBlock(mine, {}), mine);
 }
 
 }  // namespace

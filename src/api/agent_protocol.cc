@@ -394,14 +394,44 @@ Json Certificate::ToJson() const {
   return Typed(kType, Json{{"certificate", certificate}, {"not_after", not_after}});
 }
 
+namespace {
+StatusOr<SharedFilesystem> ParseSharedFilesystem(const Json& j, Ctx ctx) {
+  Reader r(j, ctx);
+  SharedFilesystem f;
+  r.Str("fs_type", &f.type, true);
+  r.Str("source", &f.source);
+  r.Str("options", &f.options);
+  r.Str("marker_name", &f.marker_name, true);
+  r.Str("marker_value", &f.marker_value, true);
+  r.Bool("writer", &f.writer);
+  return r.Done(std::move(f));
+}
+}  // namespace
+
+StatusOr<SharedFilesystem> SharedFilesystem::FromJson(const Json& j) {
+  return ParseSharedFilesystem(j, {"shared_fs", ""});
+}
+Json SharedFilesystem::ToJson() const {
+  return Json{{"fs_type", type},
+              {"source", source},
+              {"options", options},
+              {"marker_name", marker_name},
+              {"marker_value", marker_value},
+              {"writer", writer}};
+}
+
 StatusOr<HostAssign> HostAssign::FromJson(const Json& j) {
   Reader r(j, {kType, ""});
   r.Type(kType);
   HostAssign a;
   r.Str("instance_id", &a.instance_id, true);
+  r.Obj("shared_fs", &a.shared_fs, ParseSharedFilesystem);
   return r.Done(std::move(a));
 }
-Json HostAssign::ToJson() const { return Typed(kType, Json{{"instance_id", instance_id}}); }
+Json HostAssign::ToJson() const {
+  return Typed(kType, Json{{"instance_id", instance_id},
+                           {"shared_fs", shared_fs ? shared_fs->ToJson() : Json(nullptr)}});
+}
 
 StatusOr<HostStatus> HostStatus::FromJson(const Json& j) {
   Reader r(j, {kType, ""});
@@ -410,11 +440,14 @@ StatusOr<HostStatus> HostStatus::FromJson(const Json& j) {
   r.Str("instance_id", &h.instance_id, true);
   r.Str("message", &h.message);
   r.Bool("running", &h.running);
+  r.Bool("check_failed", &h.check_failed);
   return r.Done(std::move(h));
 }
 Json HostStatus::ToJson() const {
-  return Typed(kType,
-               Json{{"instance_id", instance_id}, {"message", message}, {"running", running}});
+  return Typed(kType, Json{{"instance_id", instance_id},
+                           {"message", message},
+                           {"running", running},
+                           {"check_failed", check_failed}});
 }
 
 StatusOr<HostReboot> HostReboot::FromJson(const Json& j) {
@@ -515,6 +548,7 @@ StatusOr<SlurmRole> SlurmRole::FromJson(const Json& j) {
   r.Int("stand_in_gpus", &s.stand_in_gpus);
   r.Str("gpu_device_dir", &s.gpu_device_dir);
   r.Str("avoid_start_time", &s.avoid_start_time);
+  r.StrMap("hosts", &s.hosts);
   return r.Done(std::move(s));
 }
 Json SlurmRole::ToJson() const {
@@ -529,6 +563,7 @@ Json SlurmRole::ToJson() const {
   if (stand_in_gpus > 0) j["stand_in_gpus"] = stand_in_gpus;
   if (!gpu_device_dir.empty()) j["gpu_device_dir"] = gpu_device_dir;
   if (!avoid_start_time.empty()) j["avoid_start_time"] = avoid_start_time;
+  if (!hosts.empty()) j["hosts"] = hosts;
   return Typed(kType, std::move(j));
 }
 

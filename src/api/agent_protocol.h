@@ -332,9 +332,25 @@ struct Certificate {
 // sent when the host connects, after each host_status that differs, and when a
 // launch or termination changes it. "" means none: the host ends any tenure it
 // holds (stops the node's daemons and processes, wipes the tenure directory).
+// `assign.shared_fs`: what the host must have at /fsx before its node's
+// lifecycle scripts run, and how it proves it is the cluster's (a marker file).
+struct SharedFilesystem {
+  std::string type;     // mount -t, or "Existing" (mounted by the admin); `fs_type` on the wire
+  std::string source;   // mount's source; "" for Existing
+  std::string options;  // mount -o; "" for none
+  std::string marker_name;   // .hpod-fsx-<cluster id>, a file directly under /fsx
+  std::string marker_value;  // what it holds on the cluster's filesystem
+  bool writer = false;  // this node writes the marker when absent; others wait for it
+
+  static StatusOr<SharedFilesystem> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const SharedFilesystem&) const = default;
+};
+
 struct HostAssign {
   static constexpr std::string_view kType = "assign";
   std::string instance_id;
+  std::optional<SharedFilesystem> shared_fs;  // null: none declared
 
   static StatusOr<HostAssign> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -350,6 +366,9 @@ struct HostStatus {
   // Whether the node agent of `instance_id` runs (false for a tenure an agent
   // restart or a reboot left on disk, which hpodd's `assign` starts again).
   bool running = false;
+  // The host failed the shared filesystem check of the instance it was given
+  // (`message` says how): hpodd quarantines it and places the instance elsewhere.
+  bool check_failed = false;
 
   static StatusOr<HostStatus> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -431,6 +450,9 @@ struct SlurmRole {
   // A SlurmdStartTime the new slurmd must not show (the row a recovery marked,
   // as slurmctld prints it); out of ToJson when empty. See PROTOCOL.md.
   std::string avoid_start_time;
+  // Every node's NodeName → address, for agents that keep the cluster's block in
+  // the machine's /etc/hosts (pool hosts); out of ToJson when empty.
+  std::map<std::string, std::string> hosts;
 
   static StatusOr<SlurmRole> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

@@ -31,6 +31,9 @@ LifecycleConfig FullLifecycleConfig() {
           {{"on_create.sh", "#!/bin/bash\necho hi\n"}, {"utils/x.bin", std::string("\0\xff", 2)}},
           {"on_create.sh"}};
 }
+SharedFilesystem FullSharedFs() {
+  return {"fuse.sshfs", "10.0.0.9:/srv/fsx", "directport=2222", ".hpod-fsx-abc", "v", true};
+}
 HostCpuSeconds FullCpu() { return {10.5, 0.25, 3, 1000.75, 2, 0.5, 0.125, 0}; }
 HostFilesystem FullFilesystem() { return {"/fsx", 1 << 30, 1 << 29}; }
 HostStats FullHost() {
@@ -63,7 +66,8 @@ SlurmRole FullSlurmRole() {
           {{"slurm.conf", "x"}},
           8,
           "/run/hpod-gpus",
-          "2026-12-04T19:37:47"};
+          "2026-12-04T19:37:47",
+          {{"ip-10-0-0-1", "10.0.0.1"}, {"ip-10-0-0-2", "10.0.0.2"}}};
 }
 Config FullConfig() {
   return {1234, FullLifecycleConfig(), json{{"ClusterConfig", {{"ClusterName", "demo"}}}},
@@ -88,8 +92,8 @@ std::map<std::string, json> FullMessages() {
                         Credential{"s"}.ToJson(),
                         RenewCertificate{"-----BEGIN CERTIFICATE REQUEST-----"}.ToJson(),
                         Certificate{"-----BEGIN CERTIFICATE-----", 1.8e9}.ToJson(),
-                        HostAssign{"i-0123456789abcdef0"}.ToJson(),
-                        HostStatus{"i-1", "slurmd would not start", true}.ToJson(),
+                        HostAssign{"i-0123456789abcdef0", FullSharedFs()}.ToJson(),
+                        HostStatus{"i-1", "slurmd would not start", true, true}.ToJson(),
                         HostReboot{"rcv-1"}.ToJson(),
                         FullConfig().ToJson(),
                         ConfigPending{300}.ToJson(),
@@ -113,6 +117,7 @@ std::map<std::string, json> FullObjects() {
           {"HealthCheck", FullCheck().ToJson()},
           {"LifecycleConfig", FullLifecycleConfig().ToJson()},
           {"S3Config", FullS3().ToJson()},
+          {"SharedFilesystem", FullSharedFs().ToJson()},
           {"HostStats", FullHost().ToJson()},
           {"HostCpuSeconds", FullCpu().ToJson()},
           {"HostFilesystem", FullFilesystem().ToJson()},
@@ -167,10 +172,10 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(Credential{"secret"});
   ExpectRoundTrip(RenewCertificate{"csr"});
   ExpectRoundTrip(Certificate{"pem", 1.8e9});
-  ExpectRoundTrip(HostAssign{"i-1"});
-  ExpectRoundTrip(HostAssign{""});
-  ExpectRoundTrip(HostStatus{"i-1", "", true});
-  ExpectRoundTrip(HostStatus{"", "", false});
+  ExpectRoundTrip(HostAssign{"i-1", FullSharedFs()});
+  ExpectRoundTrip(HostAssign{"", std::nullopt});
+  ExpectRoundTrip(HostStatus{"i-1", "", true, false});
+  ExpectRoundTrip(HostStatus{"", "/fsx is not mounted", false, true});
   ExpectRoundTrip(HostReboot{"rcv-2"});
   ExpectRoundTrip(FullConfig());
   ExpectRoundTrip(Config{std::nullopt, std::nullopt, json::object(), nullptr});

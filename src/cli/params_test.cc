@@ -39,7 +39,7 @@ TEST(ValidateParamsTest, ReportsEveryProblemLikeBotocore) {
       "LifeCycleConfig, ExecutionRole, ThreadsPerCore, InstanceStorageConfigs, "
       "OnStartDeepHealthChecks, TrainingPlanArn, OverrideVpcConfig, ScheduledUpdateConfig, "
       "ImageId, KubernetesConfig, SlurmConfig, CapacityRequirements, NetworkInterface, "
-      "HpodPool\n"
+      "HpodSharedFilesystem, HpodPool\n"
       "Invalid type for parameter InstanceGroups[0].InstanceCount, value: 1, type: <class "
       "'str'>, valid types: <class 'int'>\n"
       "Invalid length for parameter InstanceGroups[0].ExecutionRole, value: 1, valid min "

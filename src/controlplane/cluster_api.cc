@@ -23,7 +23,7 @@ namespace {
 
 // Cluster-level members kept verbatim in ClusterRecord::spec.
 const char* const kClusterSpecMembers[] = {"VpcConfig", "Tags", "NodeRecovery", "Orchestrator",
-                                           "ClusterRole"};
+                                           "ClusterRole", "HpodSharedFilesystem"};
 
 struct Unsupported {
   const char* member;
@@ -64,7 +64,21 @@ std::string NotFoundMessage(const std::string& name) {
 
 }  // namespace
 
+// HpodSharedFilesystem (cluster or group): what the model cannot say.
+Status CheckSharedFilesystem(const json& holder, const std::string& path) {
+  auto fs = holder.find("HpodSharedFilesystem");
+  if (fs == holder.end() || !fs->is_object()) return OkStatus();
+  if (fs->value("Type", "") != "Existing" && fs->value("Source", "").empty()) {
+    return InvalidArgumentError(path + "HpodSharedFilesystem.Source is required for Type " +
+                                fs->value("Type", "") +
+                                ": say what to mount at /fsx (10.0.0.5:/export/fsx), or use "
+                                "Type Existing when every host has it mounted already");
+  }
+  return OkStatus();
+}
+
 Status CheckSupportedClusterFields(const json& req) {
+  HPOD_RETURN_IF_ERROR(CheckSharedFilesystem(req, ""));
   for (const auto& u : kUnsupportedClusterMembers) {
     if (req.contains(u.member)) return Refuse(u.member, u.why);
   }
@@ -78,6 +92,7 @@ Status CheckSupportedClusterFields(const json& req) {
 }
 
 Status CheckSupportedGroupFields(const json& group, const std::string& path) {
+  HPOD_RETURN_IF_ERROR(CheckSharedFilesystem(group, path + "."));
   for (const auto& u : kUnsupportedGroupMembers) {
     if (group.contains(u.member)) return Refuse(path + "." + u.member, u.why);
   }

@@ -28,6 +28,54 @@ bool Serving(const store::HostRecord& h) {
   return api::Is(h.state, HostState::kAssigned) || api::Is(h.state, HostState::kRebooting);
 }
 
+// What ReserveSpare needs for a launched instance: its group's pool and type.
+StatusOr<SpareRequest> RequestFor(store::ReadTx& tx, const std::string& instance_id) {
+  HPOD_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNodeById(instance_id));
+  HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(n.cluster_id));
+  HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(n.cluster_id));
+  for (const store::GroupRecord& g : groups) {
+    if (g.name != n.group_name) continue;
+    SpareRequest r;
+    r.pool = PoolOf(g.spec);
+    r.instance_type = g.spec.value("InstanceType", "");
+    r.placement = {n.cluster_id, n.group_name, n.instance_id};
+    r.reason = "serves " + n.group_name + "-" + std::to_string(n.ordinal) + " (" + instance_id +
+               ") of cluster " + c.name;
+    return r;
+  }
+  return NotFoundError("instance " + instance_id + " has no group");
+}
+
+// The shared filesystem the instance's group (else its cluster) declares; the
+// cluster's node with the lowest logical id writes its marker (a replacement
+// keeps the logical id, and finds the marker there already).
+StatusOr<std::optional<api::agentproto::SharedFilesystem>> SharedFsFor(
+    store::ReadTx& tx, const std::string& instance_id) {
+  HPOD_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNodeById(instance_id));
+  HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(n.cluster_id));
+  HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(n.cluster_id));
+  nlohmann::json decl = c.spec.value("HpodSharedFilesystem", nlohmann::json());
+  for (const store::GroupRecord& g : groups) {
+    if (g.name == n.group_name && g.spec.contains("HpodSharedFilesystem")) {
+      decl = g.spec["HpodSharedFilesystem"];
+    }
+  }
+  if (!decl.is_object()) return std::optional<api::agentproto::SharedFilesystem>();
+  HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(n.cluster_id));
+  std::string first;
+  for (const store::NodeRecord& o : nodes) {
+    if (!o.remove && (first.empty() || o.logical_id < first)) first = o.logical_id;
+  }
+  api::agentproto::SharedFilesystem f;
+  f.type = decl.value("Type", "");
+  f.source = decl.value("Source", "");
+  f.options = decl.value("Options", "");
+  f.marker_name = ".hpod-fsx-" + c.id;
+  f.marker_value = "hpod shared filesystem of " + c.arn;
+  f.writer = n.logical_id == first;
+  return std::optional<api::agentproto::SharedFilesystem>(std::move(f));
+}
+
 }  // namespace
 
 PoolProvider::PoolProvider(store::Store& store, const Clock& clock, PoolProviderOptions options)
@@ -53,7 +101,19 @@ std::string PoolProvider::Desired(const store::HostRecord& host) const {
 
 void PoolProvider::SendAssign(const std::string& host_id, const std::string& instance_id) {
   if (!link_.send) return;
-  if (!link_.send(host_id, api::agentproto::HostAssign{instance_id}.ToJson())) {
+  api::agentproto::HostAssign assign{instance_id, std::nullopt};
+  if (!instance_id.empty()) {
+    Status s = store_.Read([&](store::ReadTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(assign.shared_fs, SharedFsFor(tx, instance_id));
+      return OkStatus();
+    });
+    // Without its declaration the host would start the node unchecked: not now.
+    if (!s.ok()) {
+      spdlog::warn("assigning {} to host {}: {}", instance_id, host_id, s.message());
+      return;
+    }
+  }
+  if (!link_.send(host_id, assign.ToJson())) {
     // It is told again when it connects (its first host_status).
     spdlog::info("host {} is not connected; it learns that it serves '{}' when it connects",
                  host_id, instance_id);
@@ -139,6 +199,24 @@ Status PoolProvider::Reboot(const std::string& instance_id, const std::string& r
   return OkStatus();
 }
 
+Status PoolProvider::Place(const std::string& instance_id) {
+  store::HostRecord host;
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(SpareRequest request, RequestFor(tx, instance_id));
+    HPOD_ASSIGN_OR_RETURN(host, ReserveSpare(tx, clock_, request, [this](const auto& h) {
+                            return link_.connected && link_.connected(h.host_id);
+                          }));
+    return OkStatus();
+  }));
+  {
+    MutexLock lock(mu_);
+    unplaced_.erase(instance_id);
+  }
+  spdlog::info("instance {} moves to host {}", instance_id, host.host_id);
+  SendAssign(host.host_id, instance_id);
+  return OkStatus();
+}
+
 Status PoolProvider::Terminate(const std::string& instance_id) {
   bool first = false;
   {
@@ -160,6 +238,27 @@ Status PoolProvider::Terminate(const std::string& instance_id) {
 }
 
 StatusOr<provider::NodeObservation> PoolProvider::Describe(const std::string& instance_id) {
+  std::optional<std::string> unplaced;
+  bool terminating_now = false;
+  {
+    MutexLock lock(mu_);
+    if (auto u = unplaced_.find(instance_id); u != unplaced_.end()) unplaced = u->second;
+    terminating_now = terminating_.count(instance_id) > 0;
+  }
+  if (unplaced && !terminating_now) {
+    // Its host failed the shared filesystem check: another Spare, when one is.
+    Status placed = Place(instance_id);
+    if (placed.code() == StatusCode::kResourceExhausted) {
+      provider::NodeObservation waiting;
+      waiting.state = provider::NodeState::kPending;
+      waiting.message = std::string(placed.message()) + " (" + *unplaced + ")";
+      return waiting;
+    }
+    HPOD_RETURN_IF_ERROR(placed);
+  } else if (unplaced) {
+    MutexLock lock(mu_);
+    unplaced_.erase(instance_id);
+  }
   store::HostRecord host;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     auto h = tx.GetHostByInstanceId(instance_id);
@@ -262,6 +361,7 @@ void PoolProvider::OnHostStatus(const std::string& host_id,
   }
   if (!status.message.empty()) spdlog::warn("host {}: {}", host_id, status.message);
   std::string desired;
+  std::string failed_check;  // the instance whose check the host failed
   bool rebooting = false;
   Status s = store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::HostRecord host, tx.GetHost(host_id));
@@ -283,6 +383,13 @@ void PoolProvider::OnHostStatus(const std::string& host_id,
       reboots_.erase(host_id);
     }
     desired = Desired(host);
+    if (status.check_failed && !desired.empty() && status.instance_id != desired) {
+      // It cannot serve the instance: out of the pool with the reason, and the
+      // instance goes to another Spare (Describe places it).
+      failed_check = desired;
+      desired.clear();
+      return QuarantineHost(tx, clock_, host, status.message);
+    }
     if (!status.instance_id.empty() || !desired.empty()) return OkStatus();
     // The host holds no tenure any more: one that was ending is over.
     if (Serving(host) && !host.instance_id.empty()) {
@@ -303,6 +410,16 @@ void PoolProvider::OnHostStatus(const std::string& host_id,
     return;
   }
   if (rebooting) return;
+  if (!failed_check.empty()) {
+    spdlog::warn("host {} failed the shared filesystem check of {}: {}; another Spare takes it",
+                 host_id, failed_check, status.message);
+    {
+      MutexLock lock(mu_);
+      unplaced_[failed_check] = "host " + host_id + " failed its check: " + status.message;
+    }
+    Status placed = Place(failed_check);
+    if (!placed.ok()) spdlog::warn("placing {}: {}", failed_check, placed.message());
+  }
   // A tenure on disk whose node agent does not run (an agent restart, a reboot)
   // is started again; one that failed to start is not asked again in a loop.
   if (status.instance_id != desired ||

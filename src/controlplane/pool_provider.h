@@ -20,6 +20,11 @@
 // T in pool P") and CapacityArrives() is true, so the control plane keeps the
 // node waiting and tries again rather than failing it; hosts that join fill it.
 //
+// The shared filesystem (HpodSharedFilesystem of the group, else the cluster)
+// travels in `assign`; the host mounts and checks it before the node starts. A
+// host that fails the check is Quarantined with the reason and the instance is
+// given to another Spare (it waits, Pending, while there is none).
+//
 // Where it lives: in controlplane, not provider/, because a pool is the store's
 // hosts and the agents' host channels, which the provider layer may not see
 // (dependencies run one way: controlplane → provider).
@@ -96,7 +101,12 @@ class PoolProvider : public provider::Provider {
   // The instance `host` should serve now: its placement while it serves, ""
   // otherwise or once its instance is being terminated.
   std::string Desired(const store::HostRecord& host) const;
+  // Tells the host to serve `instance_id` ("" for none), with the shared
+  // filesystem its cluster or group declares (read from the store).
   void SendAssign(const std::string& host_id, const std::string& instance_id);
+  // Reserves a Spare for an instance that has none (its host failed the shared
+  // filesystem check) and tells it; kResourceExhausted when none is there.
+  Status Place(const std::string& instance_id);
   // Describe of a node whose host is Rebooting: Pending until the deadline, then
   // the power hook's cycle (once), then Failed.
   provider::NodeObservation Rebooting(const store::HostRecord& host, provider::NodeObservation o);
@@ -122,6 +132,9 @@ class PoolProvider : public provider::Provider {
   // Instances asked to terminate this hpodd's life (the reconciler asks again
   // after a restart). Kept after the end: Describe answers kNotFound for them.
   std::set<std::string> terminating_ GUARDED_BY(mu_);
+  // Launched instances that lost their host before they ran (it failed the
+  // shared filesystem check) and wait for another Spare: instance → why.
+  std::map<std::string, std::string> unplaced_ GUARDED_BY(mu_);
 };
 
 }  // namespace hpod::controlplane

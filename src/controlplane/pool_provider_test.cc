@@ -30,8 +30,46 @@ class PoolProviderTest : public ::testing::Test {
                         [this](const std::string& h, const nlohmann::json& frame) {
                           if (!connected_.count(h)) return false;
                           sent_.push_back({h, frame.value("instance_id", "?")});
+                          frames_.push_back(frame);
                           return true;
                         }});
+  }
+
+  // The cluster "demo" with group "workers" (of `pool`, with `fs` as its shared
+  // filesystem when it is an object) and a node row for each id, as the
+  // reconciler writes them before it launches.
+  void Cluster(const std::vector<std::string>& ids, const std::string& pool = "",
+               const nlohmann::json& fs = nullptr) {
+    ASSERT_TRUE(store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      store::ClusterRecord c;
+                      c.id = "abcdefabcdef";
+                      c.name = "demo";
+                      c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef";
+                      c.status = "Creating";
+                      HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
+                      store::GroupRecord g;
+                      g.cluster_id = c.id;
+                      g.name = "workers";
+                      g.spec = {{"InstanceType", "ml.c5.large"}};
+                      if (!pool.empty()) g.spec["HpodPool"] = pool;
+                      if (fs.is_object()) g.spec["HpodSharedFilesystem"] = fs;
+                      g.target_count = static_cast<int>(ids.size());
+                      HPOD_RETURN_IF_ERROR(tx.PutGroup(g));
+                      int ordinal = 0;
+                      for (const std::string& id : ids) {
+                        store::NodeRecord n;
+                        n.instance_id = id;
+                        n.cluster_id = c.id;
+                        n.group_name = "workers";
+                        n.ordinal = ++ordinal;
+                        n.logical_id = "logical-" + std::to_string(ordinal);
+                        n.status = "Pending";
+                        HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+                      }
+                      return OkStatus();
+                    })
+                    .ok());
   }
 
   // A Spare host of `pool`, connected, that connected from `ip` as `name`.
@@ -92,6 +130,7 @@ class PoolProviderTest : public ::testing::Test {
   std::unique_ptr<PoolProvider> pool_;
   std::set<std::string> connected_;
   std::vector<std::pair<std::string, std::string>> sent_;  // host, assigned instance
+  std::vector<nlohmann::json> frames_;                       // every frame sent
 };
 
 TEST_F(PoolProviderTest, DeclaresNetworkAgentsThatGetFileSourcesSent) {
@@ -105,6 +144,7 @@ TEST_F(PoolProviderTest, DeclaresNetworkAgentsThatGetFileSourcesSent) {
 }
 
 TEST_F(PoolProviderTest, ALaunchTakesASpareOfItsPoolAndTellsTheHostOnce) {
+  Cluster({"i-00000000000000001"}, "rack2");
   Spare("h-0000000000000001", "default", "10.9.0.11", "rack1-a");
   Spare("h-0000000000000002", "rack2", "10.9.0.12", "rack2-a");
   ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001", "rack2")).ok());
@@ -131,6 +171,7 @@ TEST_F(PoolProviderTest, ALaunchTakesASpareOfItsPoolAndTellsTheHostOnce) {
 }
 
 TEST_F(PoolProviderTest, NoSpareIsResourceExhaustedAndADisconnectedHostIsNoSpare) {
+  Cluster({"i-00000000000000001"});
   Spare("h-0000000000000001", "default", "10.9.0.11", "a");
   connected_.clear();
   Status s = pool_->Launch(Spec("i-00000000000000001"));
@@ -142,6 +183,7 @@ TEST_F(PoolProviderTest, NoSpareIsResourceExhaustedAndADisconnectedHostIsNoSpare
 }
 
 TEST_F(PoolProviderTest, TerminateWipesTheHostWhichIsThenSpareAgain) {
+  Cluster({"i-00000000000000001"});
   Spare("h-0000000000000001", "default", "10.9.0.11", "a");
   ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
   pool_->OnHostStatus("h-0000000000000001", {"i-00000000000000001", ""});
@@ -160,6 +202,7 @@ TEST_F(PoolProviderTest, TerminateWipesTheHostWhichIsThenSpareAgain) {
 }
 
 TEST_F(PoolProviderTest, AnUnreachableHostIsTerminatedNowAndWipedWhenItReturns) {
+  Cluster({"i-00000000000000001"});
   Spare("h-0000000000000001", "default", "10.9.0.11", "a");
   ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
   connected_.clear();
@@ -185,6 +228,7 @@ TEST_F(PoolProviderTest, AnUnreachableHostIsTerminatedNowAndWipedWhenItReturns) 
 }
 
 TEST_F(PoolProviderTest, AHostThatServesTheWrongInstanceIsToldWhatToServe) {
+  Cluster({"i-00000000000000001"});
   Spare("h-0000000000000001", "default", "10.9.0.11", "a");
   ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
   sent_.clear();
@@ -207,6 +251,7 @@ TEST_F(PoolProviderTest, AHostThatServesTheWrongInstanceIsToldWhatToServe) {
 }
 
 TEST_F(PoolProviderTest, ARebootWaitsForANewBootIdAndFailsTheNodePastItsDeadline) {
+  Cluster({"i-00000000000000001"});
   Spare("h-0000000000000001", "default", "10.9.0.11", "a");
   ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
   auto boot = [&](const std::string& id) {
@@ -245,6 +290,51 @@ TEST_F(PoolProviderTest, ARebootWaitsForANewBootIdAndFailsTheNodePastItsDeadline
   EXPECT_EQ(d->state, NodeState::kFailed);
   EXPECT_THAT(d->message, HasSubstr("did not come back from reboot rcv-2 within 300 s"));
   EXPECT_EQ(pool_->Reboot("i-99999999999999999", "x").code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace hpod::controlplane
+
+namespace hpod::controlplane {
+namespace {
+
+// The shared filesystem travels with the assignment; a host that fails its
+// check is Quarantined and the instance goes to another Spare, or waits.
+TEST_F(PoolProviderTest, AHostThatFailsTheSharedFilesystemCheckIsQuarantinedAndReplaced) {
+  Cluster({"i-00000000000000001", "i-00000000000000002"}, "",
+          {{"Type", "nfs4"}, {"Source", "10.9.0.5:/export/fsx"}, {"Options", "hard"}});
+  Spare("h-0000000000000001", "default", "10.9.0.11", "a");
+  ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
+  ASSERT_EQ(frames_.size(), 1u);
+  const nlohmann::json fs = frames_[0]["shared_fs"];
+  EXPECT_EQ(fs["fs_type"], "nfs4");
+  EXPECT_EQ(fs["source"], "10.9.0.5:/export/fsx");
+  EXPECT_EQ(fs["options"], "hard");
+  EXPECT_EQ(fs["marker_name"], ".hpod-fsx-abcdefabcdef");
+  EXPECT_THAT(fs["marker_value"].get<std::string>(), HasSubstr("cluster/abcdefabcdef"));
+  EXPECT_TRUE(fs["writer"]);  // the lowest logical id writes the marker
+
+  pool_->OnHostStatus("h-0000000000000001",
+                      {"", "shared filesystem check failed: /fsx is not writable", false, true});
+  store::HostRecord bad = Get("h-0000000000000001");
+  EXPECT_EQ(bad.state, "Quarantined");
+  EXPECT_EQ(bad.instance_id, "");
+  EXPECT_THAT(bad.state_reason, HasSubstr("/fsx is not writable"));
+  // No other Spare: the instance waits, Pending, saying why.
+  auto d = pool_->Describe("i-00000000000000001");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->state, NodeState::kPending);
+  EXPECT_THAT(d->message, HasSubstr("no Spare host of type ml.c5.large in pool default"));
+  EXPECT_THAT(d->message, HasSubstr("failed its check"));
+  // A host joins: it takes the instance.
+  Spare("h-0000000000000002", "default", "10.9.0.12", "b");
+  d = pool_->Describe("i-00000000000000001");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->state, NodeState::kRunning);
+  EXPECT_EQ(d->private_ip, "10.9.0.12");
+  EXPECT_EQ(Get("h-0000000000000002").instance_id, "i-00000000000000001");
+  EXPECT_EQ(sent_.back(), std::make_pair(std::string("h-0000000000000002"),
+                                         std::string("i-00000000000000001")));
 }
 
 }  // namespace

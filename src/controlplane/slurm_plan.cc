@@ -238,6 +238,7 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
     }
     slurm::NodeRole role = plan.roles.RoleOf(n.group_name);
     if (!n.remove) plan.role_of[n.instance_id] = role;
+    plan.hosts[n.hostname] = n.private_ip;
     if (role == slurm::NodeRole::kController) {
       plan.controller_instance = n.instance_id;
       plan.controller_name = n.hostname;
@@ -278,6 +279,7 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   m.munge_key = plan.munge_key;
   m.conf_hash = plan.conf_hash;
   m.node_names = plan.node_names;
+  m.hosts = plan.hosts;
   m.motd = Motd(role_name, plan.controller_name, !options.spank_plugin.empty());
   if (role == slurm::NodeRole::kCompute) m.avoid_start_time = avoid_start_time;
   if (role != slurm::NodeRole::kCompute) {

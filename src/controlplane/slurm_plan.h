@@ -71,6 +71,9 @@ struct SlurmPlan {
   slurm::SlurmFiles files;
   std::string conf_hash;
   std::vector<std::string> node_names;  // compute nodes in slurm.conf, sorted
+  // Every node's NodeName → address (controller, login and compute nodes), for
+  // the nodes' /etc/hosts where the agent keeps it (pool hosts).
+  std::map<std::string, std::string> hosts;
   std::string controller_instance;      // empty until the controller has an address
   std::string controller_name;
   std::string controller_addr;

@@ -6,7 +6,7 @@
 #
 # DISK is the host's own disk (a directory of the rig, kept across reboots). The
 # host gets private /tmp, /run, /var/lib, /var/log, /var/spool, /home, /opt and /srv (tmpfs),
-# its own /etc/machine-id and boot id, and then hides /var/tmp too: nothing of
+# its own /etc/machine-id, /etc/hosts and boot id, and then hides /var/tmp too: nothing of
 # hpodd's data dir or sockets, nor of another host, is visible here. The only
 # inputs the agent gets are the URL and the token on its command line, as a
 # person pastes them (the token only until the machine has joined).
@@ -25,6 +25,9 @@ mkdir -p "$disk/hpod-agent" "$disk/log"
   printf '%s\n' "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >"$disk/machine-id"
 cat /proc/sys/kernel/random/uuid >"$disk/boot_id"
 mount --bind "$disk/machine-id" /etc/machine-id
+# Its own /etc/hosts, as every machine has (the agent keeps the cluster's names in it).
+[[ -e $disk/hosts ]] || cp /etc/hosts "$disk/hosts"
+mount --bind "$disk/hosts" /etc/hosts
 mount --bind "$disk/boot_id" /proc/sys/kernel/random/boot_id
 # After /var/tmp is hidden the disk is reached only through what is bound or open.
 new_boot_id() { cat /proc/sys/kernel/random/uuid >/proc/sys/kernel/random/boot_id; }
@@ -75,6 +78,8 @@ while true; do
       ((p != 1)) && kill -9 "$p" 2>/dev/null
     done
     wait 2>/dev/null
+    # What the agent mounted goes with the boot (its FUSE daemon is dead now).
+    umount -l /fsx 2>/dev/null
     new_boot_id
     echo "host $name up, boot id $(cat /proc/sys/kernel/random/boot_id)" >&3
     continue

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -28,6 +29,8 @@ import nodestest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INIT = os.path.join(HERE, "hostinit.sh")
+SFTP_SERVE = os.path.join(HERE, "sftp_serve.py")
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"  # what sftp_serve.py runs per connection
 PREFIX = "hpr"
 BRIDGE = PREFIX + "br"
 STATE = "/run/hpod-hostrig.block"  # the guarded block, for the next sweep
@@ -166,7 +169,28 @@ class Rig:
         host.pid1()
         return host
 
+    def start_storage(self, host, port=2222):
+        """Makes `host` the storage host: it serves <rig root>/fsx over SFTP on
+        `port` (sftp_serve.py, no sshd). Returns (source, options) for
+        HpodSharedFilesystem of Type fuse.sshfs."""
+        self.fsx = os.path.join(self.root, "fsx")
+        os.makedirs(self.fsx, exist_ok=True)
+        out = open(os.path.join(self.root, "storage.log"), "a")
+        self.storage = subprocess.Popen(
+            ["ip", "netns", "exec", host.netns, sys.executable, SFTP_SERVE, host.ip, str(port)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if run("ip", "netns", "exec", host.netns, "bash", "-c",
+                   "exec 3<>/dev/tcp/%s/%d" % (host.ip, port), check=False).returncode == 0:
+                return "%s:%s" % (host.ip, self.fsx), "directport=%d,allow_other" % port
+            time.sleep(0.1)
+        raise RuntimeError("the storage host did not start serving (see storage.log)")
+
     def cleanup(self):
+        if getattr(self, "storage", None) is not None:
+            self.storage.kill()
+            self.storage.wait(timeout=30)
         for h in self.hosts:
             if h.init is not None and h.init.poll() is None:
                 try:
