@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+
 #include <filesystem>
 #include <thread>
 
@@ -25,6 +27,51 @@ constexpr auto kAskAgainAfter = std::chrono::seconds(60);
 std::string Base(std::string server) {
   while (!server.empty() && server.back() == '/') server.pop_back();
   return server;
+}
+
+// hpod inject-fault on this machine (PROTOCOL.md, `fault`): the test of the
+// recovery path on real parts, so each kind does to the machine what the fault is.
+Status InjectHostFault(const api::agentproto::HostFault& fault, const std::string& server) {
+  spdlog::warn("hpodd injects the fault {} into this machine", fault.kind);
+  auto sh = [](const std::string& script, bool detach) -> Status {
+    SubprocessOptions o;
+    o.argv = detach ? std::vector<std::string>{"setsid", "-f", "bash", "-c", script}
+                    : std::vector<std::string>{"bash", "-c", script};
+    o.timeout = std::chrono::seconds(30);
+    o.merge_stderr = true;
+    auto r = RunCommand(o);
+    if (!r.ok()) return r.status();
+    if (r->exit_code != 0) {
+      return InternalError("`" + script + "` exited " + std::to_string(r->exit_code) + ": " +
+                           r->stdout_data.substr(0, 300));
+    }
+    return OkStatus();
+  };
+  if (fault.kind == "kill-agent") {
+    ::raise(SIGKILL);
+    return OkStatus();
+  }
+  if (fault.kind == "kill-slurmd") return sh("pkill -KILL -x slurmd", false);
+  if (fault.kind == "flag-file") return sh("echo 1 >> /var/run/sagemaker_healthcheck_status", false);
+  if (fault.kind == "partition") {
+    if (fault.seconds <= 0) return InvalidArgumentError("partition needs seconds > 0");
+    // The link hpodd is reached by, down and up again from a child that outlives
+    // this connection (the agent cannot tell hpodd anything meanwhile).
+    std::string host = server.substr(server.find("://") + 3);
+    host = host.substr(0, host.rfind(':'));
+    if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
+    return sh("dev=$(ip -o route get '" + host + "' | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
+              "[ -n \"$dev\" ] || exit 3; ip link set dev \"$dev\" down; sleep " +
+                  std::to_string(fault.seconds) + "; ip link set dev \"$dev\" up",
+              true);
+  }
+  if (fault.kind == "hang") {
+    // Every process but init (kill -1 spares it and the sender), then this one.
+    Status s = sh("kill -STOP -1", false);
+    ::raise(SIGSTOP);
+    return s;
+  }
+  return UnimplementedError("a pool host cannot inject " + fault.kind);
 }
 
 }  // namespace
@@ -197,6 +244,13 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
                                  : assign.status();
           if (!s.ok()) spdlog::error("serving '{}': {}", j.value("instance_id", ""), s.message());
           (void)(*conn)->Send(status(s.ok() ? "" : std::string(s.message())), false);
+        } else if (j.is_object() && j.value("type", "") == proto::HostFault::kType) {
+          auto fault = proto::HostFault::FromJson(j);
+          Status s = fault.ok() ? InjectHostFault(*fault, state.server) : fault.status();
+          if (!s.ok()) {
+            spdlog::error("{}", s.message());
+            (void)(*conn)->Send(status(std::string(s.message())), false);
+          }
         } else if (j.is_object() && j.value("type", "") == proto::HostReboot::kType) {
           // The machine goes down with everything on it; hpodd learns it is back
           // from the new boot id of the next connection.

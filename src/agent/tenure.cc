@@ -105,6 +105,11 @@ Status TenureRunner::End(const std::string& instance_id) {
                instance_id, dir);
   if (running_ == instance_id) StopAgent();
   if (options_.kill_job_steps) KillJobSteps();
+  // HyperPod's fault flag is the instance's: the host's next tenure starts clean.
+  if (!options_.node_template.health.flag_file.empty()) {
+    std::error_code flag;
+    fs::remove(options_.node_template.health.flag_file, flag);
+  }
   if (!options_.hosts_file.empty()) {
     if (Status s = WriteHostsBlock(options_.hosts_file, {}); !s.ok()) {
       spdlog::warn("removing the cluster's names from {}: {}", options_.hosts_file, s.message());

@@ -27,6 +27,7 @@ class TenureTest : public ::testing::Test {
     o.server = "https://127.0.0.1:1";
     o.kill_job_steps = false;  // other tests' Slurm jobs run on this machine
     o.hosts_file = dir_ / "hosts";
+    o.node_template.health.flag_file = dir_ / "healthcheck_status";
     o.links = {{std::string(dir_ / "opt/ml/config"), "config"}, {std::string(dir_ / "var/log/slurm"), "log/slurm"}};
     return o;
   }
@@ -47,6 +48,7 @@ TEST_F(TenureTest, TheTenureOnDiskIsReportedAndEndingItWipesItAndItsLinksOnly) {
   WriteTestFile(dir_ / "var/log/slurm/theirs.log", "x");
   EXPECT_EQ(runner.Current(), "i-0123456789abcdef0");
   WriteTestFile(dir_ / "hosts", "127.0.0.1 localhost\n");
+  WriteTestFile(dir_ / "healthcheck_status", "1\n");  // the instance's fault flag
   ASSERT_TRUE(WriteHostsBlock(dir_ / "hosts", {{"host1", "10.0.0.11"}}).ok());
 
   ASSERT_TRUE(runner.Serve("").ok());
@@ -55,6 +57,7 @@ TEST_F(TenureTest, TheTenureOnDiskIsReportedAndEndingItWipesItAndItsLinksOnly) {
   EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "opt/ml/config")));
   EXPECT_EQ(ReadTestFile(dir_ / "var/log/slurm/theirs.log"), "x");
   EXPECT_EQ(ReadTestFile(dir_ / "hosts"), "127.0.0.1 localhost\n");  // its block is gone
+  EXPECT_FALSE(fs::exists(dir_ / "healthcheck_status"));  // the next tenure starts clean
   ASSERT_TRUE(runner.Serve("").ok());  // idempotent
 }
 

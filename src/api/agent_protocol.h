@@ -387,6 +387,19 @@ struct HostReboot {
   bool operator==(const HostReboot&) const = default;
 };
 
+// hpodd → host: inject a fault into the machine (hpod inject-fault on a pool
+// host). `kind` is one of kill-agent, kill-slurmd, partition, hang, flag-file
+// (provider::FaultKindName); `seconds` is how long a partition lasts.
+struct HostFault {
+  static constexpr std::string_view kType = "fault";
+  std::string kind;
+  int64_t seconds = 0;
+
+  static StatusOr<HostFault> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool operator==(const HostFault&) const = default;
+};
+
 struct Config {
   static constexpr std::string_view kType = "config";
   std::optional<int64_t> heartbeat_interval_ms;  // absent: the agent keeps its default
@@ -480,7 +493,7 @@ struct Error {
 
 // Every message type above (the PROTOCOL.md test checks the document against it).
 // (The training messages are in agent_protocol_training.h.)
-inline constexpr std::array<std::string_view, 27> kMessageTypes = {
+inline constexpr std::array<std::string_view, 28> kMessageTypes = {
     // agent → hpodd
     Hello::kType, GetConfig::kType, Heartbeat::kType, LifecycleReport::kType, Log::kType,
     ProvisioningParameters::kType, SlurmStateReport::kType, SlurmNodes::kType, HealthReport::kType,
@@ -489,6 +502,6 @@ inline constexpr std::array<std::string_view, 27> kMessageTypes = {
     // hpodd → agent
     JobAnswer::kType, Credential::kType, Certificate::kType, Config::kType, ConfigPending::kType,
     Command::kType, OpenSession::kType, SlurmRole::kType, Reprovision::kType, Error::kType,
-    TrainingQuery::kType, HostAssign::kType, HostReboot::kType};
+    TrainingQuery::kType, HostAssign::kType, HostReboot::kType, HostFault::kType};
 
 }  // namespace hpod::api::agentproto

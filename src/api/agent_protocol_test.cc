@@ -95,6 +95,7 @@ std::map<std::string, json> FullMessages() {
                         HostAssign{"i-0123456789abcdef0", FullSharedFs()}.ToJson(),
                         HostStatus{"i-1", "slurmd would not start", true, true}.ToJson(),
                         HostReboot{"rcv-1"}.ToJson(),
+                        HostFault{"partition", 5}.ToJson(),
                         FullConfig().ToJson(),
                         ConfigPending{300}.ToJson(),
                         FullCommand().ToJson(),
@@ -177,6 +178,7 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(HostStatus{"i-1", "", true, false});
   ExpectRoundTrip(HostStatus{"", "/fsx is not mounted", false, true});
   ExpectRoundTrip(HostReboot{"rcv-2"});
+  ExpectRoundTrip(HostFault{"flag-file", 0});
   ExpectRoundTrip(FullConfig());
   ExpectRoundTrip(Config{std::nullopt, std::nullopt, json::object(), nullptr});
   ExpectRoundTrip(ConfigPending{300});

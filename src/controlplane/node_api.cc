@@ -196,7 +196,12 @@ StatusOr<ordered_json> NodeApi::InjectFault(const json& req) {
     return FailedPreconditionError("hpodd runs no node provider, so it cannot inject faults");
   }
   // Never inside a store transaction: the provider acts on real processes.
-  HPOD_RETURN_IF_ERROR(provider_->InjectFault(instance_id, fault));
+  Status injected_status = provider_->InjectFault(instance_id, fault);
+  // A kind this provider cannot inject is the caller's to change: say which and why.
+  if (injected_status.code() == StatusCode::kUnimplemented) {
+    return InvalidArgumentError(std::string(injected_status.message()));
+  }
+  HPOD_RETURN_IF_ERROR(injected_status);
   const double injected = clock_.NowEpochSeconds();
   std::string what = kind_name;
   if (fault.kind == provider::FaultSpec::Kind::kPartition) {

@@ -6,6 +6,7 @@
 #include "hpod/base/subprocess.h"
 #include "hpod/controlplane/host_pool.h"
 #include "hpod/controlplane/host_states.h"
+#include "hpod/controlplane/recovery.h"
 
 namespace hpod::controlplane {
 
@@ -217,6 +218,39 @@ Status PoolProvider::Place(const std::string& instance_id) {
   return OkStatus();
 }
 
+Status PoolProvider::InjectFault(const std::string& instance_id,
+                                 const provider::FaultSpec& fault) {
+  using Kind = provider::FaultSpec::Kind;
+  if (fault.kind == Kind::kDiskFull || fault.kind == Kind::kGpuXid) {
+    return UnimplementedError(std::string(provider::FaultKindName(fault.kind)) +
+                              " is not injected into a machine of yours (it would fill its disk "
+                              "or fake its kernel log); use flag-file or kill-slurmd");
+  }
+  if (fault.kind == Kind::kKillNode && options_.power_command.empty()) {
+    return UnimplementedError(
+        "kill-node on a pool host is its power hook's `off`, and hpodd has no --power-command; "
+        "stop the machine yourself, or use hang");
+  }
+  store::HostRecord host;
+  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+    auto h = tx.GetHostByInstanceId(instance_id);
+    if (!h.ok() && h.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("no host serves " + instance_id);
+    }
+    HPOD_ASSIGN_OR_RETURN(host, std::move(h));
+    return OkStatus();
+  }));
+  if (fault.kind == Kind::kKillNode) {
+    Power(host.host_id, "off");
+    return OkStatus();
+  }
+  api::agentproto::HostFault frame{std::string(provider::FaultKindName(fault.kind)), fault.seconds};
+  if (!link_.send || !link_.send(host.host_id, frame.ToJson())) {
+    return UnavailableError("host " + host.host_id + " is not connected");
+  }
+  return OkStatus();
+}
+
 Status PoolProvider::Terminate(const std::string& instance_id) {
   bool first = false;
   {
@@ -394,6 +428,18 @@ void PoolProvider::OnHostStatus(const std::string& host_id,
     // The host holds no tenure any more: one that was ending is over.
     if (Serving(host) && !host.instance_id.empty()) {
       const std::string ended = host.instance_id;
+      // Ended by a replacement: the host failed its node, and leaves the pool
+      // with the reason until a person releases it (as EndHostTenure does for a
+      // host that could not be reached).
+      HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(host.cluster_id));
+      for (const store::RecoveryRecord& r : recoveries) {
+        if (r.instance_id == ended && RecoveryActive(r) &&
+            ParseRecoveryAction(r.action) == RecoveryAction::kReplace) {
+          return QuarantineHost(tx, clock_, host,
+                                "instance " + ended + " was terminated for replacement (recovery " +
+                                    r.recovery_id + "): " + r.reason);
+        }
+      }
       HPOD_RETURN_IF_ERROR(ChangeHostState(tx, clock_, host, HostState::kDraining,
                                            "instance " + ended + " was terminated",
                                            {host.cluster_id, host.group_name, ended}));

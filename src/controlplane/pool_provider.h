@@ -90,6 +90,11 @@ class PoolProvider : public provider::Provider {
   // Asks the host to reboot (`reboot`): Rebooting until its agent connects with a
   // new boot id, then it serves the instance again from the tenure on disk.
   Status Reboot(const std::string& instance_id, const std::string& request_id) override;
+  // On the node's host: kill-node is the power hook's `off` (the machine stops;
+  // kUnimplemented without --power-command); kill-agent, kill-slurmd, partition,
+  // hang and flag-file are done by the host's agent (`fault`); disk-full and
+  // gpu-xid are kUnimplemented (they would harm a machine of yours).
+  Status InjectFault(const std::string& instance_id, const provider::FaultSpec& fault) override;
   Status Terminate(const std::string& instance_id) override;
   StatusOr<provider::NodeObservation> Describe(const std::string& instance_id) override;
   StatusOr<std::vector<std::string>> List(const std::string& cluster_id) override;

@@ -201,6 +201,35 @@ TEST_F(PoolProviderTest, TerminateWipesTheHostWhichIsThenSpareAgain) {
   EXPECT_TRUE(pool_->Terminate("i-00000000000000001").ok());  // gone: a no-op
 }
 
+// A reachable host whose node is replaced wipes its tenure, and is Quarantined
+// with the recovery's reason, not returned to the pool.
+TEST_F(PoolProviderTest, AHostWhoseNodeIsReplacedIsQuarantinedOnceWiped) {
+  Cluster({"i-00000000000000001"});
+  Spare("h-0000000000000001", "default", "10.9.0.11", "a");
+  ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
+  ASSERT_TRUE(store_
+                  ->Write([&](store::WriteTx& tx) {
+                    store::RecoveryRecord r;
+                    r.recovery_id = "rcv-000000000001";
+                    r.cluster_id = "abcdefabcdef";
+                    r.group_name = "workers";
+                    r.instance_id = "i-00000000000000001";
+                    r.action = "Replace";
+                    r.status = "InProgress";
+                    r.phase = "Drained";
+                    r.reason = "health check flag_file";
+                    return tx.PutRecovery(r);
+                  })
+                  .ok());
+  ASSERT_TRUE(pool_->Terminate("i-00000000000000001").ok());
+  pool_->OnHostStatus("h-0000000000000001", {"", "", false, false});
+  store::HostRecord h = Get("h-0000000000000001");
+  EXPECT_EQ(h.state, "Quarantined");
+  EXPECT_THAT(h.state_reason, HasSubstr("replacement (recovery rcv-000000000001)"));
+  EXPECT_THAT(h.state_reason, HasSubstr("flag_file"));
+  EXPECT_EQ(pool_->Describe("i-00000000000000001").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(PoolProviderTest, AnUnreachableHostIsTerminatedNowAndWipedWhenItReturns) {
   Cluster({"i-00000000000000001"});
   Spare("h-0000000000000001", "default", "10.9.0.11", "a");
@@ -297,6 +326,29 @@ TEST_F(PoolProviderTest, ARebootWaitsForANewBootIdAndFailsTheNodePastItsDeadline
 
 namespace hpod::controlplane {
 namespace {
+
+// Faults go to the host's agent; kill-node is the power hook's, and what would
+// harm a machine of the admin's is refused.
+TEST_F(PoolProviderTest, FaultsGoToTheHostAndKillNodeNeedsThePowerHook) {
+  Cluster({"i-00000000000000001"});
+  Spare("h-0000000000000001", "default", "10.9.0.11", "a");
+  ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
+  using Kind = provider::FaultSpec::Kind;
+  ASSERT_TRUE(pool_->InjectFault("i-00000000000000001", {Kind::kPartition, 5, 0}).ok());
+  EXPECT_EQ(frames_.back()["type"], "fault");
+  EXPECT_EQ(frames_.back()["kind"], "partition");
+  EXPECT_EQ(frames_.back()["seconds"], 5);
+  EXPECT_EQ(pool_->InjectFault("i-00000000000000001", {Kind::kDiskFull, 0, 0}).code(),
+            StatusCode::kUnimplemented);
+  Status kill = pool_->InjectFault("i-00000000000000001", {Kind::kKillNode, 0, 0});
+  EXPECT_EQ(kill.code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(kill.message(), HasSubstr("--power-command"));
+  connected_.clear();
+  EXPECT_EQ(pool_->InjectFault("i-00000000000000001", {Kind::kFlagFile, 0, 0}).code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(pool_->InjectFault("i-99999999999999999", {Kind::kFlagFile, 0, 0}).code(),
+            StatusCode::kNotFound);
+}
 
 // The shared filesystem travels with the assignment; a host that fails its
 // check is Quarantined and the instance goes to another Spare, or waits.

@@ -286,8 +286,8 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
     // person releases it (a pool host; a one-launch host is retired anyway).
     HPOD_RETURN_IF_ERROR(EndHostTenure(
         tx, clock_, node.instance_id,
-        "instance " + node.instance_id + " was replaced (recovery " + r.recovery_id +
-            "): " + r.reason,
+        "instance " + node.instance_id + " was terminated for replacement (recovery " +
+            r.recovery_id + "): " + r.reason,
         /*failed=*/true));
     if (removed) return OkStatus();
     HPOD_RETURN_IF_ERROR(tx.PutNode(b));

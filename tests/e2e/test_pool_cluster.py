@@ -21,7 +21,8 @@ shared filesystem. In order:
    host is Quarantined, comes back, wipes its tenure, and release-host returns it;
 4. a Spare whose /fsx is not the cluster's (read-only here) fails the check when
    a node is replaced onto it: Quarantined with the reason, and another Spare
-   takes the node;
+   takes the node; `hpod inject-fault --kind flag-file` reaches the host's agent
+   and the node is replaced; kill-node without a power hook is refused;
 5. deleting the cluster leaves every host Spare with its tenure gone.
 Traffic stays on the rig's bridge and loopback.
 """
@@ -387,6 +388,29 @@ class PoolClusterTest(unittest.TestCase):
         self.assertEqual(after[good.name]["Status"], "Assigned")
         self.assertEqual(self.bad.sh("ls -A /var/lib/hpod-agent/instances 2>/dev/null || true")
                          .stdout.strip(), "")
+
+    def test_4b_inject_fault_on_a_pool_host(self):
+        # A Spare again: the host retired in test 4, released.
+        retired = next(h for h in self.hosts().values() if h["Status"] == "Retired")
+        self.hpod("release-host", "--host-id", retired["HostId"])
+        self.wait_for("a connected Spare", lambda: self.hosts()[retired["Hostname"]]["Status"]
+                      == "Spare")
+        worker = next(n for n in self.nodes() if n["InstanceGroupName"] == "workers")
+        # HyperPod's fault flag, written by the host's own agent: the node is replaced.
+        self.hpod("inject-fault", "--cluster-name", "own", "--node-id", worker["InstanceId"],
+                  "--kind", "flag-file")
+        rec = self.wait_for("the flag's recovery", lambda: self.recovered(
+            worker["InstanceId"], "Replace"), timeout=180)
+        self.assertEqual(rec["Source"], "HealthCheck", rec)
+        self.assertEqual(self.hosts()[retired["Hostname"]]["Status"], "Assigned",
+                         json.dumps([rec, self.hosts()], indent=1))
+        # The machine stopping is the power hook's; this hpodd has none.
+        p = subprocess.run([hpodtest.HPOD_CLI, "--endpoint-url", self.d.endpoint, "inject-fault",
+                            "--cluster-name", "own", "--node-id", self.nodes()[0]["InstanceId"],
+                            "--kind", "kill-node"], capture_output=True, text=True,
+                           env=self.d.env(), timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--power-command", p.stderr)
 
     def test_5_delete_leaves_every_host_spare_and_wiped(self):
         self.hpod("delete-cluster", "--cluster-name", "own")
