@@ -177,6 +177,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   provider_names.push_back(kPoolProvider);
   std::string pool_spank_plugin = controlplane::kPackagedSpankPlugin;
   int pool_reboot_timeout_s = 300;
+  int pool_lost_host_ms = 1000;
   std::string power_command;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--provider", provider_name,
@@ -269,6 +270,12 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
                   "With --provider pool: seconds a host may take to come back from a reboot "
                   "(a new boot id) before --power-command cycles it, or its node is replaced")
         ->check(CLI::Range(10, 3600))
+        ->capture_default_str();
+    a->add_option("--pool-lost-host-ms", pool_lost_host_ms,
+                  "With --provider pool: how long a host's channel may stay down after it "
+                  "dropped without its agent saying goodbye before the host is lost and its "
+                  "node replaced")
+        ->check(CLI::Range(100, 600000))
         ->capture_default_str();
     a->add_option("--power-command", power_command,
                   "With --provider pool: a power hook, run with the host id and off (fencing an "
@@ -518,6 +525,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     options.pool_spank_plugin = pool_spank_plugin;
     options.pool_reboot_timeout = std::chrono::seconds(pool_reboot_timeout_s);
     options.power_command = power_command;
+    options.pool_lost_host_after = std::chrono::milliseconds(pool_lost_host_ms);
     return RunServe(options, context,
                     {kPoolProvider, "pool (hosts that joined with hpod-agent join)",
                      [](const Clock&, const ProviderContext&)

@@ -282,6 +282,12 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
       spdlog::warn("connection to hpodd lost: {}", m.status().message());
       break;
     }
+    if (stopped()) {
+      // Stopping on purpose: the machine is not lost, its node goes on.
+      proto::HostStatus bye{tenures.Current(), "the agent stops (a restart or an upgrade)",
+                            tenures.Running(), false, true};
+      (void)(*conn)->Send(bye.ToJson().dump(), false);
+    }
     (*conn)->Close("agent stopping");
   }
   return OkStatus();

@@ -369,6 +369,9 @@ struct HostStatus {
   // The host failed the shared filesystem check of the instance it was given
   // (`message` says how): hpodd quarantines it and places the instance elsewhere.
   bool check_failed = false;
+  // The agent stops on purpose (SIGTERM: a restart, an upgrade) and will be
+  // back; without it, a channel that drops is the machine lost (pool_provider.h).
+  bool leaving = false;
 
   static StatusOr<HostStatus> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

@@ -61,13 +61,15 @@ StatusOr<HostStatus> HostStatus::FromJson(const Json& j) {
   r.Str("message", &h.message);
   r.Bool("running", &h.running);
   r.Bool("check_failed", &h.check_failed);
+  r.Bool("leaving", &h.leaving);
   return r.Done(std::move(h));
 }
 Json HostStatus::ToJson() const {
   return Typed(kType, Json{{"instance_id", instance_id},
                            {"message", message},
                            {"running", running},
-                           {"check_failed", check_failed}});
+                           {"check_failed", check_failed},
+                           {"leaving", leaving}});
 }
 
 StatusOr<HostReboot> HostReboot::FromJson(const Json& j) {

@@ -93,7 +93,7 @@ std::map<std::string, json> FullMessages() {
                         RenewCertificate{"-----BEGIN CERTIFICATE REQUEST-----"}.ToJson(),
                         Certificate{"-----BEGIN CERTIFICATE-----", 1.8e9}.ToJson(),
                         HostAssign{"i-0123456789abcdef0", FullSharedFs()}.ToJson(),
-                        HostStatus{"i-1", "slurmd would not start", true, true}.ToJson(),
+                        HostStatus{"i-1", "slurmd would not start", true, true, true}.ToJson(),
                         HostReboot{"rcv-1"}.ToJson(),
                         HostFault{"partition", 5}.ToJson(),
                         FullConfig().ToJson(),
@@ -175,7 +175,7 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(Certificate{"pem", 1.8e9});
   ExpectRoundTrip(HostAssign{"i-1", FullSharedFs()});
   ExpectRoundTrip(HostAssign{"", std::nullopt});
-  ExpectRoundTrip(HostStatus{"i-1", "", true, false});
+  ExpectRoundTrip(HostStatus{"i-1", "", true, false, true});
   ExpectRoundTrip(HostStatus{"", "/fsx is not mounted", false, true});
   ExpectRoundTrip(HostReboot{"rcv-2"});
   ExpectRoundTrip(HostFault{"flag-file", 0});

@@ -160,6 +160,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     po.spank_plugin = options.pool_spank_plugin;
     po.reboot_timeout = options.pool_reboot_timeout;
     po.power_command = options.power_command;
+    po.lost_host_after = options.pool_lost_host_after;
     auto pool = std::make_unique<PoolProvider>(*d->store_, clock, po);
     d->pool_ = pool.get();
     d->provider_ = std::move(pool);

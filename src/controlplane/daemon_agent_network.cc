@@ -127,6 +127,9 @@ Status Daemon::StartAgentNetwork() {
                         },
                         [self](const std::string& host_id, const json& frame) {
                           return self->host_channels_->Send(host_id, frame);
+                        },
+                        [self](const std::string& host_id) {
+                          return self->host_channels_->LostSince(host_id);
                         }});
   }
   joins_ = std::make_unique<JoinService>(*store_, *clock_, ca, pin, options_.joins, live);

@@ -15,12 +15,13 @@ http::WebSocketCallbacks HostChannels::Accept(const std::string& host_id,
     auto it = hosts_.find(host_id);
     if (it != hosts_.end()) replaced = it->second.socket;
     hosts_[host_id] = Entry{socket, serial};
+    lost_.erase(host_id);
   }
   if (replaced) replaced->Close("replaced by a new connection");
   spdlog::info("host {} connected", host_id);
   http::WebSocketCallbacks cb;
   std::weak_ptr<http::WebSocket> weak = socket;
-  cb.on_message = [this, weak, serial_hex, cn, host_id](http::WebSocketMessage m) {
+  cb.on_message = [this, weak, serial_hex, cn, host_id, serial](http::WebSocketMessage m) {
     namespace proto = api::agentproto;
     nlohmann::json j = nlohmann::json::parse(m.data, nullptr, false);
     if (m.binary || !j.is_object()) return;
@@ -29,9 +30,14 @@ http::WebSocketCallbacks HostChannels::Accept(const std::string& host_id,
       auto status = proto::HostStatus::FromJson(j);
       if (!status.ok()) {
         spdlog::warn("host {}: {}", host_id, status.status().message());
-      } else if (events_.status) {
-        events_.status(host_id, *status);
+        return;
       }
+      if (status->leaving) {
+        MutexLock lock(mu_);
+        auto it = hosts_.find(host_id);
+        if (it != hosts_.end() && it->second.serial == serial) it->second.leaving = true;
+      }
+      if (events_.status) events_.status(host_id, *status);
       return;
     }
     if (type != proto::RenewCertificate::kType) return;
@@ -56,11 +62,23 @@ http::WebSocketCallbacks HostChannels::Accept(const std::string& host_id,
     MutexLock lock(mu_);
     auto it = hosts_.find(host_id);
     if (it != hosts_.end() && it->second.serial == serial) {
+      const bool leaving = it->second.leaving;
       hosts_.erase(it);
-      spdlog::info("host {} disconnected", host_id);
+      if (!leaving) lost_[host_id] = std::chrono::steady_clock::now();
+      spdlog::info("host {} disconnected{}", host_id,
+                   leaving ? " (its agent stops on purpose)" : " without a goodbye");
     }
   };
   return cb;
+}
+
+std::optional<std::chrono::steady_clock::time_point> HostChannels::LostSince(
+    const std::string& host_id) const {
+  MutexLock lock(mu_);
+  if (hosts_.count(host_id)) return std::nullopt;
+  auto it = lost_.find(host_id);
+  if (it == lost_.end()) return std::nullopt;
+  return it->second;
 }
 
 bool HostChannels::Send(const std::string& host_id, const nlohmann::json& frame) {

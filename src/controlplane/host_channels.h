@@ -13,9 +13,11 @@
 // Thread contract: thread-safe; callbacks run on the server's strands and take
 // one mutex, never held across a send.
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "hpod/api/agent_protocol.h"
@@ -48,6 +50,10 @@ class HostChannels {
   http::WebSocketCallbacks Accept(const std::string& host_id, const std::string& serial,
                                   const std::string& cn, std::shared_ptr<http::WebSocket> socket);
   bool IsConnected(const std::string& host_id) const;
+  // When the host's channel dropped without the agent saying it was leaving
+  // (host_status.leaving), while it has not connected again: the machine lost,
+  // or its agent died. nullopt otherwise.
+  std::optional<std::chrono::steady_clock::time_point> LostSince(const std::string& host_id) const;
   // Sends one frame to a connected host; false when it is not connected (it gets
   // the level-triggered state again when it connects).
   bool Send(const std::string& host_id, const nlohmann::json& frame);
@@ -58,11 +64,13 @@ class HostChannels {
   struct Entry {
     std::shared_ptr<http::WebSocket> socket;
     uint64_t serial = 0;
+    bool leaving = false;  // its agent said it stops on purpose
   };
   const Renew renew_;
   HostEvents events_;
   mutable Mutex mu_;
   std::map<std::string, Entry> hosts_ GUARDED_BY(mu_);
+  std::map<std::string, std::chrono::steady_clock::time_point> lost_ GUARDED_BY(mu_);
   uint64_t next_serial_ GUARDED_BY(mu_) = 0;
 };
 

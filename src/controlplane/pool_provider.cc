@@ -334,6 +334,19 @@ StatusOr<provider::NodeObservation> PoolProvider::Describe(const std::string& in
     o.message = "its host " + host.host_id + " is " + host.state + ": " + host.state_reason;
     return o;
   }
+  if (link_.lost_since) {
+    if (auto lost = link_.lost_since(host.host_id)) {
+      const auto gone = clock_.SteadyNow() - *lost;
+      if (gone > options_.lost_host_after) {
+        o.state = provider::NodeState::kFailed;
+        o.message = "its host " + host.host_id + " is lost: its agent's connection dropped " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(gone)
+                                       .count()) +
+                    " ms ago without a goodbye (the machine stopped, or its agent died)";
+        return o;
+      }
+    }
+  }
   // The machine is up; the node is Running once its agent says the lifecycle
   // scripts succeeded (RunsAgents).
   o.state = provider::NodeState::kRunning;

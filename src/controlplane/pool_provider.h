@@ -65,6 +65,11 @@ struct PoolProviderOptions {
   // whose node is replaced while it cannot be reached) or cycle (a reboot past
   // its deadline). Empty: none.
   std::string power_command;
+  // A host whose channel dropped without its agent saying it was leaving, and
+  // that has not connected again within this, is lost: its node fails (and is
+  // replaced), as a local node whose agent died. An agent restarted on purpose
+  // says goodbye first; systemd restarts a crashed one after 2 s (RestartSec).
+  std::chrono::milliseconds lost_host_after{1000};
 };
 
 // How the provider reaches hosts (HostChannels, set by the daemon).
@@ -72,6 +77,9 @@ struct PoolHostLink {
   std::function<bool(const std::string& host_id)> connected;
   // Sends one frame; false when the host is not connected.
   std::function<bool(const std::string& host_id, const nlohmann::json& frame)> send;
+  // HostChannels::LostSince (empty: never lost).
+  std::function<std::optional<std::chrono::steady_clock::time_point>(const std::string& host_id)>
+      lost_since;
 };
 
 class PoolProvider : public provider::Provider {

@@ -32,6 +32,12 @@ class PoolProviderTest : public ::testing::Test {
                           sent_.push_back({h, frame.value("instance_id", "?")});
                           frames_.push_back(frame);
                           return true;
+                        },
+                        [this](const std::string& h)
+                            -> std::optional<std::chrono::steady_clock::time_point> {
+                          auto it = lost_.find(h);
+                          if (it == lost_.end()) return std::nullopt;
+                          return it->second;
                         }});
   }
 
@@ -131,6 +137,7 @@ class PoolProviderTest : public ::testing::Test {
   std::set<std::string> connected_;
   std::vector<std::pair<std::string, std::string>> sent_;  // host, assigned instance
   std::vector<nlohmann::json> frames_;                       // every frame sent
+  std::map<std::string, std::chrono::steady_clock::time_point> lost_;  // dropped, no goodbye
 };
 
 TEST_F(PoolProviderTest, DeclaresNetworkAgentsThatGetFileSourcesSent) {
@@ -228,6 +235,22 @@ TEST_F(PoolProviderTest, AHostWhoseNodeIsReplacedIsQuarantinedOnceWiped) {
   EXPECT_THAT(h.state_reason, HasSubstr("replacement (recovery rcv-000000000001)"));
   EXPECT_THAT(h.state_reason, HasSubstr("flag_file"));
   EXPECT_EQ(pool_->Describe("i-00000000000000001").status().code(), StatusCode::kNotFound);
+}
+
+// A host whose channel dropped without a goodbye, and stays away, is lost: its
+// node fails at once (and is replaced), as a local node whose agent died.
+TEST_F(PoolProviderTest, AHostLostWithoutAGoodbyeFailsItsNodeAfterTheGrace) {
+  Cluster({"i-00000000000000001"});
+  Spare("h-0000000000000001", "default", "10.9.0.11", "a");
+  ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
+  connected_.clear();
+  lost_["h-0000000000000001"] = clock_.SteadyNow();
+  clock_.AdvanceTime(std::chrono::milliseconds(500));
+  EXPECT_EQ(pool_->Describe("i-00000000000000001")->state, NodeState::kRunning);  // a blip
+  clock_.AdvanceTime(std::chrono::milliseconds(600));
+  auto d = pool_->Describe("i-00000000000000001");
+  EXPECT_EQ(d->state, NodeState::kFailed);
+  EXPECT_THAT(d->message, HasSubstr("is lost: its agent's connection dropped 1100 ms ago"));
 }
 
 TEST_F(PoolProviderTest, AnUnreachableHostIsTerminatedNowAndWipedWhenItReturns) {

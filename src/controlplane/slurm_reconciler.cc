@@ -98,6 +98,9 @@ void SlurmReconciler::NoteRecovery(Pass& pass, const store::RecoveryRecord& r) {
   if (!target.empty() && RecoveryActive(r) && !r.stale_slurmd_start.empty()) {
     pass.stale_start[target] = r.stale_slurmd_start;
   }
+  if (replace && !target.empty() && RecoveryActive(r) && !r.private_ip.empty()) {
+    pass.replaced_addr[target] = r.private_ip;
+  }
 }
 
 void SlurmReconciler::NoteNoSlurm(const std::string& cluster_id) {
@@ -147,6 +150,10 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
       return false;
     }
   }
+  if (!current && role->second == slurm::NodeRole::kCompute && !MoveNodeAddr(pass, n)) {
+    pass.busy = true;
+    return false;
+  }
   if (!current) {
     pass.busy = true;
     // Resent on every pass until the agent reports the new hash (it applies the
@@ -169,6 +176,32 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
   auto stale = pass.stale_start.find(n.instance_id);
   return SlurmdOfThisInstance(*s, state, n.launch_time,
                               stale == pass.stale_start.end() ? "" : stale->second);
+}
+
+bool SlurmReconciler::MoveNodeAddr(Pass& pass, const NodeRecord& n) {
+  auto before = pass.replaced_addr.find(n.instance_id);
+  if (before == pass.replaced_addr.end() || before->second == n.private_ip) return true;
+  const std::string key = n.instance_id + " " + n.private_ip;
+  {
+    MutexLock lock(mu_);
+    if (addr_moved_.count(key)) return true;
+  }
+  // slurm.conf already says so, but slurmctld 22.05 keeps a known node's
+  // address across `scontrol reconfigure` (ParallelCluster tells it the same way).
+  auto r = agents_->Run(
+      pass.plan->controller_instance,
+      {"env", std::string("SLURM_CONF=") + slurm::kConfDir + "/slurm.conf", "scontrol", "update",
+       "nodename=" + n.hostname, "nodeaddr=" + n.private_ip, "nodehostname=" + n.hostname},
+      std::chrono::seconds(3));
+  if (!r.ok() || r->exit_code != 0) {
+    spdlog::warn("moving {} to {} in Slurm: {}", n.hostname, n.private_ip,
+                 r.ok() ? r->stderr_data : std::string(r.status().message()));
+    return false;
+  }
+  spdlog::info("slurmctld: {} is at {} now (was {})", n.hostname, n.private_ip, before->second);
+  MutexLock lock(mu_);
+  addr_moved_.insert(key);
+  return true;
 }
 
 bool SlurmReconciler::RemovalTimedOut(const std::string& cluster_id,

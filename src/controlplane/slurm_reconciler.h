@@ -76,6 +76,10 @@ class SlurmReconciler {
     // By the instance id an active recovery brings up (the replacement, or the
     // rebooted node): the SlurmdStartTime of the row it marked (SlurmdOfThisInstance).
     std::map<std::string, std::string> stale_start;
+    // By the replacement an active recovery brings up: its predecessor's address.
+    // A replacement elsewhere (a pool's Spare) has another, which slurmctld is
+    // told (scontrol update NodeAddr=) before the new slurmd starts.
+    std::map<std::string, std::string> replaced_addr;
   };
 
   // Starts a pass over `nodes` (the cluster's rows). `in_play` is false when the
@@ -105,6 +109,9 @@ class SlurmReconciler {
  private:
   // Starts the removal clock of a node on first call; true once it ran out.
   bool RemovalTimedOut(const std::string& cluster_id, const std::string& instance_id) EXCLUDES(mu_);
+  // Tells slurmctld a replacement's new address (Pass::replaced_addr) once;
+  // false while it could not (the pass is retried).
+  bool MoveNodeAddr(Pass& pass, const store::NodeRecord& n) EXCLUDES(mu_);
   // Records kNoSlurmEvent once per cluster (a setting keeps it once across
   // restarts of hpodd).
   void NoteNoSlurm(const std::string& cluster_id) EXCLUDES(mu_);
@@ -121,6 +128,8 @@ class SlurmReconciler {
   std::map<std::string, std::chrono::steady_clock::time_point> waits_ GUARDED_BY(mu_);
   // Clusters without Slurm whose event is recorded (saves a store write per pass).
   std::set<std::string> noted_no_slurm_ GUARDED_BY(mu_);
+  // "<instance id> <address>" whose NodeAddr slurmctld was told (replaced_addr).
+  std::set<std::string> addr_moved_ GUARDED_BY(mu_);
 };
 
 }  // namespace hpod::controlplane

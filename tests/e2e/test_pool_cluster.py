@@ -22,7 +22,8 @@ shared filesystem. In order:
 4. a Spare whose /fsx is not the cluster's (read-only here) fails the check when
    a node is replaced onto it: Quarantined with the reason, and another Spare
    takes the node; `hpod inject-fault --kind flag-file` reaches the host's agent
-   and the node is replaced; kill-node without a power hook is refused;
+   and the node is replaced; kill-node without a power hook is refused; hpodd
+   killed and restarted during a replacement ends it once, with one new node;
 5. deleting the cluster leaves every host Spare with its tenure gone.
 Traffic stays on the rig's bridge and loopback.
 """
@@ -30,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -74,8 +76,13 @@ class PoolClusterTest(unittest.TestCase):
             cls.rig.hosts[6]
         try:
             cls.source, cls.options = cls.rig.start_storage(cls.storage)
+            # A fixed port: the hosts keep hpodd's address across its restart (test 4c).
+            probe = socket.socket()
+            probe.bind((cls.rig.server_ip, 0))
+            port = probe.getsockname()[1]
+            probe.close()
             cls.d = hpodtest.Daemon(extra_args=[
-                "--provider", "pool", "--agent-listen", cls.rig.server_ip + ":0",
+                "--provider", "pool", "--agent-listen", "%s:%d" % (cls.rig.server_ip, port),
                 "--pool-spank-plugin", "/opt/hpod/lib/spank_hpod.so"]).start()
             cls.token = cls.hpod_cls("create-join-token", "--uses", "7", "--ttl", "10m",
                                      "--instance-type", TYPE, output="text").strip()
@@ -411,6 +418,35 @@ class PoolClusterTest(unittest.TestCase):
                            env=self.d.env(), timeout=60)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--power-command", p.stderr)
+
+    def test_4c_hpodd_killed_mid_replacement_converges_once(self):
+        # A Spare: the host the flag-file replacement quarantined, released (its
+        # flag went with its tenure).
+        hosts = self.hosts()
+        back = next(h for n, h in hosts.items()
+                    if h["Status"] == "Quarantined" and n != self.bad.name)
+        self.hpod("release-host", "--host-id", back["HostId"])
+        worker = next(n for n in self.nodes() if n["InstanceGroupName"] == "workers")
+        out = self.hpod("batch-replace-cluster-nodes", "--cluster-name", "own",
+                        "--node-ids", worker["InstanceId"])
+        self.assertEqual(out.get("Failed", []), [], out)
+        # hpodd dies at once (the recovery is in its first steps, or a few further:
+        # whatever the step, the recovery must end once, with one replacement).
+        self.d.kill()
+        self.d.start()
+        rec = self.wait_for("the replacement's recovery", lambda: self.recovered(
+            worker["InstanceId"], "Replace"), timeout=180)
+        recs = [r for r in self.hpod("hpod-list-recoveries", "--cluster-name", "own")[
+            "Recoveries"] if r["NodeId"] == worker["InstanceId"]]
+        self.assertEqual(len(recs), 1, recs)
+        nodes = self.wait_for("three Running nodes", lambda: (lambda ns: ns if len(ns) == 3 and all(
+            n["InstanceStatus"]["Status"] == "Running" for n in ns) else None)(self.nodes()))
+        self.assertEqual(len([n for n in nodes
+                              if n["NodeLogicalId"] == worker["NodeLogicalId"]]), 1)
+        assigned = [h for h in self.hosts().values() if h["Status"] == "Assigned"]
+        self.assertEqual(sorted(h["InstanceId"] for h in assigned),
+                         sorted(n["InstanceId"] for n in nodes))
+        self.assertEqual(self.hosts()[back["Hostname"]]["InstanceId"], rec["ReplacementNodeId"])
 
     def test_5_delete_leaves_every_host_spare_and_wiped(self):
         self.hpod("delete-cluster", "--cluster-name", "own")
