@@ -177,7 +177,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   provider_names.push_back(kPoolProvider);
   std::string pool_spank_plugin = controlplane::kPackagedSpankPlugin;
   int pool_reboot_timeout_s = 300;
-  int pool_lost_host_ms = 1000;
+  int pool_lost_host_ms = 500;
   std::string power_command;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--provider", provider_name,

@@ -23,7 +23,8 @@ namespace {
 
 // Cluster-level members kept verbatim in ClusterRecord::spec.
 const char* const kClusterSpecMembers[] = {"VpcConfig", "Tags", "NodeRecovery", "Orchestrator",
-                                           "ClusterRole", "HpodSharedFilesystem"};
+                                           "ClusterRole", "HpodSharedFilesystem",
+                                           "HpodPool"};
 
 struct Unsupported {
   const char* member;

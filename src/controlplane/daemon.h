@@ -70,7 +70,7 @@ struct DaemonOptions {
   std::string pool_spank_plugin = kPackagedSpankPlugin;
   std::chrono::seconds pool_reboot_timeout{300};
   std::string power_command;  // PoolProviderOptions::power_command
-  std::chrono::milliseconds pool_lost_host_after{1000};
+  std::chrono::milliseconds pool_lost_host_after{500};
 };
 
 class Daemon {

@@ -14,9 +14,12 @@ using api::HostState;
 
 namespace {
 
-std::string PoolOf(const nlohmann::json& group_spec) {
-  auto p = group_spec.find("HpodPool");
-  if (p != group_spec.end() && p->is_string() && !p->get<std::string>().empty()) return *p;
+// The group's HpodPool, else the cluster's, else "default".
+std::string PoolOf(const nlohmann::json& group_spec, const nlohmann::json& cluster_spec) {
+  for (const nlohmann::json* spec : {&group_spec, &cluster_spec}) {
+    auto p = spec->find("HpodPool");
+    if (p != spec->end() && p->is_string() && !p->get<std::string>().empty()) return *p;
+  }
   return kDefaultPool;
 }
 
@@ -29,6 +32,20 @@ bool Serving(const store::HostRecord& h) {
   return api::Is(h.state, HostState::kAssigned) || api::Is(h.state, HostState::kRebooting);
 }
 
+// The host serving `instance_id`; kNotFound ("no host serves i-…") when none does.
+StatusOr<store::HostRecord> HostOf(store::Store& store, const std::string& instance_id) {
+  store::HostRecord host;
+  HPOD_RETURN_IF_ERROR(store.Read([&](store::ReadTx& tx) -> Status {
+    auto h = tx.GetHostByInstanceId(instance_id);
+    if (!h.ok() && h.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("no host serves " + instance_id);
+    }
+    HPOD_ASSIGN_OR_RETURN(host, std::move(h));
+    return OkStatus();
+  }));
+  return host;
+}
+
 // What ReserveSpare needs for a launched instance: its group's pool and type.
 StatusOr<SpareRequest> RequestFor(store::ReadTx& tx, const std::string& instance_id) {
   HPOD_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNodeById(instance_id));
@@ -37,7 +54,7 @@ StatusOr<SpareRequest> RequestFor(store::ReadTx& tx, const std::string& instance
   for (const store::GroupRecord& g : groups) {
     if (g.name != n.group_name) continue;
     SpareRequest r;
-    r.pool = PoolOf(g.spec);
+    r.pool = PoolOf(g.spec, c.spec);
     r.instance_type = g.spec.value("InstanceType", "");
     r.placement = {n.cluster_id, n.group_name, n.instance_id};
     r.reason = "serves " + n.group_name + "-" + std::to_string(n.ordinal) + " (" + instance_id +
@@ -131,8 +148,9 @@ Status PoolProvider::Launch(const provider::LaunchSpec& spec) {
     } else if (serving.status().code() != StatusCode::kNotFound) {
       return serving.status();
     }
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord cluster, tx.GetCluster(spec.cluster_id));
     SpareRequest request;
-    request.pool = PoolOf(spec.group_spec);
+    request.pool = PoolOf(spec.group_spec, cluster.spec);
     request.instance_type = spec.instance_type;
     request.placement = {spec.cluster_id, spec.group_name, spec.instance_id};
     request.reason = "serves " + spec.instance_name + " (" + spec.instance_id + ") of cluster " +
@@ -169,15 +187,7 @@ void PoolProvider::Power(const std::string& host_id, const std::string& action) 
 }
 
 Status PoolProvider::Reboot(const std::string& instance_id, const std::string& request_id) {
-  store::HostRecord host;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    auto h = tx.GetHostByInstanceId(instance_id);
-    if (!h.ok() && h.status().code() == StatusCode::kNotFound) {
-      return NotFoundError("no host serves " + instance_id);
-    }
-    HPOD_ASSIGN_OR_RETURN(host, std::move(h));
-    return OkStatus();
-  }));
+  HPOD_ASSIGN_OR_RETURN(store::HostRecord host, HostOf(store_, instance_id));
   {
     MutexLock lock(mu_);
     auto it = reboots_.find(host.host_id);
@@ -231,15 +241,7 @@ Status PoolProvider::InjectFault(const std::string& instance_id,
         "kill-node on a pool host is its power hook's `off`, and hpodd has no --power-command; "
         "stop the machine yourself, or use hang");
   }
-  store::HostRecord host;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    auto h = tx.GetHostByInstanceId(instance_id);
-    if (!h.ok() && h.status().code() == StatusCode::kNotFound) {
-      return NotFoundError("no host serves " + instance_id);
-    }
-    HPOD_ASSIGN_OR_RETURN(host, std::move(h));
-    return OkStatus();
-  }));
+  HPOD_ASSIGN_OR_RETURN(store::HostRecord host, HostOf(store_, instance_id));
   if (fault.kind == Kind::kKillNode) {
     Power(host.host_id, "off");
     return OkStatus();
@@ -257,13 +259,9 @@ Status PoolProvider::Terminate(const std::string& instance_id) {
     MutexLock lock(mu_);
     first = terminating_.insert(instance_id).second;
   }
-  store::HostRecord host;
-  Status s = store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(host, tx.GetHostByInstanceId(instance_id));
-    return OkStatus();
-  });
-  if (s.code() == StatusCode::kNotFound) return OkStatus();  // unknown or gone: a no-op
-  HPOD_RETURN_IF_ERROR(s);
+  auto found = HostOf(store_, instance_id);
+  if (found.status().code() == StatusCode::kNotFound) return OkStatus();  // gone: a no-op
+  HPOD_ASSIGN_OR_RETURN(store::HostRecord host, std::move(found));
   const bool connected = link_.connected && link_.connected(host.host_id);
   // Out of reach, it may still run the node's processes: the power hook fences it.
   if (first && !connected) Power(host.host_id, "off");
@@ -293,17 +291,7 @@ StatusOr<provider::NodeObservation> PoolProvider::Describe(const std::string& in
     MutexLock lock(mu_);
     unplaced_.erase(instance_id);
   }
-  store::HostRecord host;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    auto h = tx.GetHostByInstanceId(instance_id);
-    if (!h.ok()) {
-      return h.status().code() == StatusCode::kNotFound
-                 ? NotFoundError("no host serves " + instance_id)
-                 : h.status();
-    }
-    host = *h;
-    return OkStatus();
-  }));
+  HPOD_ASSIGN_OR_RETURN(store::HostRecord host, HostOf(store_, instance_id));
   provider::NodeObservation o;
   o.private_ip = Fact(host, "channel_address");
   // The machine's own name is the node's (and Slurm's NodeName, which a

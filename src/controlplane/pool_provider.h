@@ -4,7 +4,7 @@
 // into named pools (hpod-agent join), not machines hpodd makes.
 //
 // Launch reserves a Spare host of the group's pool (`HpodPool` in the group's
-// spec, else "default") and instance type in one store transaction
+// spec, else in the cluster's, else "default") and instance type in one store transaction
 // (host_pool.h: ReserveSpare) and tells the host, on its host channel, which
 // instance it serves (`assign`, PROTOCOL.md); the host's agent then runs the
 // node's agent for it, every path of the node under one tenure directory, and
@@ -69,7 +69,7 @@ struct PoolProviderOptions {
   // that has not connected again within this, is lost: its node fails (and is
   // replaced), as a local node whose agent died. An agent restarted on purpose
   // says goodbye first; systemd restarts a crashed one after 2 s (RestartSec).
-  std::chrono::milliseconds lost_host_after{1000};
+  std::chrono::milliseconds lost_host_after{500};
 };
 
 // How the provider reaches hosts (HostChannels, set by the daemon).

@@ -177,6 +177,24 @@ TEST_F(PoolProviderTest, ALaunchTakesASpareOfItsPoolAndTellsTheHostOnce) {
   EXPECT_EQ(pool_->Describe("i-99999999999999999").status().code(), StatusCode::kNotFound);
 }
 
+// A group that names no pool takes the cluster's.
+TEST_F(PoolProviderTest, AGroupWithoutAPoolTakesTheClusters) {
+  Cluster({"i-00000000000000001"});
+  ASSERT_TRUE(store_
+                  ->Write([&](store::WriteTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster("abcdefabcdef"));
+                    c.spec["HpodPool"] = "rack9";
+                    return tx.PutCluster(c);
+                  })
+                  .ok());
+  Spare("h-0000000000000001", "default", "10.9.0.11", "a");
+  EXPECT_EQ(pool_->Launch(Spec("i-00000000000000001")).message(),
+            "no Spare host of type ml.c5.large in pool rack9");
+  Spare("h-0000000000000002", "rack9", "10.9.0.12", "b");
+  ASSERT_TRUE(pool_->Launch(Spec("i-00000000000000001")).ok());
+  EXPECT_EQ(Get("h-0000000000000002").instance_id, "i-00000000000000001");
+}
+
 TEST_F(PoolProviderTest, NoSpareIsResourceExhaustedAndADisconnectedHostIsNoSpare) {
   Cluster({"i-00000000000000001"});
   Spare("h-0000000000000001", "default", "10.9.0.11", "a");
