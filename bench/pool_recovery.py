@@ -16,8 +16,9 @@ provider, both measured in the same run and printed as a ratio (never asserted):
 
 Where the pool's extra time goes: a local node's death is seen at once (its PID 1
 exits); a pool host's is a channel that dropped without a goodbye and stayed
-down for --pool-lost-host-ms (1 s), so that a restarting agent is not taken for a
-lost machine. Measured 2026-12-05 on 2 cores: pool 2.03 s, local 1.23 s, 1.65x.
+down for --pool-lost-host-ms (500 ms), so that a reconnecting agent is not taken
+for a lost machine. Measured 2026-12-05 on 2 cores, median of 3: pool 1.27 s
+(1.17..1.83), local 1.24 s, 1.03x (with a 1 s grace: 2.03 s, 1.65x).
 
 Both hpodds beat hearts every second (--heartbeat-interval-ms 1000, as the e2e
 tests), so that detection is measured alike. The issue's goal: pool within
