@@ -57,8 +57,8 @@ Status InjectHostFault(const api::agentproto::HostFault& fault, const std::strin
     if (fault.seconds <= 0) return InvalidArgumentError("partition needs seconds > 0");
     // The link hpodd is reached by, down and up again from a child that outlives
     // this connection (the agent cannot tell hpodd anything meanwhile).
-    std::string host = server.substr(server.find("://") + 3);
-    host = host.substr(0, host.rfind(':'));
+    HPOD_ASSIGN_OR_RETURN(http::Url url, http::ParseUrl(server));
+    std::string host = url.host;
     if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
     return sh("dev=$(ip -o route get '" + host + "' | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
               "[ -n \"$dev\" ] || exit 3; ip link set dev \"$dev\" down; sleep " +

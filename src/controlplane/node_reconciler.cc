@@ -98,24 +98,22 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
     first += count;
   }
   // A node waiting for capacity says how short its group is: "…: 2 of 3".
+  std::map<std::string, const NodeRecord*> by_id;
   std::map<std::string, int> launched_of;
   for (const NodeRecord& n : nodes) {
+    by_id[n.instance_id] = &n;
     if (!n.remove && n.launched) ++launched_of[n.group_name];
   }
   for (const NodeChange& c : *changes) {
-    if (!c.launched) continue;
-    auto n = std::find_if(nodes.begin(), nodes.end(),
-                          [&](const NodeRecord& r) { return r.instance_id == c.instance_id; });
-    if (n != nodes.end()) ++launched_of[n->group_name];
+    if (c.launched) ++launched_of[by_id.at(c.instance_id)->group_name];
   }
   for (NodeChange& c : *changes) {
     if (!c.waiting) continue;
-    auto n = std::find_if(nodes.begin(), nodes.end(),
-                          [&](const NodeRecord& r) { return r.instance_id == c.instance_id; });
-    auto g = n == nodes.end() ? gmap.end() : gmap.find(n->group_name);
-    if (g == gmap.end()) continue;
-    c.message += ": " + std::to_string(launched_of[n->group_name]) + " of " +
-                 std::to_string(g->second->target_count);
+    const std::string& group = by_id.at(c.instance_id)->group_name;
+    if (auto g = gmap.find(group); g != gmap.end()) {
+      c.message += ": " + std::to_string(launched_of[group]) + " of " +
+                   std::to_string(g->second->target_count);
+    }
   }
   for (const NodeRecord& n : nodes) {
     if (held.count(n.instance_id) || PhaseOf(n) == api::NodePhase::kToLaunch) continue;

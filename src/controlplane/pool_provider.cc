@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "hpod/api/states.h"
 #include "hpod/base/subprocess.h"
 #include "hpod/controlplane/host_pool.h"
@@ -46,52 +48,59 @@ StatusOr<store::HostRecord> HostOf(store::Store& store, const std::string& insta
   return host;
 }
 
+// A launched instance's row with its cluster and group, read once for both
+// what ReserveSpare needs and what its host must mount.
+struct Placed {
+  store::NodeRecord node;
+  store::ClusterRecord cluster;
+  store::GroupRecord group;
+  std::vector<store::NodeRecord> nodes;  // the cluster's
+};
+
+StatusOr<Placed> ReadPlaced(store::ReadTx& tx, const std::string& instance_id) {
+  Placed p;
+  HPOD_ASSIGN_OR_RETURN(p.node, tx.GetNodeById(instance_id));
+  HPOD_ASSIGN_OR_RETURN(p.cluster, tx.GetCluster(p.node.cluster_id));
+  HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(p.node.cluster_id));
+  auto g = std::find_if(groups.begin(), groups.end(),
+                        [&](const store::GroupRecord& r) { return r.name == p.node.group_name; });
+  if (g == groups.end()) return NotFoundError("instance " + instance_id + " has no group");
+  p.group = *g;
+  HPOD_ASSIGN_OR_RETURN(p.nodes, tx.ListNodes(p.node.cluster_id));
+  return p;
+}
+
 // What ReserveSpare needs for a launched instance: its group's pool and type.
-StatusOr<SpareRequest> RequestFor(store::ReadTx& tx, const std::string& instance_id) {
-  HPOD_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNodeById(instance_id));
-  HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(n.cluster_id));
-  HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(n.cluster_id));
-  for (const store::GroupRecord& g : groups) {
-    if (g.name != n.group_name) continue;
-    SpareRequest r;
-    r.pool = PoolOf(g.spec, c.spec);
-    r.instance_type = g.spec.value("InstanceType", "");
-    r.placement = {n.cluster_id, n.group_name, n.instance_id};
-    r.reason = "serves " + n.group_name + "-" + std::to_string(n.ordinal) + " (" + instance_id +
-               ") of cluster " + c.name;
-    return r;
-  }
-  return NotFoundError("instance " + instance_id + " has no group");
+SpareRequest RequestFor(const Placed& p) {
+  SpareRequest r;
+  r.pool = PoolOf(p.group.spec, p.cluster.spec);
+  r.instance_type = p.group.spec.value("InstanceType", "");
+  r.placement = {p.node.cluster_id, p.node.group_name, p.node.instance_id};
+  r.reason = "serves " + p.node.group_name + "-" + std::to_string(p.node.ordinal) + " (" +
+             p.node.instance_id + ") of cluster " + p.cluster.name;
+  return r;
 }
 
 // The shared filesystem the instance's group (else its cluster) declares; the
 // cluster's node with the lowest logical id writes its marker (a replacement
 // keeps the logical id, and finds the marker there already).
-StatusOr<std::optional<api::agentproto::SharedFilesystem>> SharedFsFor(
-    store::ReadTx& tx, const std::string& instance_id) {
-  HPOD_ASSIGN_OR_RETURN(store::NodeRecord n, tx.GetNodeById(instance_id));
-  HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(n.cluster_id));
-  HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(n.cluster_id));
-  nlohmann::json decl = c.spec.value("HpodSharedFilesystem", nlohmann::json());
-  for (const store::GroupRecord& g : groups) {
-    if (g.name == n.group_name && g.spec.contains("HpodSharedFilesystem")) {
-      decl = g.spec["HpodSharedFilesystem"];
-    }
-  }
-  if (!decl.is_object()) return std::optional<api::agentproto::SharedFilesystem>();
-  HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(n.cluster_id));
+std::optional<api::agentproto::SharedFilesystem> SharedFsFor(const Placed& p) {
+  const nlohmann::json decl = p.group.spec.contains("HpodSharedFilesystem")
+                                  ? p.group.spec["HpodSharedFilesystem"]
+                                  : p.cluster.spec.value("HpodSharedFilesystem", nlohmann::json());
+  if (!decl.is_object()) return std::nullopt;
   std::string first;
-  for (const store::NodeRecord& o : nodes) {
+  for (const store::NodeRecord& o : p.nodes) {
     if (!o.remove && (first.empty() || o.logical_id < first)) first = o.logical_id;
   }
   api::agentproto::SharedFilesystem f;
   f.type = decl.value("Type", "");
   f.source = decl.value("Source", "");
   f.options = decl.value("Options", "");
-  f.marker_name = ".hpod-fsx-" + c.id;
-  f.marker_value = "hpod shared filesystem of " + c.arn;
-  f.writer = n.logical_id == first;
-  return std::optional<api::agentproto::SharedFilesystem>(std::move(f));
+  f.marker_name = ".hpod-fsx-" + p.cluster.id;
+  f.marker_value = "hpod shared filesystem of " + p.cluster.arn;
+  f.writer = p.node.logical_id == first;
+  return f;
 }
 
 }  // namespace
@@ -122,7 +131,8 @@ void PoolProvider::SendAssign(const std::string& host_id, const std::string& ins
   api::agentproto::HostAssign assign{instance_id, std::nullopt};
   if (!instance_id.empty()) {
     Status s = store_.Read([&](store::ReadTx& tx) -> Status {
-      HPOD_ASSIGN_OR_RETURN(assign.shared_fs, SharedFsFor(tx, instance_id));
+      HPOD_ASSIGN_OR_RETURN(Placed placed, ReadPlaced(tx, instance_id));
+      assign.shared_fs = SharedFsFor(placed);
       return OkStatus();
     });
     // Without its declaration the host would start the node unchecked: not now.
@@ -213,7 +223,8 @@ Status PoolProvider::Reboot(const std::string& instance_id, const std::string& r
 Status PoolProvider::Place(const std::string& instance_id) {
   store::HostRecord host;
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(SpareRequest request, RequestFor(tx, instance_id));
+    HPOD_ASSIGN_OR_RETURN(Placed placed, ReadPlaced(tx, instance_id));
+    const SpareRequest request = RequestFor(placed);
     HPOD_ASSIGN_OR_RETURN(host, ReserveSpare(tx, clock_, request, [this](const auto& h) {
                             return link_.connected && link_.connected(h.host_id);
                           }));
