@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "fmt/format.h"
+#include "hpod/train/comm/gloo_pair_watch.h"
 
 namespace hpod::train::comm {
 namespace {
@@ -26,9 +27,14 @@ using Clock = std::chrono::steady_clock;
 // Slots of our ring collectives: a prefix byte gloo's own collectives do not
 // use, the op's tag, and the ring step (messages of one step match in order).
 constexpr uint64_t kSlotPrefix = 0xA5ull << 56;
-uint64_t RingSlot(uint32_t tag, int step) {
-  return kSlotPrefix | (static_cast<uint64_t>(tag) << 24) | static_cast<uint64_t>(step);
+// The pair watch's slot: tag 0 at a step no ring reaches.
+constexpr int kWatchStep = (1 << 24) - 1;
+// A wait that the pair watch aborted (gloo's wait returned false).
+struct WaitAborted {};
+void Waited(bool completed) {
+  if (!completed) throw WaitAborted{};
 }
+
 // After a failed collective, how long a rank waits for the others' reports to
 // tell which rank went away first (neighbours of a dead rank fail within
 // milliseconds; the ring's cascade takes one hop per rank).
@@ -36,15 +42,6 @@ constexpr Millis kBlameWait{1500};
 // Reduce-scatter moves chunks in segments of this many floats, two in flight,
 // so adding one segment overlaps receiving the next (and bounds the scratch).
 constexpr int64_t kSegmentFloats = 256 * 1024;
-
-// "[/build/gloo/transport/tcp/pair.cc:589] Read error ..." -> "Read error ...".
-std::string GlooMessage(const std::exception& e) {
-  std::string m = e.what();
-  if (!m.empty() && m[0] == '[') {
-    if (size_t close = m.find("] "); close != std::string::npos) m = m.substr(close + 2);
-  }
-  return m;
-}
 
 bool IsTimeout(const std::string& m) { return m.find("Timed out") != std::string::npos; }
 
@@ -98,8 +95,11 @@ class GlooStore : public gloo::rendezvous::Store {
 
 class GlooCommunicator : public Communicator {
  public:
+  // Throws as gloo does (the watch posts its receives).
   GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx, GlooOptions o)
-      : ctx_(std::move(ctx)), o_(std::move(o)) {}
+      : ctx_(std::move(ctx)),
+        o_(std::move(o)),
+        watch_(std::make_unique<GlooPairWatch>(ctx_, GlooRingSlot(0, kWatchStep))) {}
 
   int rank() const override { return o_.rank; }
   int size() const override { return o_.size; }
@@ -211,6 +211,16 @@ class GlooCommunicator : public Communicator {
     return timeout ? DeadlineExceededError(m) : UnavailableError(m);
   }
 
+  // A wait the pair watch aborted: a connection broke, maybe not the waited
+  // peer's (a rank learns of any rank's death at once, not only through
+  // its neighbours giving up); named as gloo would have named it.
+  Status WatchFailure(std::string_view op, const CollectiveOptions& o, int peer, bool receiving) {
+    if (auto lost = watch_->BrokenPeer(peer)) {
+      return PeerFailure(op, o, lost->rank, receiving, lost->detail);
+    }
+    return PeerFailure(op, o, peer, receiving, "a connection of the mesh broke");
+  }
+
   // Records what this rank saw and looks, for a little while, for the rank
   // that others lost too but that never reported; "" when there is none (or
   // no store): then this rank's own observation is the best there is.
@@ -283,17 +293,20 @@ class GlooCommunicator : public Communicator {
     bool receiving = false;
     try {
       auto buf = ctx_->createUnboundBuffer(base, total);
+      GlooPairWatch::Scope watched(*watch_, {buf.get()});
       for (int i = 0; i < n - 1; ++i) {
         const int send_c = (r - i + n) % n, recv_c = (r - i - 1 + 2 * n) % n;
-        const uint64_t slot = RingSlot(tag, i);
+        const uint64_t slot = GlooRingSlot(tag, i);
         peer = right, receiving = false;
         if (bytes[send_c] > 0) buf->send(right, slot, offsets[send_c], bytes[send_c]);
         peer = left, receiving = true;
         if (bytes[recv_c] > 0) buf->recv(left, slot, offsets[recv_c], bytes[recv_c]);
-        if (bytes[recv_c] > 0) buf->waitRecv(Left(deadline));
+        if (bytes[recv_c] > 0) Waited(buf->waitRecv(nullptr, Left(deadline)));
         peer = right, receiving = false;
-        if (bytes[send_c] > 0) buf->waitSend(Left(deadline));
+        if (bytes[send_c] > 0) Waited(buf->waitSend(nullptr, Left(deadline)));
       }
+    } catch (const WaitAborted&) {
+      return WatchFailure(op, o, peer, receiving);
     } catch (const std::exception& e) {
       return PeerFailure(op, o, peer, receiving, GlooMessage(e));
     }
@@ -306,6 +319,7 @@ class GlooCommunicator : public Communicator {
 
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   const GlooOptions o_;
+  const std::unique_ptr<GlooPairWatch> watch_;  // after ctx_: destroyed first
   uint32_t tag_ = 1;
   std::vector<float> scratch_;  // two reduce-scatter segments, kept across calls
 };
@@ -340,9 +354,10 @@ Status GlooCommunicator::ReduceScatterSum(float* data, std::span<const int64_t> 
   try {
     auto buf = ctx_->createUnboundBuffer(data, static_cast<size_t>(offsets[n]) * 4);
     auto tmp = ctx_->createUnboundBuffer(scratch_.data(), static_cast<size_t>(2 * seg) * 4);
+    GlooPairWatch::Scope watched(*watch_, {buf.get(), tmp.get()});
     for (int s = 0; s < n - 1; ++s) {
       const int send_c = (r - 1 - s + 2 * n) % n, recv_c = (r - 2 - s + 2 * n) % n;
-      const uint64_t slot = RingSlot(tag, s);
+      const uint64_t slot = GlooRingSlot(tag, s);
       const int64_t nsend = segments(send_c), nrecv = segments(recv_c);
       peer = right, receiving = false;
       for (int64_t j = 0; j < nsend; ++j) {
@@ -356,7 +371,7 @@ Status GlooCommunicator::ReduceScatterSum(float* data, std::span<const int64_t> 
       peer = left, receiving = true;
       for (int64_t j = 0; j < std::min<int64_t>(2, nrecv); ++j) post(j);
       for (int64_t j = 0; j < nrecv; ++j) {
-        tmp->waitRecv(Left(deadline));
+        Waited(tmp->waitRecv(nullptr, Left(deadline)));
         float* dst = data + offsets[recv_c] + j * seg;
         const float* src = scratch_.data() + (j % 2) * seg;
         const int64_t len = seg_len(recv_c, j);
@@ -364,8 +379,10 @@ Status GlooCommunicator::ReduceScatterSum(float* data, std::span<const int64_t> 
         if (j + 2 < nrecv) post(j + 2);
       }
       peer = right, receiving = false;
-      for (int64_t j = 0; j < nsend; ++j) buf->waitSend(Left(deadline));
+      for (int64_t j = 0; j < nsend; ++j) Waited(buf->waitSend(nullptr, Left(deadline)));
     }
+  } catch (const WaitAborted&) {
+    return WatchFailure(op, o, peer, receiving);
   } catch (const std::exception& e) {
     return PeerFailure(op, o, peer, receiving, GlooMessage(e));
   }
@@ -373,6 +390,10 @@ Status GlooCommunicator::ReduceScatterSum(float* data, std::span<const int64_t> 
 }
 
 }  // namespace
+
+uint64_t GlooRingSlot(uint32_t tag, int step) {
+  return kSlotPrefix | (static_cast<uint64_t>(tag) << 24) | static_cast<uint64_t>(step);
+}
 
 StatusOr<std::unique_ptr<Communicator>> ConnectGloo(Store& store, const GlooOptions& options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {

@@ -11,8 +11,13 @@
 // and, since we post every receive ourselves, always knows which peer went
 // missing. Broadcast and allreduce use gloo's own functions.
 //
+// A rank learns of any connection of the mesh breaking at once (a killed
+// rank, not only a neighbour giving up): GlooPairWatch, which also fails the
+// sends gloo itself would leave waiting out the timeout.
+//
 // Thread contract: as Communicator. gloo's TCP device runs one event-loop
-// thread per communicator; it inherits the creating thread's signal mask.
+// thread per communicator, and the pair watch one more; both inherit the
+// creating thread's signal mask.
 #pragma once
 
 #include <chrono>
@@ -45,6 +50,11 @@ struct GlooOptions {
   // never reported: the one that went away first.
   Store* failure_store = nullptr;
 };
+
+// The gloo slot of the messages of step `step` of our ring collective with
+// tag `tag` (a communicator's collectives take tags 1, 2, ...). Exposed for
+// tests that play a peer by hand.
+uint64_t GlooRingSlot(uint32_t tag, int step);
 
 // Connects every pair of ranks through `store` (gloo's connectFullMesh; each
 // rank publishes its address and waits for the others'). DeadlineExceeded
