@@ -153,6 +153,16 @@ def train_run(fsx, on_controller, name, fault):
                 print(f.read()[-2000:], file=sys.stderr)
         except OSError:
             pass
+        for c in ("squeue -s", "scontrol show job %s" % job, "scontrol show steps",
+                  "sinfo -N -o '%N %T %o %E'"):
+            try:
+                print("$ " + c + "\n" + on_controller(c), file=sys.stderr)
+            except Exception as e:  # noqa: BLE001  (best effort, the hang is the news)
+                print("$ %s: %s" % (c, e), file=sys.stderr)
+        if os.environ.get("HPOD_BENCH_HOLD"):
+            print("holding the rig for %s s (HPOD_BENCH_HOLD)" % os.environ["HPOD_BENCH_HOLD"],
+                  file=sys.stderr, flush=True)
+            time.sleep(float(os.environ["HPOD_BENCH_HOLD"]))
         raise
     on_controller("scancel %s" % job)
     until("the job gone", lambda: not on_controller("squeue -h -j %s" % job).strip())

@@ -67,6 +67,12 @@ StatusOr<bool> WriteIfChanged(const std::string& path, const std::string& data, 
   return true;
 }
 
+// The machine's own hostname ("" when it cannot be read).
+std::string MachineName() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
+}
+
 }  // namespace
 
 StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
@@ -393,13 +399,26 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
       if (!spec.node_name.empty()) argv.insert(argv.end(), {"-N", spec.node_name});
       out = options_.log_dir + "/slurm/slurmd.out";
     }
+    // A machine serving a NodeName not its own (a pool host that replaced a
+    // node) runs slurmd, and so the jobs' scripts and sruns, under the NodeName.
+    // slurmctld calls an srun back at the host srun names, its own hostname,
+    // looked up as a NodeName first: a replacement's machine name is unknown on
+    // the controller, or is the NodeName another machine serves (the pool's
+    // first hosts named the nodes): the SRUN_STEP_MISSING that ends a step on
+    // a lost node went nowhere, and the step's srun waited for good.
+    std::string uts_hostname;
+    if (spec.role != "controller" && !spec.node_name.empty() && spec.node_name != MachineName()) {
+      uts_hostname = spec.node_name;
+    }
     if (!daemon_) {
       daemon_ = NewDaemon(spec.role == "controller" ? "slurmctld" : "slurmd");
-    } else if (daemon_->options.argv != argv && daemon_->proc) {
+    } else if ((daemon_->options.argv != argv || daemon_->options.uts_hostname != uts_hostname) &&
+               daemon_->proc) {
       StopDaemon(*daemon_);  // a new controller address
       daemon_->start_after = {};
     }
     daemon_->options.argv = argv;
+    daemon_->options.uts_hostname = uts_hostname;
     daemon_->options.output_file = out;
     if (spec.role == "controller") {
       daemon_->options.env["SLURM_CONF"] = options_.conf_dir + "/slurm.conf";

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -82,6 +83,9 @@ class SlurmNodeTest : public ::testing::Test {
                         "echo \"${SLURM_CONF-unset}\" >> " +
                         p +
                         ".env\n"
+                        "hostname >> " +
+                        p +
+                        ".hostname\n"
                         "if [ -e " +
                         p +
                         ".exit ]; then exit 3; fi\n"
@@ -222,6 +226,10 @@ TEST_F(SlurmNodeTest, ComputeRunsMungedWithTheKeyAndSlurmdConfigless) {
 
   ASSERT_TRUE(WaitFor([&] { return Count("slurmd.argv") == 1; }));
   EXPECT_EQ(Lines(rec_ + "/slurmd.argv")[0], "-D --conf-server 10.0.0.1:6817 -N ip-10-0-0-2");
+  // Not this machine's name: slurmd (and what it starts) has the NodeName for
+  // its hostname, as the host an srun names to slurmctld.
+  ASSERT_TRUE(WaitFor([&] { return Count("slurmd.hostname") == 1; }));
+  EXPECT_EQ(Lines(rec_ + "/slurmd.hostname")[0], "ip-10-0-0-2");
   EXPECT_FALSE(fs::exists(rec_ + "/slurmctld.argv"));
   // Compute nodes get their config from slurmctld: nothing is written locally.
   EXPECT_FALSE(fs::exists(options_.conf_dir + "/slurm.conf"));
@@ -249,6 +257,11 @@ TEST_F(SlurmNodeTest, ControllerWritesFilesKeepsUserConfAndReportsNodes) {
   ASSERT_EQ(argv.size(), 1u);
   EXPECT_EQ(argv[0], "-D -f " + options_.conf_dir + "/slurm.conf");
   EXPECT_EQ(Lines(rec_ + "/slurmctld.env")[0], options_.conf_dir + "/slurm.conf");
+  // slurmctld keeps the machine's name (it must be its SlurmctldHost).
+  char machine[256] = {};
+  ASSERT_EQ(::gethostname(machine, sizeof(machine) - 1), 0);
+  ASSERT_TRUE(WaitFor([&] { return Count("slurmctld.hostname") == 1; }));
+  EXPECT_EQ(Lines(rec_ + "/slurmctld.hostname")[0], machine);
   EXPECT_FALSE(fs::exists(rec_ + "/slurmd.argv"));
 
   // The node table is reported once...

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,7 @@ struct ChildPlan {
   std::string cwd;
   std::string output_file;
   std::string pty_slave;  // non-empty: PTY mode
+  std::string uts_hostname;
 };
 
 void BuildPlan(const SubprocessOptions& options, ChildPlan& plan) {
@@ -119,6 +121,7 @@ void BuildPlan(const SubprocessOptions& options, ChildPlan& plan) {
   for (auto& e : plan.env_storage) plan.envp.push_back(e.data());
   plan.envp.push_back(nullptr);
   plan.cwd = options.cwd;
+  plan.uts_hostname = options.uts_hostname;
 }
 
 // Reports errno from the child to the parent through the CLOEXEC error pipe.
@@ -137,6 +140,12 @@ void BuildPlan(const SubprocessOptions& options, ChildPlan& plan) {
   ResetSignalsForExec();
 
   if (::setsid() < 0) ChildFail(err_fd, 1);
+  if (!plan.uts_hostname.empty()) {
+    if (::unshare(CLONE_NEWUTS) < 0) ChildFail(err_fd, 8);
+    if (::sethostname(plan.uts_hostname.data(), plan.uts_hostname.size()) < 0) {
+      ChildFail(err_fd, 9);
+    }
+  }
   if (!plan.pty_slave.empty()) {
     int slave = ::open(plan.pty_slave.c_str(), O_RDWR);
     if (slave < 0) ChildFail(err_fd, 2);
@@ -172,6 +181,10 @@ const char* StageName(int stage) {
       return "dup2";
     case 6:
       return "chdir";
+    case 8:
+      return "a UTS namespace of its own";
+    case 9:
+      return "sethostname";
     default:
       return "exec";
   }

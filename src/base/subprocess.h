@@ -57,6 +57,10 @@ struct SubprocessOptions {
   // Subprocess::Start without a PTY only: stdout and stderr are appended to this
   // file (created 0644). Empty: both are inherited from us.
   std::string output_file;
+  // Non-empty: the child gets a UTS namespace of its own with this hostname
+  // (needs CAP_SYS_ADMIN), which it and everything it starts see as the
+  // machine's name; the machine keeps its own.
+  std::string uts_hostname;
 };
 
 struct SubprocessResult {

@@ -145,6 +145,21 @@ TEST(RunCommandTest, EnvAndCwd) {
   EXPECT_EQ(r->stdout_data, "2||nohome\n/usr\n");
 }
 
+TEST(RunCommandTest, UtsHostnameIsTheChildsAndItsChildrensOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a UTS namespace needs root";
+  char mine[256] = {};
+  ASSERT_EQ(::gethostname(mine, sizeof(mine) - 1), 0);
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "hostname; sh -c hostname"};
+  o.uts_hostname = "hpod-uts-test-node";
+  auto r = RunCommand(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data, "hpod-uts-test-node\nhpod-uts-test-node\n");
+  char after[256] = {};
+  ASSERT_EQ(::gethostname(after, sizeof(after) - 1), 0);
+  EXPECT_STREQ(after, mine);  // the machine's name is untouched
+}
+
 TEST(RunCommandTest, MissingProgramIsNotFound) {
   SubprocessOptions o;
   o.argv = {"hpod-no-such-program-xyz"};

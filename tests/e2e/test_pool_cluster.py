@@ -350,9 +350,25 @@ class PoolClusterTest(unittest.TestCase):
         # Slurm's node keeps its name: slurmd on the spare runs as the lost host's.
         names = self.on_controller("timeout 60 srun -N2 -l printenv SLURMD_NODENAME | sort")
         self.assertEqual(sorted(names.split()[1::2]), self.worker_names)
-        ran_on = self.on_controller("timeout 60 srun -N2 hostname").split()
-        self.assertEqual(sorted(ran_on),
-                         sorted([w for w in self.worker_names if w != victim.name] + [spare.name]))
+        # And a job sees that name as its hostname (slurmd runs in a UTS
+        # namespace of its own there), as srun tells slurmctld where to call
+        # it back; the machine underneath is the spare.
+        self.assertEqual(sorted(self.on_controller("timeout 60 srun -N2 hostname").split()),
+                         self.worker_names)
+        stayed = self.rig_host(next(w for w in self.worker_names if w != victim.name))
+        ran_on = self.on_controller("timeout 60 srun -N2 hostname -I").split()
+        self.assertEqual(sorted(ran_on), sorted([stayed.ip, spare.ip]))
+        self.assertEqual(spare.sh("hostname").stdout.strip(), spare.name)  # its own, outside
+        # An srun on the spare names the node to slurmctld, which calls it back
+        # there (a lost peer's SRUN_STEP_MISSING; under the machine's name it
+        # went nowhere and such a step never ended: bench/pool_recovery.py).
+        job = self.on_controller("sbatch --parsable -w %s -N1 --wrap 'srun sleep 60'"
+                                 % victim.name).strip()
+        srun_host = self.wait_for("the job's srun step", lambda: (lambda m: m and m.group(1))(
+            re.search(r"SrunHost:Pid=([^:\s]+):", self.on_controller(
+                "scontrol show step %s.0" % job, check=False))))
+        self.on_controller("scancel %s" % job)
+        self.assertEqual(srun_host, victim.name)
 
         # The lost machine comes back: told it serves nothing, it wipes its old
         # tenure, and stays Quarantined until a person releases it.
