@@ -18,9 +18,10 @@ Where the pool's extra time goes: a local node's death is seen at once (its PID 
 exits); a pool host's is a channel that dropped without a goodbye and stayed
 down for --pool-lost-host-ms (500 ms), so that a reconnecting agent is not taken
 for a lost machine. Measured 2026-12-05 on 2 cores, median of 3: pool 1.27 s
-(1.17..1.83), local 1.24 s, 1.03x (with a 1 s grace: 2.03 s, 1.65x).
+(1.17..1.84), local 1.25 s, 1.02x (with a 1 s grace: 2.03 s, 1.65x); the first
+resumed training step, pool 7.28 s (7.19..7.40), local 7.15 s, 1.02x.
 
-With --train-runs N, also the seed's `sbatch --nodes 2 --auto-resume=1 run.slurm
+With --train-runs N (default 3; 0 skips it), also the seed's `sbatch --nodes 2 --auto-resume=1 run.slurm
 ./llama_tiny.sh` with checkpoints on /fsx (the pool's from a storage host over
 sshfs): a worker other than the batch host is lost past a checkpoint, and the
 seconds until the resumed attempt's first training step (rank 0's goodput
@@ -31,7 +32,11 @@ tests), so that detection is measured alike. The issue's goal: pool within
 1.5x of local. Median of --runs (default 3). Needs root and Debian's Slurm.
 Everything it starts is stopped and removed, also on failure.
 
-  bench/pool_recovery.py [--runs N]
+  bench/pool_recovery.py [--runs N] [--train-runs N] [--pool-only] [--verbose]
+
+On a training run that does not resume in TIMEOUT_S, it prints the job's output,
+`squeue -s`, its steps and `sinfo`; HPOD_BENCH_HOLD=<seconds> then keeps the rig
+that long for a look before it is removed.
 """
 import argparse
 import json
@@ -347,9 +352,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--verbose", action="store_true", help="print each pool recovery's steps")
     ap.add_argument("--pool-only", action="store_true", help="skip the local provider's runs")
-    ap.add_argument("--train-runs", type=int, default=0,
-                    help="runs of the seed's auto-resume job per provider (default none; see "
-                         "bench/README.md for a hang seen in some pool runs)")
+    ap.add_argument("--train-runs", type=int, default=3,
+                    help="runs of the seed's auto-resume job per provider (0: srun only)")
     args = ap.parse_args()
     global args_verbose
     args_verbose = args.verbose

@@ -217,7 +217,11 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   EXPECT_EQ(Sh("cat /sys/class/net/htbr0/addr_assign_type"), "3\n");
   const std::string bridge_mac = Sh("cat /sys/class/net/htbr0/address");
 
-  // Identity.
+  // Identity. The MAC follows the address, so a replacement (same address)
+  // keeps it and its peers' neighbour entries stay right.
+  const std::string mac = "ip -o link show dev eth0 | grep -o \"link/ether [0-9a-f:]*\"";
+  EXPECT_EQ(InNode("i-a", "-n", mac), "link/ether " + NodeMac("10.213.0.10") + "\n");
+  EXPECT_EQ(InNode("i-b", "-n", mac), "link/ether " + NodeMac("10.213.0.11") + "\n");
   EXPECT_EQ(InNode("i-a", "-u", "hostname"), "ip-10-213-0-10\n");
   EXPECT_EQ(InNode("i-b", "-u", "hostname"), "ip-10-213-0-11\n");
   EXPECT_EQ(InNode("i-a", "-n", "ip route | grep -c default || true"), "0\n");

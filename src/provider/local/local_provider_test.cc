@@ -572,5 +572,13 @@ TEST(Ipv4Test, ParseAndFormat) {
   EXPECT_FALSE(ParseCidr("10.77.0.1/16"));  // host bits set
 }
 
+TEST(NodeMacTest, FollowsTheAddressOnlyAndIsLocallyAdministered) {
+  const std::string mac = NodeMac("10.77.0.12/24");
+  EXPECT_THAT(mac, ::testing::MatchesRegex("02(:[0-9a-f]{2}){5}"));
+  EXPECT_EQ(NodeMac("10.77.0.12"), mac);     // the prefix length does not matter
+  EXPECT_EQ(NodeMac("10.77.0.12/24"), mac);  // a replacement gets the same
+  EXPECT_NE(NodeMac("10.77.0.13/24"), mac);
+}
+
 }  // namespace
 }  // namespace hpod::provider::local

@@ -150,6 +150,13 @@ std::string BridgeMac(const std::string& name) {
 
 }  // namespace
 
+std::string NodeMac(const std::string& address) {
+  const std::string h = HexEncode(Sha256("hpod-node:" + address.substr(0, address.find('/'))));
+  std::string mac = "02";
+  for (int i = 0; i < 5; ++i) mac += ":" + h.substr(2 * i, 2);
+  return mac;
+}
+
 Status RealNodeHost::CreateBridge(const std::string& name, const std::string& gateway) {
   if (!LinkExists(name)) HPOD_RETURN_IF_ERROR(Ip({"link", "add", name, "type", "bridge"}));
   HPOD_RETURN_IF_ERROR(Ip({"link", "set", name, "address", BridgeMac(name)}));
@@ -169,6 +176,8 @@ Status RealNodeHost::CreateNodeNetwork(const NodeNetwork& net) {
       Ip({"link", "add", net.veth_host, "type", "veth", "peer", "name", net.veth_node}));
   HPOD_RETURN_IF_ERROR(Ip({"link", "set", net.veth_node, "netns", net.netns}));
   HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "link", "set", net.veth_node, "name", "eth0"}));
+  HPOD_RETURN_IF_ERROR(
+      Ip({"-n", net.netns, "link", "set", "eth0", "address", NodeMac(net.address)}));
   HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "addr", "add", net.address, "dev", "eth0"}));
   HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "link", "set", "lo", "up"}));
   HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "link", "set", "eth0", "up"}));

@@ -51,6 +51,14 @@ struct NodeNetwork {
   std::string via;
 };
 
+// The MAC of a node's eth0: locally administered, and a function of its IP
+// ("10.77.0.12/24" or "10.77.0.12") only. A replacement keeps its predecessor's
+// address, and so its MAC: the other nodes' neighbour entries stay right. With a
+// random MAC, a peer that had just talked to the lost node (a job's other rank)
+// kept sending to the old MAC for up to half a minute, and the retried step's
+// launch on the replacement failed ("Communication connection failure").
+std::string NodeMac(const std::string& address);
+
 // One process of a node, as the host sees it.
 struct NodeProcessInfo {
   ProcessId id;
