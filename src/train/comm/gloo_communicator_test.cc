@@ -136,6 +136,18 @@ TEST(CollectivesTest, ASilentPeerTimesOutNamingIt) {
       300ms);
 }
 
+// Rank 0 of a world of two, its peer named "rank 1 (b)", a 20 s timeout (far
+// longer than any prompt failure takes).
+GlooOptions RankZeroOfTwo(const std::string& prefix) {
+  GlooOptions o;
+  o.rank = 0;
+  o.size = 2;
+  o.prefix = prefix;
+  o.timeout = 20s;
+  o.peer_names = {"rank 0 (a)", "rank 1 (b)"};
+  return o;
+}
+
 TEST(CollectivesTest, APeerThatGoesAwayFailsTheOthersPromptly) {
   HashStore store;
   std::unique_ptr<Communicator> dead;
@@ -148,13 +160,7 @@ TEST(CollectivesTest, APeerThatGoesAwayFailsTheOthersPromptly) {
     ASSERT_TRUE(c.ok());
     dead = std::move(*c);
   });
-  GlooOptions o;
-  o.rank = 0;
-  o.size = 2;
-  o.prefix = "gone";
-  o.timeout = 20s;
-  o.peer_names = {"rank 0 (a)", "rank 1 (b)"};
-  auto c = ConnectGloo(store, o);
+  auto c = ConnectGloo(store, RankZeroOfTwo("gone"));
   ASSERT_TRUE(c.ok());
   peer.join();
   dead.reset();  // closes its connections, as an exiting process does
@@ -267,13 +273,7 @@ TEST(CollectivesTest, ASendStillQueuedWhenItsPeerDiesFailsPromptly) {
     std::this_thread::sleep_for(500ms);
     ctx.reset();  // and the process exits (unread data: the kernel resets)
   });
-  GlooOptions o;
-  o.rank = 0;
-  o.size = 2;
-  o.prefix = "queued";
-  o.timeout = 20s;
-  o.peer_names = {"rank 0 (a)", "rank 1 (b)"};
-  auto c = ConnectGloo(store, o);
+  auto c = ConnectGloo(store, RankZeroOfTwo("queued"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const auto t0 = std::chrono::steady_clock::now();
   Status st = (*c)->AllGather(mine.data(), std::vector<int64_t>{big, small});
