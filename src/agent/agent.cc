@@ -14,7 +14,6 @@ namespace {
 using Json = nlohmann::json;
 namespace proto = api::agentproto;
 
-
 // The InstanceType of the group whose Instances list `instance_id` (HyperPod's
 // resource_config.json shape); "" when it is not there.
 std::string InstanceTypeOf(const Json& resource_config, const std::string& instance_id) {
@@ -382,6 +381,7 @@ void Agent::OpenSession(const Json& message) {
     return;
   }
   SessionRequest request = std::move(*parsed);
+  if (slurm_) request.uts_hostname = slurm_->JobHostname();
   auto dial = channel_->SessionDial(request.session_id);
   if (!dial.ok() || request.session_id.empty()) {
     spdlog::warn("cannot open session '{}': {}", request.session_id,

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
@@ -70,6 +71,7 @@ class SessionChild {
       options.env = extra_env;
       options.env["TERM"] = "xterm-256color";
       options.env["HOME"] = "/root";
+      options.uts_hostname = request.uts_hostname;
       int master = -1;
       HPOD_ASSIGN_OR_RETURN(child->pty_child_,
                             Subprocess::Start(options, &master, request.rows, request.cols));
@@ -96,10 +98,15 @@ class SessionChild {
     std::vector<char*> cenv;
     for (auto& e : env_strings) cenv.push_back(e.data());
     cenv.push_back(nullptr);
+    const std::string& uts = request.uts_hostname;
     pid_t pid = ::fork();
     if (pid < 0) return InternalError("fork failed");
     if (pid == 0) {
       ::setsid();
+      if (!uts.empty() &&
+          (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(uts.data(), uts.size()) != 0)) {
+        _exit(126);
+      }
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
       ::dup2(out[1], 2);

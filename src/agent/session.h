@@ -25,6 +25,10 @@ struct SessionRequest {
   unsigned short rows = 24;
   unsigned short cols = 80;
   bool pty = true;
+  // Set by the agent, not the message: non-empty on a machine serving a NodeName
+  // not its own, which the shell then has for its hostname, as the node's jobs
+  // do (SlurmNode::JobHostname): an srun typed there names the node.
+  std::string uts_hostname;
 };
 
 // Parses an `open_session` message (api::agentproto::OpenSession; missing fields

@@ -73,6 +73,14 @@ std::string MachineName() {
   return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
 }
 
+// SlurmNode::JobHostname for `spec`.
+std::string JobHostnameOf(const SlurmSpec& spec) {
+  if (spec.role != "compute" || spec.node_name.empty() || spec.node_name == MachineName()) {
+    return "";
+  }
+  return spec.node_name;
+}
+
 }  // namespace
 
 StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
@@ -175,6 +183,11 @@ void SlurmNode::Apply(SlurmSpec spec) {
   MutexLock lock(mu_);
   desired_ = std::move(spec);
   cv_.notify_all();
+}
+
+std::string SlurmNode::JobHostname() const {
+  MutexLock lock(mu_);
+  return desired_ ? JobHostnameOf(*desired_) : "";
 }
 
 std::string SlurmNode::ControllerTarget() const {
@@ -406,10 +419,7 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
     // the controller, or is the NodeName another machine serves (the pool's
     // first hosts named the nodes): the SRUN_STEP_MISSING that ends a step on
     // a lost node went nowhere, and the step's srun waited for good.
-    std::string uts_hostname;
-    if (spec.role != "controller" && !spec.node_name.empty() && spec.node_name != MachineName()) {
-      uts_hostname = spec.node_name;
-    }
+    const std::string uts_hostname = JobHostnameOf(spec);
     if (!daemon_) {
       daemon_ = NewDaemon(spec.role == "controller" ? "slurmctld" : "slurmd");
     } else if ((daemon_->options.argv != argv || daemon_->options.uts_hostname != uts_hostname) &&

@@ -122,6 +122,10 @@ class SlurmNode {
   // "a.b.c.d:6817" of the controller this node's slurmd or clients talk to; "" on
   // the controller itself and before the first Apply (the network health check).
   std::string ControllerTarget() const;
+  // The hostname slurmd, and so the node's jobs, run under: the NodeName when
+  // it is not the machine's own name (a pool host serving another's node),
+  // else "" (the machine's name is the node's).
+  std::string JobHostname() const;
   // Stops the daemons (SIGTERM, then SIGKILL) and the worker.
   void Stop();
   // The controller reports its node table again at the next poll even if

@@ -369,6 +369,13 @@ class PoolClusterTest(unittest.TestCase):
                 "scontrol show step %s.0" % job, check=False))))
         self.on_controller("scancel %s" % job)
         self.assertEqual(srun_host, victim.name)
+        # So does a shell on the node (hpod start-session), where an srun typed
+        # names the node too.
+        cid = self.hpod("describe-cluster", "--cluster-name", "own")["ClusterArn"].split("/")[-1]
+        target = "sagemaker-cluster:%s_%s-%s" % (cid, new["InstanceGroupName"],
+                                                 new["InstanceId"])
+        self.assertEqual(self.hpod_cls("start-session", "--target", target, "--command",
+                                       "hostname", output="text").strip(), victim.name)
 
         # The lost machine comes back: told it serves nothing, it wipes its old
         # tenure, and stays Quarantined until a person releases it.
