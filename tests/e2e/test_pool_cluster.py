@@ -374,8 +374,11 @@ class PoolClusterTest(unittest.TestCase):
         cid = self.hpod("describe-cluster", "--cluster-name", "own")["ClusterArn"].split("/")[-1]
         target = "sagemaker-cluster:%s_%s-%s" % (cid, new["InstanceGroupName"],
                                                  new["InstanceId"])
-        self.assertEqual(self.hpod_cls("start-session", "--target", target, "--command",
-                                       "hostname", output="text").strip(), victim.name)
+        # The last line: a login shell's profile may print before it (pyenv on
+        # a CI machine, about a working directory the host cannot see).
+        out = self.hpod_cls("start-session", "--target", target, "--command", "hostname",
+                            output="text")
+        self.assertEqual(out.strip().splitlines()[-1], victim.name, out)
 
         # The lost machine comes back: told it serves nothing, it wipes its old
         # tenure, and stays Quarantined until a person releases it.
