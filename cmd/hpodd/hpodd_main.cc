@@ -176,8 +176,10 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   // it, since it needs the store and the hosts' channels.
   provider_names.push_back(kPoolProvider);
   std::string pool_spank_plugin = controlplane::kPackagedSpankPlugin;
-  int pool_reboot_timeout_s = 300;
-  int pool_lost_host_ms = 500;
+  int pool_reboot_timeout_s =
+      static_cast<int>(controlplane::PoolProviderOptions{}.reboot_timeout.count());
+  int pool_lost_host_ms =
+      static_cast<int>(controlplane::PoolProviderOptions{}.lost_host_after.count());
   std::string power_command;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--provider", provider_name,

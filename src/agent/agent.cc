@@ -6,6 +6,7 @@
 
 #include "hpod/agent/fs_util.h"
 #include "hpod/agent/health/checks.h"
+#include "hpod/agent/machine_facts.h"
 #include "hpod/agent/session.h"
 
 namespace hpod::agent {
@@ -34,10 +35,7 @@ std::string InstanceTypeOf(const Json& resource_config, const std::string& insta
 }
 
 std::string Hostname(const std::string& configured) {
-  if (!configured.empty()) return configured;
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
+  return configured.empty() ? MachineHostname() : configured;
 }
 
 // Forwards formatted log lines to the channel's outbox. Channel::SendLog never logs,

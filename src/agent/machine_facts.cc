@@ -132,6 +132,11 @@ std::string SlurmVersion(const std::string& slurmd) {
 
 }  // namespace
 
+std::string MachineHostname() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
+}
+
 StatusOr<Json> CollectMachineFacts(const FactsOptions& options) {
   auto id = ReadFile(options.machine_id_file);
   std::string machine_id = id.ok() ? Trimmed(*id) : "";
@@ -144,8 +149,7 @@ StatusOr<Json> CollectMachineFacts(const FactsOptions& options) {
   Json f;
   f["machine_id"] = machine_id;
   if (std::string boot = ReadBootId(options.boot_id_file); !boot.empty()) f["boot_id"] = boot;
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) == 0) f["hostname"] = host;
+  if (std::string host = MachineHostname(); !host.empty()) f["hostname"] = host;
   f["cpus"] = static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN));
   f["memory_bytes"] = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) *
                       static_cast<int64_t>(::sysconf(_SC_PAGESIZE));

@@ -32,4 +32,8 @@ struct FactsOptions {
 // unreadable.
 StatusOr<nlohmann::json> CollectMachineFacts(const FactsOptions& options);
 
+// The machine's hostname (gethostname(2) in the caller's UTS namespace); ""
+// when it cannot be read.
+std::string MachineHostname();
+
 }  // namespace hpod::agent

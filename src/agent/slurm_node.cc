@@ -13,6 +13,7 @@
 
 #include "hpod/agent/fs_util.h"
 #include "hpod/agent/hosts_file.h"
+#include "hpod/agent/machine_facts.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/crypto.h"
 #include "hpod/slurm/config.h"
@@ -67,15 +68,9 @@ StatusOr<bool> WriteIfChanged(const std::string& path, const std::string& data, 
   return true;
 }
 
-// The machine's own hostname ("" when it cannot be read).
-std::string MachineName() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
-}
-
 // SlurmNode::JobHostname for `spec`.
 std::string JobHostnameOf(const SlurmSpec& spec) {
-  if (spec.role != "compute" || spec.node_name.empty() || spec.node_name == MachineName()) {
+  if (spec.role != "compute" || spec.node_name.empty() || spec.node_name == MachineHostname()) {
     return "";
   }
   return spec.node_name;

@@ -27,11 +27,11 @@
 #include "hpod/controlplane/host_channels.h"
 #include "hpod/controlplane/jobs.h"
 #include "hpod/controlplane/join_service.h"
-#include "hpod/controlplane/pool_provider.h"
 #include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_api.h"
 #include "hpod/controlplane/node_logs.h"
 #include "hpod/controlplane/options.h"
+#include "hpod/controlplane/pool_provider.h"
 #include "hpod/controlplane/s3_relay.h"
 #include "hpod/controlplane/work_queue.h"
 #include "hpod/http/router.h"
@@ -68,9 +68,9 @@ struct DaemonOptions {
   // channels) and requires agent_listen_address. `provider` must be null.
   bool pool_provider = false;
   std::string pool_spank_plugin = kPackagedSpankPlugin;
-  std::chrono::seconds pool_reboot_timeout{300};
+  std::chrono::seconds pool_reboot_timeout = PoolProviderOptions{}.reboot_timeout;
   std::string power_command;  // PoolProviderOptions::power_command
-  std::chrono::milliseconds pool_lost_host_after{500};
+  std::chrono::milliseconds pool_lost_host_after = PoolProviderOptions{}.lost_host_after;
 };
 
 class Daemon {

@@ -48,13 +48,24 @@ StatusOr<store::HostRecord> HostOf(store::Store& store, const std::string& insta
   return host;
 }
 
-// A launched instance's row with its cluster and group, read once for both
-// what ReserveSpare needs and what its host must mount.
+// What ReserveSpare needs to place an instance of a group (its spec) of `cluster`.
+SpareRequest RequestFor(const nlohmann::json& group_spec, const store::ClusterRecord& cluster,
+                        std::string instance_type, HostPlacement placement,
+                        const std::string& instance_name) {
+  SpareRequest r;
+  r.pool = PoolOf(group_spec, cluster.spec);
+  r.instance_type = std::move(instance_type);
+  r.reason =
+      "serves " + instance_name + " (" + placement.instance_id + ") of cluster " + cluster.name;
+  r.placement = std::move(placement);
+  return r;
+}
+
+// A launched instance's row with its cluster and group.
 struct Placed {
   store::NodeRecord node;
   store::ClusterRecord cluster;
   store::GroupRecord group;
-  std::vector<store::NodeRecord> nodes;  // the cluster's
 };
 
 StatusOr<Placed> ReadPlaced(store::ReadTx& tx, const std::string& instance_id) {
@@ -66,31 +77,22 @@ StatusOr<Placed> ReadPlaced(store::ReadTx& tx, const std::string& instance_id) {
                         [&](const store::GroupRecord& r) { return r.name == p.node.group_name; });
   if (g == groups.end()) return NotFoundError("instance " + instance_id + " has no group");
   p.group = *g;
-  HPOD_ASSIGN_OR_RETURN(p.nodes, tx.ListNodes(p.node.cluster_id));
   return p;
-}
-
-// What ReserveSpare needs for a launched instance: its group's pool and type.
-SpareRequest RequestFor(const Placed& p) {
-  SpareRequest r;
-  r.pool = PoolOf(p.group.spec, p.cluster.spec);
-  r.instance_type = p.group.spec.value("InstanceType", "");
-  r.placement = {p.node.cluster_id, p.node.group_name, p.node.instance_id};
-  r.reason = "serves " + p.node.group_name + "-" + std::to_string(p.node.ordinal) + " (" +
-             p.node.instance_id + ") of cluster " + p.cluster.name;
-  return r;
 }
 
 // The shared filesystem the instance's group (else its cluster) declares; the
 // cluster's node with the lowest logical id writes its marker (a replacement
-// keeps the logical id, and finds the marker there already).
-std::optional<api::agentproto::SharedFilesystem> SharedFsFor(const Placed& p) {
+// keeps the logical id, and finds the marker there already). The cluster's
+// nodes are read only when there is a declaration.
+StatusOr<std::optional<api::agentproto::SharedFilesystem>> SharedFsFor(store::ReadTx& tx,
+                                                                       const Placed& p) {
   const nlohmann::json decl = p.group.spec.contains("HpodSharedFilesystem")
                                   ? p.group.spec["HpodSharedFilesystem"]
                                   : p.cluster.spec.value("HpodSharedFilesystem", nlohmann::json());
-  if (!decl.is_object()) return std::nullopt;
+  if (!decl.is_object()) return std::optional<api::agentproto::SharedFilesystem>();
+  HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(p.node.cluster_id));
   std::string first;
-  for (const store::NodeRecord& o : p.nodes) {
+  for (const store::NodeRecord& o : nodes) {
     if (!o.remove && (first.empty() || o.logical_id < first)) first = o.logical_id;
   }
   api::agentproto::SharedFilesystem f;
@@ -100,7 +102,7 @@ std::optional<api::agentproto::SharedFilesystem> SharedFsFor(const Placed& p) {
   f.marker_name = ".hpod-fsx-" + p.cluster.id;
   f.marker_value = "hpod shared filesystem of " + p.cluster.arn;
   f.writer = p.node.logical_id == first;
-  return f;
+  return std::optional<api::agentproto::SharedFilesystem>(std::move(f));
 }
 
 }  // namespace
@@ -132,7 +134,7 @@ void PoolProvider::SendAssign(const std::string& host_id, const std::string& ins
   if (!instance_id.empty()) {
     Status s = store_.Read([&](store::ReadTx& tx) -> Status {
       HPOD_ASSIGN_OR_RETURN(Placed placed, ReadPlaced(tx, instance_id));
-      assign.shared_fs = SharedFsFor(placed);
+      HPOD_ASSIGN_OR_RETURN(assign.shared_fs, SharedFsFor(tx, placed));
       return OkStatus();
     });
     // Without its declaration the host would start the node unchecked: not now.
@@ -159,12 +161,9 @@ Status PoolProvider::Launch(const provider::LaunchSpec& spec) {
       return serving.status();
     }
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord cluster, tx.GetCluster(spec.cluster_id));
-    SpareRequest request;
-    request.pool = PoolOf(spec.group_spec, cluster.spec);
-    request.instance_type = spec.instance_type;
-    request.placement = {spec.cluster_id, spec.group_name, spec.instance_id};
-    request.reason = "serves " + spec.instance_name + " (" + spec.instance_id + ") of cluster " +
-                     spec.cluster_name;
+    const SpareRequest request =
+        RequestFor(spec.group_spec, cluster, spec.instance_type,
+                   {spec.cluster_id, spec.group_name, spec.instance_id}, spec.instance_name);
     HPOD_ASSIGN_OR_RETURN(host, ReserveSpare(tx, clock_, request, [this](const auto& h) {
                             return link_.connected && link_.connected(h.host_id);
                           }));
@@ -223,8 +222,11 @@ Status PoolProvider::Reboot(const std::string& instance_id, const std::string& r
 Status PoolProvider::Place(const std::string& instance_id) {
   store::HostRecord host;
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(Placed placed, ReadPlaced(tx, instance_id));
-    const SpareRequest request = RequestFor(placed);
+    HPOD_ASSIGN_OR_RETURN(Placed p, ReadPlaced(tx, instance_id));
+    const SpareRequest request =
+        RequestFor(p.group.spec, p.cluster, p.group.spec.value("InstanceType", ""),
+                   {p.node.cluster_id, p.node.group_name, p.node.instance_id},
+                   p.node.group_name + "-" + std::to_string(p.node.ordinal));
     HPOD_ASSIGN_OR_RETURN(host, ReserveSpare(tx, clock_, request, [this](const auto& h) {
                             return link_.connected && link_.connected(h.host_id);
                           }));
@@ -239,8 +241,7 @@ Status PoolProvider::Place(const std::string& instance_id) {
   return OkStatus();
 }
 
-Status PoolProvider::InjectFault(const std::string& instance_id,
-                                 const provider::FaultSpec& fault) {
+Status PoolProvider::InjectFault(const std::string& instance_id, const provider::FaultSpec& fault) {
   using Kind = provider::FaultSpec::Kind;
   if (fault.kind == Kind::kDiskFull || fault.kind == Kind::kGpuXid) {
     return UnimplementedError(std::string(provider::FaultKindName(fault.kind)) +
@@ -338,10 +339,10 @@ StatusOr<provider::NodeObservation> PoolProvider::Describe(const std::string& in
       const auto gone = clock_.SteadyNow() - *lost;
       if (gone > options_.lost_host_after) {
         o.state = provider::NodeState::kFailed;
-        o.message = "its host " + host.host_id + " is lost: its agent's connection dropped " +
-                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(gone)
-                                       .count()) +
-                    " ms ago without a goodbye (the machine stopped, or its agent died)";
+        o.message =
+            "its host " + host.host_id + " is lost: its agent's connection dropped " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(gone).count()) +
+            " ms ago without a goodbye (the machine stopped, or its agent died)";
         return o;
       }
     }
@@ -377,7 +378,8 @@ provider::NodeObservation PoolProvider::Rebooting(const store::HostRecord& host,
     auto [it, fresh] = reboots_.try_emplace(host.host_id);
     RebootState& rb = it->second;
     // A reboot hpodd asked for before it restarted: a deadline from now.
-    if (fresh) rb = {"(before a restart of hpodd)", "", clock_.SteadyNow() + options_.reboot_timeout};
+    if (fresh)
+      rb = {"(before a restart of hpodd)", "", clock_.SteadyNow() + options_.reboot_timeout};
     request = rb.request_id;
     if (clock_.SteadyNow() > rb.deadline) {
       if (!options_.power_command.empty() && !rb.cycled) {

@@ -275,14 +275,13 @@ TEST(CollectivesTest, ASendStillQueuedWhenItsPeerDiesFailsPromptly) {
   });
   auto c = ConnectGloo(store, RankZeroOfTwo("queued"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  const auto t0 = std::chrono::steady_clock::now();
   Status st = (*c)->AllGather(mine.data(), std::vector<int64_t>{big, small});
-  const auto waited = std::chrono::steady_clock::now() - t0;
   peer.join();
+  // Not the 20 s timeout, which reads DeadlineExceeded "could not send to rank
+  // 1 (b) within 20 s".
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
   EXPECT_NE(st.message().find("allgather failed: lost rank 1 (b): "), std::string::npos)
       << st.message();
-  EXPECT_LT(waited, 10s);  // not the 20 s timeout
 }
 
 TEST(ConnectGlooTest, ARankThatNeverArrivesIsNamed) {

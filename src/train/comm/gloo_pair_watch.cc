@@ -49,11 +49,6 @@ void GlooPairWatch::Run() {
   }
 }
 
-bool GlooPairWatch::broken() const {
-  MutexLock l(mu_);
-  return broken_;
-}
-
 std::optional<GlooPairWatch::Lost> GlooPairWatch::BrokenPeer(int first) {
   auto probe = ctx_->createUnboundBuffer(&byte_, 1);
   auto broken = [&](int p) -> std::optional<Lost> {

@@ -13,7 +13,7 @@
 // abortWaitSend/abortWaitRecv: the wait returns false, now or at its next
 // call), and remembers that the mesh is broken.
 //
-// Thread contract: Scope, broken() and BrokenPeer() are called from the
+// Thread contract: Scope and BrokenPeer() are called from the
 // communicator's one calling thread; the watch thread only takes mu_. The
 // destructor stops the watch thread; destroy the watch before the context.
 #pragma once
@@ -58,9 +58,6 @@ class GlooPairWatch {
     GlooPairWatch& watch_;
   };
 
-  // Whether a connection broke (the watch fired).
-  bool broken() const;
-
   struct Lost {
     int rank;
     std::string detail;  // gloo's words: "Connection closed by peer [addr]:port"
@@ -78,7 +75,7 @@ class GlooPairWatch {
   const uint64_t slot_;
   char byte_ = 0;
   const std::unique_ptr<gloo::transport::UnboundBuffer> watch_;  // receives never complete
-  mutable Mutex mu_;
+  Mutex mu_;
   std::vector<gloo::transport::UnboundBuffer*> active_ GUARDED_BY(mu_);
   bool broken_ GUARDED_BY(mu_) = false;
   std::thread thread_;
