@@ -24,6 +24,24 @@ import test_slurm  # noqa: E402
 # failed for the race, not for hpod. 360 steps leave 10 s or more.
 STEPS = 360
 SAVE_INTERVAL = 20
+# test_4's attempt 0 stops at this checkpoint and waits for the test (GATED_TRAIN).
+GATE_STEP = 2 * SAVE_INTERVAL
+GATED_TRAIN = """#!/bin/bash
+# Attempt 0 trains to step %d (a checkpoint), says so, and waits while the
+# gate exists; any later attempt trains on from its checkpoint as usual.
+set -euo pipefail
+if [ "${HPOD_AUTO_RESUME_ATTEMPT:-0}" = 0 ]; then
+  args=()
+  while [ $# -gt 0 ]; do
+    if [ "$1" = --max-steps ]; then args+=(--max-steps %d); shift 2; else args+=("$1"); shift; fi
+  done
+  /fsx/bin/hpod-train "${args[@]}"
+  touch "/fsx/ar/user.at-gate.$SLURM_PROCID"
+  while [ -e /fsx/ar/user.gate ]; do sleep 0.2; done
+  exit 0
+fi
+exec /fsx/bin/hpod-train "$@"
+""" % (GATE_STEP, GATE_STEP)
 PLUGIN = os.path.join(nodestest.hpodtest.BIN_DIR, "src", "slurm", "spank", "spank_hpod.so")
 
 
@@ -92,6 +110,7 @@ class AutoResumeTest(unittest.TestCase):
         bins = os.path.join(nodestest.hpodtest.BIN_DIR, "cmd")
         for name in ("run.slurm", "llama_tiny.sh"):
             shutil.copy(os.path.join(top, "examples", "slurm", name), os.path.join(cls.fsx, "ar"))
+        nodestest.write_script(os.path.join(cls.fsx, "ar", "gated.sh"), GATED_TRAIN)
         for tool in ("hpod-data", "hpod-train"):
             shutil.copy(os.path.join(bins, tool, tool), os.path.join(cls.fsx, "bin"))
         shutil.copy(os.path.join(top, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
@@ -102,10 +121,10 @@ class AutoResumeTest(unittest.TestCase):
             "--tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
             "--output /fsx/data/train512.bin")
 
-    def submit(self, name, auto_resume=True, steps=STEPS):
+    def submit(self, name, auto_resume=True, steps=STEPS, train="/fsx/bin/hpod-train"):
         """sbatch of the seed's form; returns the job id."""
         out = self.on_controller(
-            "cd /fsx/ar && HPOD_TRAIN=/fsx/bin/hpod-train MAX_STEPS=%d "
+            "cd /fsx/ar && HPOD_TRAIN=" + train + " MAX_STEPS=%d "
             "RUN_DIR=/fsx/runs/%s sbatch --nodes 3 %s--output=/fsx/ar/%s.out run.slurm "
             "./llama_tiny.sh --save-interval %d --lr-decay-steps %d" % (
                 steps, name, "--auto-resume=1 " if auto_resume else "", name, SAVE_INTERVAL,
@@ -252,13 +271,37 @@ class AutoResumeTest(unittest.TestCase):
             self.assert_resumed(kind, job, host, kind)
 
     def test_4_a_users_action_replace_during_the_job(self):
+        """The user's mark lands while the step provably runs: attempt 0 trains to
+        GATE_STEP (a checkpoint), then every rank waits while the gate file exists.
+        Only the retry (attempt 1) trains on, so the job cannot end before the mark,
+        however fast it trains; the gate is lifted only once the retry is in the
+        job's log, or after a deadline so a missing retry fails by assertion."""
         self.reference_loss()
-        job = self.submit("user")
-        self.wait_step(job, SAVE_INTERVAL + 5)
-        iid, host = self.victim(job)
-        self.on_controller('scontrol update nodename=%s state=fail reason="Action:Replace"' % host)
-        self.assert_resumed("user", job, host, "Action:Replace")
+        gate = "/fsx/ar/user.gate"
+        with open(self.host_file(gate), "w"):
+            pass
+        job = self.submit("user", train="/fsx/ar/gated.sh")
+        try:
+            deadline = time.time() + 120
+            while time.time() < deadline and len([
+                    f for f in os.listdir(self.host_file("/fsx/ar"))
+                    if f.startswith("user.at-gate.")]) < 3:
+                time.sleep(0.2)
+            self.assertEqual(self.job_state(job), "RUNNING", self.read("/fsx/ar/user.out"))
+            iid, host = self.victim(job)
+            self.on_controller(
+                'scontrol update nodename=%s state=fail reason="Action:Replace"' % host)
+            deadline = time.time() + 120
+            while time.time() < deadline and "Attempt number: 1" not in self.read(
+                    "/fsx/ar/user.out"):
+                time.sleep(0.5)
+        finally:
+            os.unlink(self.host_file(gate))
+        log = self.assert_resumed("user", job, host, "Action:Replace")
         self.assertNotIn(iid, self.workers())
+        starts = [e for e in self.ledger(job) if e["event"] == "start"]
+        self.assertEqual(starts[-1]["resumed_step"], GATE_STEP, starts)
+        del log
 
     def test_5_batch_host_killed_requeues_and_resumes(self):
         self.reference_loss()
