@@ -13,6 +13,8 @@ Three edges the original sketch did not spell out are legitimate and allowed:
   controlplane -> slurm  hpodd plans slurm.conf and reads the controller's
                          scontrol output the agent relays;
   cmd/hpodd -> store     `hpodd create-key` opens the store directly.
+  slurm -> container     spank_hpod.so checks --container-image/--container-mounts
+                         with container/'s parsers where srun parses them.
 
 Usage: check-deps.py [repo root]   (exit 0: clean; 1: violations listed)
        check-deps.py --self-test     (the check catches a bad include and a bad link)
@@ -32,7 +34,8 @@ ALLOWED = {
     "provider": {"base", "api"},
     "provider/local": {"base", "api", "provider"},
     "provider/fake": {"base", "api", "provider"},
-    "slurm": {"base", "api"},
+    "slurm": {"base", "api", "container"},
+    "container": {"base"},
     "controlplane": {"base", "api", "auth", "store", "http", "provider", "slurm"},
     "agent": {"base", "api", "auth", "http", "slurm"},
     "cli": {"base", "api", "auth", "http", "slurm"},
@@ -48,6 +51,7 @@ ALLOWED = {
     "cmd/hpod-node-init": {"base", "provider/local"},
     "cmd/hpod-train": {"base", "train/trainer"},
     "cmd/hpod-data": {"base", "train/data"},
+    "cmd/hpod-container": {"base", "container"},
 }
 
 # Tests may also use the fakes of what they test against.
@@ -64,6 +68,7 @@ TARGET_MODULE = {
     "hpod_train_comm": "train/comm", "hpod_train_model": "train/model",
     "hpod_train_data": "train/data", "hpod_train_ckpt": "train/ckpt",
     "hpod_train_trainer": "train/trainer", "hpodd_main": "cmd/hpodd",
+    "hpod_container": "container",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"hpod/([^"]+)"')

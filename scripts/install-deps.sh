@@ -57,12 +57,14 @@ TEST_PKGS=(
   chromium fonts-dejavu-core  # the console's browser e2e test (playwright-core drives it; no browser download)
   dpkg-dev lintian xz-utils   # make package: cpack's dpkg-shlibdeps, the packages' lint (scripts/check-packages.sh)
   sshfs openssh-sftp-server   # the pool rig's storage host serves /fsx over sftp (no sshd runs)
+  docker-registry mmdebstrap  # containers e2e: a real registry, an image built from Debian packages
 )
 # Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
 # libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:
 # without it libslurm-dev drags in ~32 packages (hdf5, rrd, ipmi, rocm-smi…).
 RUN_PKGS=(
   slurmctld slurmd slurm-client munge libslurm-dev
+  squashfs-tools skopeo umoci # hpod-container: .sqsh images, registry pulls, OCI layers (src/container)
 )
 
 missing=()

@@ -64,6 +64,20 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
       }
     }
   }
+  // hpod-container, which the plugin runs beside itself on the nodes: installed
+  // beside hpodd, or in the build tree (build/cmd/hpod-container/).
+  {
+    std::error_code ec;
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    for (const fs::path& p :
+         {self.parent_path() / "hpod-container",
+          self.parent_path().parent_path() / "hpod-container" / "hpod-container"}) {
+      if (!ec && !o.spank_plugin.empty() && fs::exists(p, ec)) {
+        o.container_helper = p.string();
+        break;
+      }
+    }
+  }
   if (!ctx.fake_nvml_library.empty()) {
     // Nodes resolve it in their own mount namespace: pass it absolute.
     o.fake_nvml_library = fs::absolute(ctx.fake_nvml_library).string();

@@ -105,6 +105,10 @@ struct LocalProviderOptions {
   // spank_hpod.so on the host (absolute), copied onto every node's disk (nodes do
   // not see the host's /tmp, where a CI clone builds it); empty: none.
   std::string spank_plugin;
+  // hpod-container on the host (absolute), copied beside the plugin on every node
+  // (the plugin runs it for --container-image); empty: none, and a containerized
+  // step fails with one line saying so.
+  std::string container_helper;
   // Wall-clock time for partition ends (persisted, so hpodd restarts keep them).
   // Borrowed, outlives the provider; null: the real clock.
   const Clock* clock = nullptr;

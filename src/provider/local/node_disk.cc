@@ -80,24 +80,24 @@ Status LocalProvider::PrepareDisk(const Node& n) {
   // filled still boots (and its disk stays full, as a real one would).
   HPOD_RETURN_IF_ERROR(WriteFileInPlace(KernelLogPath(n.instance_id), ""));
   fs::remove(disk + "/state/agent.json", ec);
-  if (!options_.spank_plugin.empty()) {
-    // Before slurmd starts (the agent starts it after this node boots): srun and
-    // slurmstepd load it from plugstack.conf's path, Environment().spank_plugin. A rebooted
-    // node keeps its copy unless the build is newer; a new copy is renamed into
-    // place, so a full disk never leaves a truncated plugin that plugstack.conf
-    // requires.
-    const std::string dest = disk + "/state/spank_hpod.so";
+  // Before slurmd starts (the agent starts it after this node boots): srun and
+  // slurmstepd load the plugin from plugstack.conf's path, Environment().spank_plugin,
+  // and the plugin runs hpod-container from beside itself. A rebooted node keeps
+  // its copies unless the build is newer; a new copy is renamed into place, so a
+  // full disk never leaves a truncated plugin that plugstack.conf requires.
+  for (const auto& [from, name] : {std::pair{&options_.spank_plugin, "spank_hpod.so"},
+                                   std::pair{&options_.container_helper, "hpod-container"}}) {
+    if (from->empty()) continue;
+    const std::string dest = disk + "/state/" + name;
     std::error_code newer;
-    if (!fs::exists(dest) ||
-        fs::last_write_time(options_.spank_plugin, newer) > fs::last_write_time(dest, newer)) {
-      fs::copy_file(options_.spank_plugin, dest + ".new", fs::copy_options::overwrite_existing, ec);
+    if (!fs::exists(dest) || fs::last_write_time(*from, newer) > fs::last_write_time(dest, newer)) {
+      fs::copy_file(*from, dest + ".new", fs::copy_options::overwrite_existing, ec);
       if (!ec) fs::rename(dest + ".new", dest, ec);
       if (ec) fs::remove(dest + ".new", newer);
     }
-    if (ec) {
-      return InternalError("copying " + options_.spank_plugin + " onto node " + n.instance_id +
-                           ": " + ec.message());
-    }
+    if (ec)
+      return InternalError("copying " + *from + " onto node " + n.instance_id + ": " +
+                           ec.message());
   }
   if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
     Status s = WriteFileInPlace(FakeNvmlScriptPath(n.instance_id),

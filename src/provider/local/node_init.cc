@@ -104,6 +104,10 @@ std::vector<MountStep> PlanMounts(const NodeInitConfig& c) {
       // over the host's /opt without writing to it.
       {K::kOverlay, "overlay", "/opt",
        "lowerdir=/opt,upperdir=" + d + "/opt-upper,workdir=" + d + "/opt-work", true},
+      // HyperPod's data volume, and the node disk itself rather than the overlay:
+      // the container cache's overlayfs layers live there, and overlayfs takes no
+      // upper layer on overlayfs.
+      {K::kBind, d + "/sagemaker", "/opt/sagemaker", "", false},
       {K::kTmpfs, "tmpfs", "/run", "mode=755", false},
   };
   if (!c.agent_socket_dir.empty()) {
@@ -213,7 +217,7 @@ int RunNodeInit(const NodeInitConfig& c) {
   // Node disk layout, and the agent config in the agent's state dir (before /tmp,
   // where the node disk may live, is covered).
   const std::string& d = c.node_disk;
-  for (const char* sub : {"spool", "log", "state", "opt-upper", "opt-work"}) {
+  for (const char* sub : {"spool", "log", "state", "opt-upper", "opt-work", "sagemaker"}) {
     if (!EnsureDir(d + "/" + sub, 0755)) return 1;
   }
   if (!EnsureDir(d + "/tmp", 01777)) return 1;

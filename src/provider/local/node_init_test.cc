@@ -60,7 +60,8 @@ TEST(PlanMountsTest, CoversRunBeforeItsSocketDirAndTmpLast) {
   for (const auto& s : steps) targets.push_back(s.target);
   EXPECT_EQ(targets,
             (std::vector<std::string>{"/etc/hosts", "/fsx", "/var/spool", "/var/log",
-                                      "/var/lib/hpod-agent", "/opt", "/run", "/run/hpod", "/tmp"}));
+                                      "/var/lib/hpod-agent", "/opt", "/opt/sagemaker", "/run",
+                                      "/run/hpod", "/tmp"}));
   EXPECT_EQ(steps[0].source, "/tmp/x/clusters/c1/hosts");
   EXPECT_EQ(steps[4].source, "/tmp/x/nodes/i-1/disk/state");
   EXPECT_EQ(steps[5].kind, MountStep::Kind::kOverlay);
@@ -68,9 +69,10 @@ TEST(PlanMountsTest, CoversRunBeforeItsSocketDirAndTmpLast) {
   EXPECT_EQ(steps[5].data,
             "lowerdir=/opt,upperdir=/tmp/x/nodes/i-1/disk/opt-upper,workdir=/tmp/x/nodes/i-1/"
             "disk/opt-work");
-  EXPECT_EQ(steps[6].kind, MountStep::Kind::kTmpfs);
-  EXPECT_EQ(steps[6].data, "mode=755");
-  EXPECT_EQ(steps[7].source, "/run/hpodd");
+  EXPECT_EQ(steps[6].source, "/tmp/x/nodes/i-1/disk/sagemaker");
+  EXPECT_EQ(steps[7].kind, MountStep::Kind::kTmpfs);
+  EXPECT_EQ(steps[7].data, "mode=755");
+  EXPECT_EQ(steps[8].source, "/run/hpodd");
   EXPECT_EQ(steps.back().source, "/tmp/x/nodes/i-1/disk/tmp");
 }
 

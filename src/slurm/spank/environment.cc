@@ -4,7 +4,7 @@
 
 #include <charconv>
 
-#include "hpod/slurm/spank/hostlist.h"
+#include "hpod/base/hostlist.h"
 #include "hpod/slurm/spank/options.h"
 
 namespace hpod::spank {

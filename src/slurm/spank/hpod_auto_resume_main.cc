@@ -16,7 +16,7 @@
 #include "hpod/base/clock.h"
 #include "hpod/slurm/spank/agent_client.h"
 #include "hpod/slurm/spank/environment.h"
-#include "hpod/slurm/spank/hostlist.h"
+#include "hpod/base/hostlist.h"
 #include "hpod/slurm/spank/options.h"
 #include "hpod/slurm/spank/step_runner.h"
 #include "hpod/slurm/spank/supervisor.h"
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   if (i >= argc) return Usage("no command after --");
 
   if (nodes != nullptr) {
-    hpod::StatusOr<std::vector<std::string>> expanded = ExpandHostlist(nodes);
+    hpod::StatusOr<std::vector<std::string>> expanded = hpod::ExpandHostlist(nodes);
     if (!expanded.ok()) return Usage("--nodes: " + expanded.status().message());
   }
   // Flags stand in for the variables they replace, so that everything derived from

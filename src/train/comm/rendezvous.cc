@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "fmt/format.h"
+#include "hpod/base/hostlist.h"
 #include "hpod/base/subprocess.h"
 #include "hpod/train/comm/gloo_communicator.h"
 #include "hpod/train/comm/nccl_communicator.h"
@@ -41,9 +42,17 @@ std::string Seconds(std::chrono::milliseconds ms) {
   return fmt::format("{:g} s", ms.count() / 1000.0);
 }
 
-// The first host of the job's current node list.
-StatusOr<std::string> SlurmMaster(const std::string& job_id, const CommandRunner& run) {
+// The first host of the job's current node list. Where Slurm's commands are not
+// installed (a container image without Slurm, run by `srun --container-image`),
+// the first host of the step's own list, which every rank of the step shares.
+StatusOr<std::string> SlurmMaster(const std::string& job_id, const EnvLookup& env,
+                                  const CommandRunner& run) {
   auto shown = run({"scontrol", "show", "job", job_id});
+  const std::string step_nodes = Env(env, "SLURM_STEP_NODELIST");
+  if (!shown.ok() && shown.status().code() == StatusCode::kNotFound && !step_nodes.empty()) {
+    auto hosts = ExpandHostlist(step_nodes);
+    if (hosts.ok() && !hosts->empty()) return hosts->front();
+  }
   if (!shown.ok()) {
     return FailedPreconditionError(
         fmt::format("cannot tell job {}'s nodes for the rendezvous master: {}; pass --master-addr",
@@ -142,7 +151,7 @@ StatusOr<World> ResolveWorld(const WorldFlags& f, const EnvLookup& env, const Co
   w.source = fmt::format("slurm job {} step {}", job, step);
   if (w.size == 1) return w;
   if (job.empty()) return InvalidArgumentError("a Slurm step without SLURM_JOB_ID");
-  HPOD_ASSIGN_OR_RETURN(w.master_addr, SlurmMaster(job, run));
+  HPOD_ASSIGN_OR_RETURN(w.master_addr, SlurmMaster(job, env, run));
   return w;
 }
 

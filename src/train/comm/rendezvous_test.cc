@@ -56,6 +56,29 @@ TEST(ResolveWorldTest, SrunStepTakesRanksFromSlurmAndTheMasterFromScontrol) {
   EXPECT_EQ(scontrol.calls.size(), 2u);
 }
 
+TEST(ResolveWorldTest, InAnImageWithoutSlurmTheMasterIsTheStepsFirstNode) {
+  auto no_scontrol = [](const std::vector<std::string>& argv) -> StatusOr<std::string> {
+    return NotFoundError("program " + argv[0] + " not found in PATH");
+  };
+  auto env = FakeEnv({{"SLURM_JOB_ID", "42"},
+                      {"SLURM_STEP_ID", "1"},
+                      {"SLURM_PROCID", "1"},
+                      {"SLURM_STEP_NUM_TASKS", "3"},
+                      {"SLURM_STEP_NODELIST", "ip-10-77-1-[14-16]"}});
+  auto w = ResolveWorld({}, env, no_scontrol);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->master_addr, "ip-10-77-1-14");
+  // Without the step's list, the error still says what to pass.
+  w = ResolveWorld({},
+                   FakeEnv({{"SLURM_JOB_ID", "42"},
+                            {"SLURM_STEP_ID", "1"},
+                            {"SLURM_PROCID", "1"},
+                            {"SLURM_STEP_NUM_TASKS", "3"}}),
+                   no_scontrol);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("pass --master-addr"), std::string::npos);
+}
+
 TEST(ResolveWorldTest, ABatchScriptIsOneProcess) {
   FakeScontrol scontrol;
   auto w = ResolveWorld({}, FakeEnv({{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "4"}}),

@@ -1,9 +1,10 @@
 #pragma once
 
 // Slurm host lists as in SLURM_JOB_NODELIST: "ip-10-77-0-[11-13,15],ip-10-77-1-2".
-// A pure function, so that the supervisor can name the job's nodes to the agent
-// without running `scontrol show hostnames` (srun must not depend on a subprocess
-// to decide whether to retry).
+// A pure function, so that the auto-resume supervisor can name the job's nodes to
+// the agent without running `scontrol show hostnames` (srun must not depend on a
+// subprocess to decide whether to retry), and hpod-train finds its rendezvous
+// master in a container image that has no Slurm.
 //
 // Thread contract: stateless; safe from any thread.
 
@@ -14,7 +15,7 @@
 
 #include "hpod/base/status.h"
 
-namespace hpod::spank {
+namespace hpod {
 
 // A bound on the expansion, far above any real job, so that "n[0-999999999]" is an
 // error and not an allocation of gigabytes inside srun.
@@ -31,4 +32,4 @@ inline constexpr std::size_t kMaxHosts = 100000;
 // kMaxHosts names.
 StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist);
 
-}  // namespace hpod::spank
+}  // namespace hpod

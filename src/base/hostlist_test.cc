@@ -1,9 +1,9 @@
-#include "hpod/slurm/spank/hostlist.h"
+#include "hpod/base/hostlist.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace hpod::spank {
+namespace hpod {
 namespace {
 
 using ::testing::ElementsAre;
@@ -40,4 +40,4 @@ TEST(ExpandHostlist, ErrorsAreValuesNamingTheItem) {
 }
 
 }  // namespace
-}  // namespace hpod::spank
+}  // namespace hpod

@@ -1,9 +1,9 @@
-#include "hpod/slurm/spank/hostlist.h"
+#include "hpod/base/hostlist.h"
 
 #include <charconv>
 #include <cstdio>
 
-namespace hpod::spank {
+namespace hpod {
 namespace {
 
 Status Bad(std::string_view item, std::string_view why) {
@@ -107,4 +107,4 @@ StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist) {
   return out;
 }
 
-}  // namespace hpod::spank
+}  // namespace hpod

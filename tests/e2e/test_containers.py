@@ -1,0 +1,297 @@
+"""Containers as HyperPod users run them, end to end: pyxis's `srun
+--container-image` on a namespaced Slurm cluster (1 controller + 3 workers).
+
+A real registry (Debian's docker-registry, on the cluster bridge's address) holds
+an image the test builds from Debian packages (mmdebstrap) with hpod-train in it.
+`hpod-container import` on the controller pulls it into /fsx as a squashfs file;
+`srun -N3 --container-image=/fsx/images/train.sqsh` trains across the workers
+inside the image and ends with the loss of the same run outside it. Mounts,
+working directory, read-only, named containers, a registry image pulled on first
+use and cached per node, and bad input (each one line at srun, the node stays
+idle) are checked too. Needs root, Debian's slurm packages, squashfs-tools,
+skopeo, umoci, docker-registry and mmdebstrap (which fetches Debian packages)."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import nodestest  # noqa: E402
+import test_slurm  # noqa: E402
+
+BIN = nodestest.hpodtest.BIN_DIR
+PLUGIN = os.path.join(BIN, "src", "slurm", "spank", "spank_hpod.so")
+HELPER = os.path.join(BIN, "cmd", "hpod-container", "hpod-container")
+TRAIN = os.path.join(BIN, "cmd", "hpod-train", "hpod-train")
+TOOLS = ("mksquashfs", "unsquashfs", "skopeo", "umoci", "docker-registry", "mmdebstrap")
+# The helper as the nodes see it: beside the plugin on the node's disk.
+NODE_HELPER = "/var/lib/hpod-agent/hpod-container"
+STEPS = 40
+
+
+def packages_of(binary):
+    """The Debian packages whose libraries `binary` loads."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    pkgs = set()
+    for path in re.findall(r"=> (/\S+)", out):
+        for candidate in (os.path.realpath(path), path, path.replace("/lib/", "/usr/lib/", 1)):
+            r = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+            if r.returncode == 0:
+                pkgs.add(r.stdout.split(":")[0])
+                break
+    return sorted(pkgs)
+
+
+def build_image(work, registry):
+    """Debian 12 from its packages, plus hpod-train and a marker, pushed to
+    `registry` as hpod/train:1. Returns nothing; raises on failure."""
+    tar = os.path.join(work, "rootfs.tar")
+    nodestest.run("mmdebstrap", "--quiet", "--variant=essential",
+                  "--include=" + ",".join(packages_of(TRAIN)), "bookworm", tar, timeout=600)
+    layout = os.path.join(work, "oci")
+    bundle = os.path.join(work, "bundle")
+    nodestest.run("umoci", "init", "--layout", layout)
+    nodestest.run("umoci", "new", "--image", layout + ":train")
+    nodestest.run("umoci", "unpack", "--image", layout + ":train", bundle)
+    rootfs = os.path.join(bundle, "rootfs")
+    nodestest.run("tar", "-C", rootfs, "-xf", tar, timeout=300)
+    os.unlink(tar)
+    shutil.copy(TRAIN, os.path.join(rootfs, "usr", "local", "bin", "hpod-train"))
+    with open(os.path.join(rootfs, "etc", "hpod-test-image"), "w") as f:
+        f.write("train:1\n")
+    nodestest.run("umoci", "repack", "--image", layout + ":train", bundle, timeout=600)
+    shutil.rmtree(bundle)
+    nodestest.run("umoci", "config", "--image", layout + ":train", "--config.env",
+                  "HPOD_IMAGE=train:1", "--config.env",
+                  "PATH=/usr/local/bin:/usr/bin:/bin", "--config.workingdir", "/srv")
+    nodestest.run("skopeo", "copy", "--quiet", "--dest-tls-verify=false", "oci:%s:train" % layout,
+                  "docker://%s/hpod/train:1" % registry, timeout=600)
+    shutil.rmtree(layout)
+
+
+class ContainersTest(unittest.TestCase):
+    d = None
+    registry_proc = None
+
+    @classmethod
+    def setUpClass(cls):
+        nodestest.require_nodes()
+        if not test_slurm.have_slurm():
+            raise unittest.SkipTest("Debian's slurm packages are not installed")
+        for p in (PLUGIN, HELPER, TRAIN):
+            if not os.path.exists(p):
+                raise unittest.SkipTest("%s is not built" % p)
+        missing = [t for t in TOOLS if not shutil.which(t)]
+        if missing:
+            raise unittest.SkipTest("not installed: %s (scripts/install-deps.sh)" % " ".join(missing))
+        cls.d = nodestest.NodesDaemon("t6c")
+        try:
+            lcs = os.path.join(cls.d.root, "lcs")
+            nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
+            cls.d.start()
+            src = "file://" + lcs + "/"
+            spec = os.path.join(cls.d.root, "cluster.json")
+            with open(spec, "w") as f:
+                json.dump([nodestest.lcs_group("controller-machine", 1, src,
+                                               SlurmConfig={"NodeType": "Controller"}),
+                           nodestest.lcs_group("workers", 3, src,
+                                               SlurmConfig={"NodeType": "Compute"})], f)
+            cls.d.hpod("create-cluster", "--cluster-name", "ct", "--instance-groups",
+                       "file://" + spec)
+            cls.d.wait_status("ct", "InService", timeout=240)
+            nodes = cls.d.nodes("ct")
+            cls.controller = [n["InstanceId"] for n in nodes
+                              if n["InstanceGroupName"] == "controller-machine"][0]
+            cls.workers = sorted(n["InstanceId"] for n in nodes
+                                 if n["InstanceGroupName"] == "workers")
+            cid = cls.d.hpod_json("describe-cluster", "--cluster-name", "ct")["ClusterArn"]
+            cls.target = "sagemaker-cluster:%s_controller-machine-%s" % (
+                cid.split("/")[-1], cls.controller)
+            # The registry listens on the bridge's address, which every node reaches
+            # and nothing outside this machine does.
+            # (the host's end of the cluster's /24 bridge is its .1).
+            addr = cls.d.in_node(cls.controller, "ip -4 -o addr show eth0").stdout
+            gateway = re.search(r"inet (\d+\.\d+\.\d+)\.\d+/24", addr).group(1) + ".1"
+            with socket.socket() as s:
+                s.bind((gateway, 0))
+                port = s.getsockname()[1]
+            cls.registry = "%s:%d" % (gateway, port)
+            reg = os.path.join(cls.d.root, "registry")
+            os.makedirs(reg)
+            with open(os.path.join(reg, "config.yml"), "w") as f:
+                f.write("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                        "    rootdirectory: %s/data\nhttp:\n  addr: %s\n" % (reg, cls.registry))
+            cls.registry_log = open(os.path.join(reg, "registry.log"), "w")
+            cls.registry_proc = subprocess.Popen(
+                ["docker-registry", "serve", os.path.join(reg, "config.yml")],
+                stdout=cls.registry_log, stderr=subprocess.STDOUT)
+            build_image(tempfile.mkdtemp(dir=cls.d.root), cls.registry)
+            cls.prepare_fsx()
+        except BaseException:
+            cls.stop_all()
+            raise
+
+    @classmethod
+    def stop_all(cls):
+        if cls.registry_proc:
+            cls.registry_proc.kill()
+            cls.registry_proc.wait()
+        if cls.d:
+            cls.d.cleanup()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stop_all()
+
+    @classmethod
+    def on_controller(cls, command, check=True, timeout=600):
+        return cls.d.session(cls.target, command, check, timeout=timeout)
+
+    @classmethod
+    def prepare_fsx(cls):
+        cls.on_controller("mkdir -p /fsx/ct /fsx/data /fsx/bin /fsx/images && touch /fsx/ct/.here")
+        fsx = [root for root, _, files in os.walk(cls.d.fsx_root) if ".here" in files]
+        cls.fsx = os.path.dirname(fsx[0])
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        shutil.copy(os.path.join(top, "examples", "slurm", "llama_tiny.sh"),
+                    os.path.join(cls.fsx, "ct"))
+        for tool in ("hpod-data", "hpod-train"):
+            shutil.copy(os.path.join(BIN, "cmd", tool, tool), os.path.join(cls.fsx, "bin"))
+        shutil.copy(os.path.join(top, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
+                    os.path.join(cls.fsx, "data", "corpus.txt"))
+        cls.on_controller(
+            "set -e; /fsx/bin/hpod-data train-tokenizer --vocab-size 512 --input "
+            "/fsx/data/corpus.txt --output /fsx/data/tok512 && /fsx/bin/hpod-data tokenize "
+            "--tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
+            "--output /fsx/data/train512.bin")
+
+    def host_file(self, path):
+        return os.path.join(self.fsx, path.replace("/fsx/", "", 1))
+
+    def srun(self, args, check=True):
+        """srun on the controller; (rc, output)."""
+        out = self.on_controller("%s; echo rc=$?" % args, check=check)
+        m = re.search(r"rc=(\d+)\s*$", out)
+        self.assertIsNotNone(m, out)
+        return int(m.group(1)), out[:m.start()]
+
+    def assert_idle(self):
+        states = self.on_controller("sinfo -h -N -o '%N %T'")
+        for line in states.strip().splitlines():
+            self.assertRegex(line, r"\s(idle|mixed|allocated)$", states)
+
+    def import_image(self):
+        if not os.path.exists(self.host_file("/fsx/images/train.sqsh")):
+            out = self.on_controller(
+                "ENROOT_ALLOW_HTTP=yes %s import docker://%s#hpod/train:1 "
+                "-o /fsx/images/train.sqsh 2>&1" % (NODE_HELPER, self.registry))
+            self.assertIn("image written to /fsx/images/train.sqsh", out)
+        return "/fsx/images/train.sqsh"
+
+    # ---- tests ----
+
+    def test_1_import_then_train_across_three_workers_in_the_image(self):
+        image = self.import_image()
+        rc, out = self.srun("srun -N3 --ntasks-per-node=1 --container-image=%s "
+                            "sh -c 'echo $(hostname) $(cat /etc/hpod-test-image) $HPOD_IMAGE "
+                            "$SLURM_PROCID $(pwd)'" % image)
+        self.assertEqual(rc, 0, out)
+        lines = sorted(l for l in out.splitlines() if "train:1" in l)
+        self.assertEqual(len(lines), 3, out)
+        self.assertEqual(sorted(l.split()[3] for l in lines), ["0", "1", "2"])
+        for l in lines:
+            # The image's marker and env, and its WorkingDir.
+            self.assertRegex(l, r"train:1 train:1 \d /srv$")
+        env = ("cd /fsx/ct && MAX_STEPS=%d DATA_DIR=/fsx/data " % STEPS)
+        rc, inside = self.srun(
+            env + "HPOD_TRAIN=/usr/local/bin/hpod-train RUN_DIR=/fsx/runs/inside "
+            "srun -N3 --ntasks-per-node=1 --container-image=%s --container-mounts=/fsx "
+            "--container-workdir=/fsx/ct ./llama_tiny.sh 2>&1" % image)
+        self.assertEqual(rc, 0, inside)
+        self.assertIn("hpod-train: 3 ranks", inside)
+        rc, outside = self.srun(
+            env + "HPOD_TRAIN=/fsx/bin/hpod-train RUN_DIR=/fsx/runs/outside "
+            "srun -N3 --ntasks-per-node=1 ./llama_tiny.sh 2>&1")
+        self.assertEqual(rc, 0, outside)
+        loss = {}
+        for name in ("inside", "outside"):
+            with open(self.host_file("/fsx/runs/%s/summary.json" % name)) as f:
+                loss[name] = json.load(f)["final_loss"]
+        self.assertEqual(loss["inside"], loss["outside"], "the container must not change a bit")
+        # Each worker unpacked the image once into its own cache, on its data disk.
+        for w in self.workers:
+            listed = json.loads(self.d.in_node(
+                w, NODE_HELPER + " list --output json").stdout)
+            self.assertEqual(listed["CacheDir"], "/opt/sagemaker/hpod-container")
+            self.assertEqual([i["Source"] for i in listed["Images"]], [image], listed)
+            self.assertFalse(listed["Images"][0]["InUse"])
+
+    def test_2_mounts_workdir_readonly_and_named_containers(self):
+        image = self.import_image()
+        with open(self.host_file("/fsx/ct/data.txt"), "w") as f:
+            f.write("from fsx\n")
+        rc, out = self.srun(
+            "srun -N1 --container-image=%s --container-mounts=/fsx/ct:/data:ro "
+            "--container-workdir=/data sh -c 'pwd; cat data.txt; touch /data/x 2>&1; "
+            "touch /written && echo root-writable' 2>&1" % image)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("/data\nfrom fsx", out)
+        self.assertIn("Read-only file system", out)
+        self.assertIn("root-writable", out)
+        rc, out = self.srun("srun -N1 --container-image=%s --container-readonly "
+                            "touch /x 2>&1" % image, check=False)
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("Read-only file system", out)
+        # A named container keeps its writable layer across the job's steps (on the
+        # same node); an unnamed one starts clean each step.
+        rc, out = self.srun(
+            "salloc -N1 sh -c 'srun --container-image=%s --container-name=keep "
+            "sh -c \"echo kept > /state\"; srun --container-name=keep cat /state; "
+            "srun --container-image=%s cat /state 2>&1 || echo fresh' 2>&1" % (image, image))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("kept", out)
+        self.assertIn("fresh", out)
+
+    def test_3_a_registry_image_is_pulled_on_first_use_and_cached(self):
+        ref = "%s#hpod/train:1" % self.registry
+        for _ in range(2):
+            rc, out = self.srun("ENROOT_ALLOW_HTTP=yes srun -N3 --container-image=%s "
+                                "cat /etc/hpod-test-image 2>&1" % ref)
+            self.assertEqual(rc, 0, out)
+            self.assertEqual(out.count("train:1"), 3, out)
+        for w in self.workers:
+            listed = json.loads(self.d.in_node(w, NODE_HELPER + " list --output json").stdout)
+            pulled = [i for i in listed["Images"] if i["Key"].startswith("oci-")]
+            self.assertEqual(len(pulled), 1, listed)
+            self.assertEqual(pulled[0]["Source"], "docker://" + ref)
+
+    def test_4_bad_input_is_one_line_and_the_node_stays_idle(self):
+        image = self.import_image()
+        with open(self.host_file("/fsx/images/corrupt.sqsh"), "wb") as f:
+            f.write(b"\0" * 65536)
+        cases = [
+            ("--container-image=/fsx/images/none.sqsh", "does not exist on this node"),
+            ("--container-image=/fsx/images/corrupt.sqsh", "is not a readable squashfs file"),
+            ("--container-image=%s --container-mounts=/nonexistent:/x" % image,
+             "/nonexistent does not exist on this node"),
+            ("--container-image=%s#hpod/none:1" % self.registry, "could not find"),
+            ("--container-image=Bad/Name", "repository name"),
+            ("--container-mounts=relative:/x --container-image=%s" % image, "absolute path"),
+        ]
+        for opts, want in cases:
+            rc, out = self.srun("ENROOT_ALLOW_HTTP=yes srun -N1 %s true 2>&1" % opts,
+                                check=False)
+            self.assertNotEqual(rc, 0, out)
+            lines = [l for l in out.splitlines() if want in l]
+            self.assertEqual(len(lines), 1, "%s: %s" % (opts, out))
+            self.assert_idle()
+
+
+if __name__ == "__main__":
+    unittest.main()
