@@ -33,9 +33,9 @@ void PrintLine(const std::string& line) {
 class TrackingRunner final : public StepRunner {
  public:
   TrackingRunner(StepRunner& inner, bool& started) : inner_(inner), started_(started) {}
-  hpod::StatusOr<RunResult> Run(int attempt) override {
+  hpod::StatusOr<RunResult> Run(int attempt, const StepWatch& watch) override {
     started_ = true;
-    return inner_.Run(attempt);
+    return inner_.Run(attempt, watch);
   }
 
  private:

@@ -197,7 +197,7 @@ Status ReportStepIdToSupervisor(const char* fd_env, const char* pid_env, pid_t p
   return OkStatus();
 }
 
-StatusOr<RunResult> ForkExecRunner::Run(int attempt) {
+StatusOr<RunResult> ForkExecRunner::Run(int attempt, const StepWatch& watch) {
   Pipe pipe;
   std::vector<std::pair<std::string, std::string>> overrides = options_.env;
   overrides.emplace_back(kAttemptEnv, std::to_string(attempt));
@@ -247,13 +247,37 @@ StatusOr<RunResult> ForkExecRunner::Run(int attempt) {
 
   int status = 0;
   pid_t waited;
-  do {
-    waited = waitpid(pid, &status, 0);
-  } while (waited < 0 && errno == EINTR);
+  bool ended_by_watch = false;
+  if (!watch) {
+    do {
+      waited = waitpid(pid, &status, 0);
+    } while (waited < 0 && errno == EINTR);
+  } else {
+    // Polls the child every 50 ms and the watch every watch_interval; once the
+    // watch says so, SIGKILL (srun's own SIGTERM handling would wait for the
+    // lost node's tasks) and reap.
+    auto next_watch = std::chrono::steady_clock::now() + options_.watch_interval;
+    while (true) {
+      waited = waitpid(pid, &status, WNOHANG);
+      if (waited != 0 && !(waited < 0 && errno == EINTR)) break;
+      if (!ended_by_watch && std::chrono::steady_clock::now() >= next_watch) {
+        if (watch()) {
+          ended_by_watch = true;
+          kill(pid, SIGKILL);
+        }
+        next_watch = std::chrono::steady_clock::now() + options_.watch_interval;
+      }
+      struct timespec ts {
+        0, 50 * 1000 * 1000
+      };
+      nanosleep(&ts, nullptr);
+    }
+  }
   g_child.store(0);
   if (waited < 0) return InternalError("waitpid: " + Errno());
 
   RunResult result;
+  result.ended_by_watch = ended_by_watch;
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

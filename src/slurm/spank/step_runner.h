@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,8 @@ struct ForkExecOptions {
   // Pass a pipe in HPOD_AUTO_RESUME_STEP_FD on which the child srun's plugin writes
   // its step id (RunResult::step_id).
   bool step_id_pipe = true;
+  // How often Run calls its watch while the child runs.
+  std::chrono::milliseconds watch_interval{500};
 };
 
 class ForkExecRunner final : public StepRunner {
@@ -49,8 +52,9 @@ class ForkExecRunner final : public StepRunner {
   // child. While the child runs, SIGINT/SIGTERM/SIGHUP sent to the supervisor are
   // forwarded to it and make RunResult::user_signal non-zero; the child starts with
   // default dispositions and an empty signal mask. exec failure: exit code 127.
+  // When `watch` says so, the child gets SIGKILL (exit code 137, ended_by_watch).
   // Error: the pipe or fork failed.
-  StatusOr<RunResult> Run(int attempt) override;
+  StatusOr<RunResult> Run(int attempt, const StepWatch& watch) override;
 
  private:
   const ForkExecOptions options_;

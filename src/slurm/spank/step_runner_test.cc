@@ -92,11 +92,11 @@ class ForkExecRunnerTest : public ::testing::Test {
 TEST_F(ForkExecRunnerTest, SetsTheAttemptAndInsertsOverlapFromAttemptOne) {
   options_.env.emplace_back("CODE", "3");
   ForkExecRunner runner(options_);
-  auto first = runner.Run(0);
+  auto first = runner.Run(0, {});
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(first->exit_code, 3);
   EXPECT_EQ(first->user_signal, 0);
-  auto second = runner.Run(1);
+  auto second = runner.Run(1, {});
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(ReadAll(dir_.path("out")),
             "0|/submit/.hpod/goodput-12.jsonl|-N3 train.sh\n"
@@ -106,19 +106,19 @@ TEST_F(ForkExecRunnerTest, SetsTheAttemptAndInsertsOverlapFromAttemptOne) {
 TEST_F(ForkExecRunnerTest, ReadsTheStepIdTheChildReports) {
   options_.env.emplace_back("STEP", "7");
   ForkExecRunner runner(options_);
-  auto r = runner.Run(0);
+  auto r = runner.Run(0, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->step_id, "7");
   options_.step_id_pipe = false;
   options_.env.pop_back();
   ForkExecRunner no_pipe(options_);
-  EXPECT_EQ(no_pipe.Run(0)->step_id, "");
+  EXPECT_EQ(no_pipe.Run(0, {})->step_id, "");
 }
 
 TEST_F(ForkExecRunnerTest, ASignalDeathIs128PlusTheSignal) {
   options_.env.emplace_back("KILL", "1");
   ForkExecRunner runner(options_);
-  auto r = runner.Run(0);
+  auto r = runner.Run(0, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 128 + SIGKILL);
   EXPECT_EQ(r->user_signal, 0);
@@ -127,7 +127,7 @@ TEST_F(ForkExecRunnerTest, ASignalDeathIs128PlusTheSignal) {
 TEST_F(ForkExecRunnerTest, AnExecFailureIs127) {
   options_.executable = dir_.path("no-such-srun");
   ForkExecRunner runner(options_);
-  auto r = runner.Run(0);
+  auto r = runner.Run(0, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 127);
 }
@@ -144,7 +144,7 @@ TEST_F(ForkExecRunnerTest, ForwardsTheUsersSigtermAndRemembersIt) {
     }
     kill(getpid(), SIGTERM);
   });
-  auto r = runner.Run(0);
+  auto r = runner.Run(0, {});
   user.join();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->user_signal, SIGTERM);
@@ -153,6 +153,27 @@ TEST_F(ForkExecRunnerTest, ForwardsTheUsersSigtermAndRemembersIt) {
   struct sigaction now {};
   sigaction(SIGTERM, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+TEST_F(ForkExecRunnerTest, TheWatchEndsTheChildAndIsAskedWhileItRuns) {
+  // The child would sleep 60 s; the watch says "end it" on its third call.
+  const std::string ready = dir_.path("ready");
+  options_.env.emplace_back("READY", ready);
+  options_.watch_interval = std::chrono::milliseconds(20);
+  ForkExecRunner runner(options_);
+  int calls = 0;
+  auto r = runner.Run(0, [&] { return ++calls == 3; });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(calls, 3);
+  EXPECT_TRUE(r->ended_by_watch);
+  EXPECT_EQ(r->exit_code, 128 + SIGKILL);
+  // A watch that never fires leaves a normal exit alone.
+  options_.env.pop_back();
+  ForkExecRunner quick(options_);
+  auto q = quick.Run(0, [] { return false; });
+  ASSERT_TRUE(q.ok());
+  EXPECT_FALSE(q->ended_by_watch);
+  EXPECT_EQ(q->exit_code, 0);
 }
 
 TEST(ReportStepIdToSupervisor, WritesOnlyToItsParentsPipe) {

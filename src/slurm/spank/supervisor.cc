@@ -168,13 +168,25 @@ int Session::Run() {
     const double start = clock_.NowEpochSeconds();
     step_id_.clear();
     Report(Event(EventKind::kStarted, attempt));
-    StatusOr<RunResult> run = runner_.Run(attempt);
+    // Ends the step as soon as hpod has judged a node of it failed: the rest of
+    // the decision below then finds the same verdict and retries.
+    StepWatch watch;
+    if (config_.watch_running_step) {
+      watch = [this, since = start - 1] {
+        StatusOr<HealthAnswer> a = Ask(since);
+        return a.ok() && (a->verdict == Verdict::kRecovering || a->verdict == Verdict::kRecovered);
+      };
+    }
+    StatusOr<RunResult> run = runner_.Run(attempt, watch);
     if (!run.ok()) {
       Error("cannot start the step: " + run.status().message());
       return Finish(attempt, 1, "cannot start the step: " + run.status().message());
     }
     step_id_ = run->step_id;
     const int rc = run->exit_code;
+    if (run->ended_by_watch) {
+      Info("a node of the step failed and hpod is recovering it: ending the step now");
+    }
     JobEvent ended_event = Event(EventKind::kEnded, attempt);
     ended_event.exit_code = rc;
     Report(ended_event);

@@ -50,8 +50,22 @@ class FakeAgent final : public AgentClient {
 class FakeRunner final : public StepRunner {
  public:
   explicit FakeRunner(FakeClock& clock) : clock_(clock) {}
-  StatusOr<RunResult> Run(int attempt) override {
+  StatusOr<RunResult> Run(int attempt, const StepWatch& watch) override {
     attempts.push_back(attempt);
+    watched.push_back(static_cast<bool>(watch));
+    if (watch && watch_calls > 0) {
+      // The step would run long; the watch is asked once per fake second.
+      for (int i = 0; i < watch_calls; ++i) {
+        clock_.AdvanceTime(std::chrono::seconds(1));
+        if (watch()) {
+          RunResult r;
+          r.exit_code = 137;
+          r.ended_by_watch = true;
+          watch_calls = 0;
+          return r;
+        }
+      }
+    }
     clock_.AdvanceTime(duration);
     if (results.empty()) return UnavailableError("fork: out of processes");
     RunResult r = results.front();
@@ -60,6 +74,8 @@ class FakeRunner final : public StepRunner {
   }
   std::deque<RunResult> results;
   std::vector<int> attempts;
+  std::vector<bool> watched;
+  int watch_calls = 0;  // > 0: ask the watch up to this many times in the next attempt
   std::chrono::seconds duration{30};
 
  private:
@@ -118,6 +134,7 @@ class SuperviseTest : public ::testing::Test {
     config_.job_id = "12";
     config_.max_attempts = 2;
     config_.nodes = {"ip-10-77-0-11", kNode};
+    config_.poll_interval = std::chrono::seconds(1);  // round figures in the lines
   }
   int Run() { return Supervise(config_, agent_, runner_, clock_, sleeper_, out_); }
   std::string Info(std::string_view step, std::string_view text) {
@@ -173,6 +190,34 @@ TEST_F(SuperviseTest, NodeFailedRecoveringRecoveredRetriesOnceAndReturnsTheRetry
   EXPECT_THAT(agent_.queries[0].nodes, ElementsAre("ip-10-77-0-11", kNode));
   // The retry's question covers only its own attempt.
   EXPECT_GT(agent_.queries[3].since, start + 30);
+}
+
+TEST_F(SuperviseTest, TheWatchEndsARunningStepOnceANodeOfItIsRecovering) {
+  // While attempt 0 runs, the agent says healthy twice, then recovering: the step
+  // is ended at once, not left to srun's wait for the lost node.
+  runner_.watch_calls = 100;
+  runner_.results = {Rc(0, "1")};
+  agent_.answers = {Healthy(),   Healthy(), Recovering("Launched"), Recovering("Launched"),
+                    Recovered(), Healthy()};
+  EXPECT_EQ(Run(), 0);
+  EXPECT_THAT(runner_.attempts, ElementsAre(0, 1));
+  EXPECT_THAT(runner_.watched, ElementsAre(true, true));
+  ASSERT_GE(out_.lines.size(), 2u);
+  EXPECT_EQ(out_.lines[0],
+            Info("", "a node of the step failed and hpod is recovering it: ending the step now"));
+  EXPECT_EQ(agent_.events[1].exit_code, 137);
+  EXPECT_THAT(agent_.EventNames(),
+              ElementsAre("started", "ended", "retrying", "started", "ended", "finished"));
+  // Three watch questions, then the usual decision's, all about attempt 0.
+  EXPECT_EQ(agent_.queries[0].since, agent_.queries[3].since);
+}
+
+TEST_F(SuperviseTest, WithoutTheWatchTheRunnerIsNotAsked) {
+  config_.watch_running_step = false;
+  runner_.results = {Rc(0)};
+  agent_.answers = {Healthy()};
+  EXPECT_EQ(Run(), 0);
+  EXPECT_THAT(runner_.watched, ElementsAre(false));
 }
 
 // (b)
@@ -234,7 +279,8 @@ TEST_F(SuperviseTest, AttemptsExhaustedAfterAZeroExitStillFails) {
 // (e)
 TEST_F(SuperviseTest, AnUnreachableAgentKeepsTheStepsCodeWithOneErrorLine) {
   runner_.results = {Rc(3)};
-  agent_.answers = {UnavailableError("connect /run/hpod-agent/agent.sock: No such file or directory")};
+  agent_.answers = {
+      UnavailableError("connect /run/hpod-agent/agent.sock: No such file or directory")};
   agent_.report_status =
       UnavailableError("connect /run/hpod-agent/agent.sock: No such file or directory");
   EXPECT_EQ(Run(), 3);
