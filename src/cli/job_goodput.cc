@@ -40,7 +40,12 @@ std::string FormatJobGoodput(const ordered_json& r, OutputFormat format) {
   std::snprintf(line, sizeof(line), "%d attempt(s), %s", static_cast<int>(Num(r, "Attempts")),
                 r.value("Finished", false) ? "finished" : "still running");
   out << "Job" << sep << Str(r, "JobId") << ": " << line << "\n";
-  if (g.empty()) {
+  if (g.empty() && r.value("Finished", false)) {
+    out << "Goodput" << sep
+        << "no ledger: the program wrote none (hpod-train does; a Python script adds "
+           "one with hpod_goodput); the timings below are the supervisor's and the "
+           "recoveries'\n";
+  } else if (g.empty()) {
     out << "Goodput" << sep
         << "no ledger yet (hpod-train's rank 0 writes it, the supervisor "
            "reports it when the step ends)\n";

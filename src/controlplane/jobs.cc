@@ -298,6 +298,7 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
   out["Finished"] = job->contains("finished") && (*job)["finished"].is_boolean() &&
                     (*job)["finished"].get<bool>();
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  std::vector<double> started;  // each attempt's srun start, on hpodd's clock
   int attempts = 0;
   double first = 0, last = 0;
   // Times the nodes read, on hpodd's clock (0 stays 0: not reported). Events and
@@ -315,6 +316,7 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
     const std::string event =
         e.contains("event") && e["event"].is_string() ? e["event"].get<std::string>() : "";
     attempts += event == "started";
+    if (event == "started") started.push_back(t);
     nlohmann::ordered_json o;
     o["Event"] = event;
     o["Time"] = t;
@@ -368,6 +370,16 @@ StatusOr<nlohmann::ordered_json> DescribeJobGoodput(store::ReadTx& tx,
           r.created - on_hpodd(Num(ledger_attempts[i], "last_time"), job_offset);
     }
     if (resumed > 0) f["ReplacementSeconds"] = resumed - r.created;
+    if (!found) {
+      // A program that writes no ledger: what the supervisor knows, the next
+      // attempt's srun start after the detection.
+      for (double t : started) {
+        if (t < r.created) continue;
+        f["StepRestartSeconds"] = t - r.created;
+        if (resumed > 0 && t >= resumed) f["RestartSeconds"] = t - resumed;
+        break;
+      }
+    }
     if (found && i + 1 < ledger_attempts.size() && i < gaps.size()) {
       const Json& next = ledger_attempts[i + 1];
       if (resumed > 0) {

@@ -283,6 +283,45 @@ TEST_F(JobServiceTest, DescribeJoinsRecoveriesByTimeAndSurvivesAMalformedSummary
   EXPECT_THAT(missing.message(), HasSubstr("--auto-resume"));
 }
 
+// A program that writes no ledger (a PyTorch script without hpod_goodput) still
+// gets the recovery's and the supervisor's timings.
+TEST_F(JobServiceTest, WithoutALedgerTheSupervisorsEventsGiveTheRestart) {
+  JobService jobs(*store_, clock_);
+  for (auto [event, time] :
+       {std::pair{"started", 99.0}, std::pair{"ended", 112.0}, std::pair{"retrying", 113.5},
+        std::pair{"started", 113.6}, std::pair{"finished", 140.0}}) {
+    ASSERT_EQ(jobs.Answer("c1", {{"op", "job_event"},
+                                 {"job_id", "13"},
+                                 {"event", event},
+                                 {"time", time},
+                                 {"nodes", {"w1", "w2"}}}),
+              Json({{"ok", true}}));
+  }
+  ASSERT_TRUE(store_
+                  ->Write([](store::WriteTx& tx) -> Status {
+                    auto r = Rec("rcv-cccccccccccc", "w2", kRecoverySucceeded, 111.0);
+                    r.cluster_id = "c1";
+                    return tx.PutRecovery(r);
+                  })
+                  .ok());
+  nlohmann::ordered_json out;
+  ASSERT_TRUE(store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster("c1"));
+                    HPOD_ASSIGN_OR_RETURN(out, DescribeJobGoodput(tx, c, "13"));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(out["Attempts"], 2);
+  EXPECT_FALSE(out.contains("Goodput"));
+  ASSERT_EQ(out["Failures"].size(), 1u) << out.dump();
+  const auto& f = out["Failures"][0];
+  EXPECT_DOUBLE_EQ(f["ReplacementSeconds"].get<double>(), 2.0);  // Resumed at 113
+  EXPECT_NEAR(f["RestartSeconds"].get<double>(), 0.6, 1e-9);     // retry's srun at 113.6
+  EXPECT_NEAR(f["StepRestartSeconds"].get<double>(), 2.6, 1e-9);
+  EXPECT_FALSE(f.contains("DetectionSeconds"));  // no step times to bound it
+}
+
 // The node's times (events, ledger) are moved onto hpodd's clock with the offset
 // its agent had when each event came, before they are joined with recoveries.
 TEST_F(JobServiceTest, DescribeJoinsOnHpoddsClockWhateverTheNodesClock) {
