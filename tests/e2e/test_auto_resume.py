@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import unittest
@@ -42,6 +43,18 @@ if [ "${HPOD_AUTO_RESUME_ATTEMPT:-0}" = 0 ]; then
 fi
 exec /fsx/bin/hpod-train "$@"
 """ % (GATE_STEP, GATE_STEP)
+# test_9's Python: attempt 0 trains to GATE_STEP (a snapshot) and waits while the
+# gate exists; a retry trains on from the snapshot.
+GATED_PYTHON = """#!/bin/bash
+set -euo pipefail
+if [ "${HPOD_AUTO_RESUME_ATTEMPT:-0}" = 0 ]; then
+  /usr/bin/python3 "$@" --steps %d
+  touch "/fsx/pt/at-gate.$SLURM_PROCID"
+  while [ -e /fsx/pt/gate ]; do sleep 0.2; done
+  exit 0
+fi
+exec /usr/bin/python3 "$@"
+""" % GATE_STEP
 PLUGIN = os.path.join(nodestest.hpodtest.BIN_DIR, "src", "slurm", "spank", "spank_hpod.so")
 
 
@@ -330,6 +343,69 @@ class AutoResumeTest(unittest.TestCase):
         self.assertIn(self.job_state(job), ("FAILED", "CANCELLED", "NODE_FAIL"), log)
         self.assertNotIn("Retrying step", log)
         self.assertNotIn("process_task_init", log)
+
+    def test_9_a_pytorch_ddp_job_resumes_from_its_snapshot(self):
+        """examples/pytorch as users bring it: DDP over gloo on the three workers,
+        killed mid-run (after its step-40 snapshot, held there by a gate as in
+        test_4), resumed by --auto-resume from the snapshot to the loss of an
+        undisturbed run; its hpod_goodput ledger feeds describe-job-goodput."""
+        torch = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True)
+        if torch.returncode != 0:
+            self.skipTest("python3-torch is not installed (scripts/install-deps.sh --bench)")
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        pt = os.path.join(self.fsx, "pt")
+        os.makedirs(pt, exist_ok=True)
+        for f in ("train_ddp.py", "run.sbatch"):
+            shutil.copy(os.path.join(top, "examples", "pytorch", f), pt)
+        shutil.copy(os.path.join(top, "python", "hpod_goodput.py"), pt)
+        nodestest.write_script(os.path.join(pt, "gated-python.sh"), GATED_PYTHON)
+
+        def submit(name, python):
+            out = self.on_controller(
+                "cd /fsx/pt && PYTHON=%s STEPS=120 CKPT_DIR=/fsx/pt/%s sbatch --nodes 3 "
+                "--auto-resume=1 --output=/fsx/pt/%s.out run.sbatch --data "
+                "/fsx/data/corpus.txt" % (python, name, name))
+            return out.split()[-1]
+
+        def final_loss(name):
+            m = re.search(r"final_loss=(\S+) step=120", self.read("/fsx/pt/%s.out" % name))
+            self.assertIsNotNone(m, self.read("/fsx/pt/%s.out" % name))
+            return m.group(1)
+
+        ref = submit("ref", "/usr/bin/python3")
+        self.wait_done(ref)
+        self.assertEqual(self.job_state(ref), "COMPLETED", self.read("/fsx/pt/ref.out"))
+        gate = os.path.join(pt, "gate")
+        open(gate, "w").close()
+        job = submit("kill", "/fsx/pt/gated-python.sh")
+        try:
+            deadline = time.time() + 180
+            while time.time() < deadline and len(
+                    [f for f in os.listdir(pt) if f.startswith("at-gate.")]) < 3:
+                time.sleep(0.2)
+            self.assertEqual(self.job_state(job), "RUNNING", self.read("/fsx/pt/kill.out"))
+            iid, host = self.victim(job)
+            self.d.hpod("inject-fault", "--cluster-name", "ar", "--node-id", iid, "--kind",
+                        "kill-node")
+            deadline = time.time() + 120
+            while time.time() < deadline and "Attempt number: 1" not in self.read(
+                    "/fsx/pt/kill.out"):
+                time.sleep(0.5)
+        finally:
+            os.unlink(gate)
+        self.wait_done(job)
+        log = self.read("/fsx/pt/kill.out")
+        self.assertEqual(self.job_state(job), "COMPLETED", log + self.d.log_tail())
+        self.assertIn("Retrying step. Attempt number: 1", log)
+        self.assertIn("resumed from step-40.pt", log)
+        self.assertEqual(final_loss("kill"), final_loss("ref"),
+                         "the resumed DDP run must end where an undisturbed one ends")
+        g = self.d.hpod_json("describe-job-goodput", "--cluster-name", "ar", "--job-id", job)
+        self.assertEqual(g["Goodput"]["final_step"], 120, g)
+        self.assertEqual(len(g["Failures"]), 1, g)
+        self.assertEqual(g["Failures"][0]["Hostname"], host)
+        self.assertGreater(g["Failures"][0]["RestartSeconds"], 0, g)
+        self.assertEqual(g["Failures"][0]["StepsRerun"], 0, g)
 
     def test_7_bad_option_values_are_one_line_errors(self):
         for bad in ("abc", "-1"):
