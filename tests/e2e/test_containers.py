@@ -33,6 +33,22 @@ TOOLS = ("mksquashfs", "unsquashfs", "skopeo", "umoci", "docker-registry", "mmde
 # The helper as the nodes see it: beside the plugin on the node's disk.
 NODE_HELPER = "/var/lib/hpod-agent/hpod-container"
 STEPS = 40
+# test_5's hpod-train inside the image: attempt 0 trains to its step-40 checkpoint
+# and waits while the gate exists; the retry trains on from it.
+GATED_TRAIN = """#!/bin/bash
+set -euo pipefail
+if [ "${HPOD_AUTO_RESUME_ATTEMPT:-0}" = 0 ]; then
+  args=()
+  while [ $# -gt 0 ]; do
+    if [ "$1" = --max-steps ]; then args+=(--max-steps 40); shift 2; else args+=("$1"); shift; fi
+  done
+  /usr/local/bin/hpod-train "${args[@]}"
+  touch "/fsx/ct/at-gate.$SLURM_PROCID"
+  while [ -e /fsx/ct/gate ]; do sleep 0.2; done
+  exit 0
+fi
+exec /usr/local/bin/hpod-train "$@"
+"""
 
 
 def packages_of(binary):
@@ -270,6 +286,76 @@ class ContainersTest(unittest.TestCase):
             pulled = [i for i in listed["Images"] if i["Key"].startswith("oci-")]
             self.assertEqual(len(pulled), 1, listed)
             self.assertEqual(pulled[0]["Source"], "docker://" + ref)
+
+    def test_5_auto_resume_reruns_the_containerized_step_after_kill_node(self):
+        """sbatch --auto-resume=1 --container-image: every srun of the job runs in
+        the image; a killed worker is replaced and the step re-runs in the
+        container, resuming from its checkpoint on the mounted /fsx, to the loss of
+        the undisturbed containerized run. Attempt 0 waits at a gate after its
+        step-40 checkpoint (as test_auto_resume's test_4), so the fault cannot
+        miss the run."""
+        image = self.import_image()
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        shutil.copy(os.path.join(top, "examples", "slurm", "run.slurm"),
+                    self.host_file("/fsx/ct/run.slurm"))
+        nodestest.write_script(self.host_file("/fsx/ct/gated.sh"), GATED_TRAIN)
+
+        def submit(name, train):
+            out = self.on_controller(
+                "cd /fsx/ct && HPOD_TRAIN=%s MAX_STEPS=120 DATA_DIR=/fsx/data "
+                "RUN_DIR=/fsx/runs/%s sbatch --nodes 3 --auto-resume=1 "
+                "--container-image=%s --container-mounts=/fsx --container-workdir=/fsx/ct "
+                "--output=/fsx/ct/%s.out run.slurm ./llama_tiny.sh --lr-decay-steps 120"
+                % (train, name, image, name))
+            return out.split()[-1]
+
+        def wait_done(job):
+            deadline = time.time() + 300
+            while time.time() < deadline:
+                if not self.on_controller("squeue -h -j %s -o %%T" % job).strip():
+                    return
+                time.sleep(0.5)
+            self.fail("job %s did not end" % job)
+
+        ref = submit("ar-ref", "/usr/local/bin/hpod-train")
+        wait_done(ref)
+        gate = self.host_file("/fsx/ct/gate")
+        open(gate, "w").close()
+        job = submit("ar-kill", "/fsx/ct/gated.sh")
+        try:
+            deadline = time.time() + 120
+            while time.time() < deadline and len([
+                    f for f in os.listdir(self.host_file("/fsx/ct"))
+                    if f.startswith("at-gate.")]) < 3:
+                time.sleep(0.2)
+            nodes = self.on_controller("squeue -h -j %s -o %%N" % job).strip()
+            batch = re.search(r"BatchHost=(\S+)", self.on_controller(
+                "scontrol show job %s" % job)).group(1)
+            victim = [w for w in self.workers
+                      if self.d.in_node(w, "hostname").stdout.strip() != batch][0]
+            self.d.hpod("inject-fault", "--cluster-name", "ct", "--node-id", victim,
+                        "--kind", "kill-node")
+            deadline = time.time() + 120
+            while time.time() < deadline and "Attempt number: 1" not in open(
+                    self.host_file("/fsx/ct/ar-kill.out")).read():
+                time.sleep(0.5)
+        finally:
+            os.unlink(gate)
+        wait_done(job)
+        log = open(self.host_file("/fsx/ct/ar-kill.out")).read()
+        self.assertIn("Retrying step. Attempt number: 1", log, nodes)
+        self.assertIn("ending the step now", log)
+        loss = {}
+        for name in ("ar-ref", "ar-kill"):
+            with open(self.host_file("/fsx/runs/%s/summary.json" % name)) as f:
+                loss[name] = json.load(f)["final_loss"]
+        self.assertEqual(loss["ar-kill"], loss["ar-ref"], log)
+        with open(self.host_file("/fsx/ct/.hpod/goodput-%s.jsonl" % job)) as f:
+            starts = [json.loads(l) for l in f if '"start"' in l]
+        self.assertEqual(starts[-1]["resumed_step"], 40, starts)
+        self.assertEqual(starts[-1]["attempt"], 1, starts)
+        type(self).workers = sorted(n["InstanceId"] for n in self.d.nodes("ct")
+                                    if n["InstanceGroupName"] == "workers")
 
     def test_4_bad_input_is_one_line_and_the_node_stays_idle(self):
         image = self.import_image()
