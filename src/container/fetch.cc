@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "hpod/base/crypto.h"
 #include "hpod/base/file_util.h"
 #include "hpod/base/subprocess.h"
 #include "hpod/container/credentials.h"
@@ -20,13 +21,17 @@ namespace {
 
 constexpr auto kFetchTimeout = std::chrono::minutes(30);
 
-// The last non-empty line of a tool's output: what it says went wrong.
+// The last non-empty line of a tool's output: what it says went wrong. For
+// skopeo's logrus lines (time="..." level=fatal msg="..."), the message only.
 std::string LastLine(const SubprocessResult& r) {
   for (const std::string* s : {&r.stderr_data, &r.stdout_data}) {
     std::istringstream in(*s);
     std::string line, last;
     while (std::getline(in, line)) {
       if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+    }
+    if (size_t msg = last.find(" msg=\""); msg != std::string::npos && last.back() == '"') {
+      last = last.substr(msg + 6, last.size() - msg - 7);
     }
     if (!last.empty()) return last;
   }
@@ -162,20 +167,28 @@ Status FetchRootfs(const ImageRef& ref, const std::string& work, const FetchOpti
   return WriteRootfsConfig(rootfs, *config);
 }
 
-StatusOr<std::string> RemoteDigest(const ImageRef& ref, const FetchOptions& options) {
+StatusOr<RemoteImage> InspectRemote(const ImageRef& ref, const FetchOptions& options) {
   auto flags = SourceFlags(ref, options, "");
   if (!flags.ok()) return flags.status();
-  std::vector<std::string> argv = {"skopeo", "inspect", "--format", "{{.Digest}}"};
+  // The raw manifest: its SHA-256 is the image's digest (for a multi-platform
+  // index, the index's: a key that changes when the tag moves all the same), and
+  // a single-platform manifest lists its layers' sizes. skopeo 1.9 (Debian 12)
+  // has no LayersData in `inspect --format`.
+  std::vector<std::string> argv = {"skopeo", "inspect", "--raw"};
   argv.insert(argv.end(), flags->begin(), flags->end());
   argv.push_back(ref.SkopeoSource());
   auto r = Run(argv, "skopeo");
   if (!r.ok()) return r.status();
-  std::string out = r->stdout_data;
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  if (r->exit_code != 0 || out.rfind("sha256:", 0) != 0) {
+  json manifest = json::parse(r->stdout_data, nullptr, false);
+  if (r->exit_code != 0 || !manifest.is_object()) {
     return UnavailableError("could not find " + ref.ToString() + ": " + LastLine(*r));
   }
-  return out.substr(7);
+  RemoteImage image;
+  image.digest = HexEncode(Sha256(r->stdout_data));
+  for (const auto& layer : manifest.value("layers", json::array())) {
+    if (layer.is_object()) image.layer_bytes += layer.value("size", uint64_t{0});
+  }
+  return image;
 }
 
 Status WriteRootfsConfig(const std::string& rootfs, const ImageConfig& config) {

@@ -8,6 +8,7 @@
 //
 // Thread contract: free functions; each call works in its own directory.
 
+#include <cstdint>
 #include <string>
 
 #include "hpod/base/status.h"
@@ -21,8 +22,13 @@ namespace hpod::container {
 Status FetchRootfs(const ImageRef& ref, const std::string& work, const FetchOptions& options,
                    ImageConfig* config);
 
-// The manifest digest of a registry/daemon/archive image (skopeo inspect), hex only.
-StatusOr<std::string> RemoteDigest(const ImageRef& ref, const FetchOptions& options);
+// What skopeo inspect says of a registry/daemon/archive image: its manifest
+// digest (hex only) and the sum of its compressed layers (0 when not given).
+struct RemoteImage {
+  std::string digest;
+  uint64_t layer_bytes = 0;
+};
+StatusOr<RemoteImage> InspectRemote(const ImageRef& ref, const FetchOptions& options);
 
 // Records `config` in the rootfs: /etc/hpod-container/image.json, and the env in
 // /etc/environment as enroot does (so enroot reads our images too).

@@ -79,7 +79,8 @@ std::string ImageStore::UseLockOf(const std::string& key) const {
   return dir_ + "/images/" + key + "/.use";
 }
 
-StatusOr<std::string> ImageStore::KeyOf(const ImageRef& ref, const FetchOptions& options) const {
+StatusOr<std::pair<std::string, uint64_t>> ImageStore::KeyOf(const ImageRef& ref,
+                                                             const FetchOptions& options) const {
   if (ref.kind == ImageRef::Kind::kSquashfs) {
     std::error_code ec;
     fs::path real = fs::canonical(ref.path, ec);
@@ -93,11 +94,16 @@ StatusOr<std::string> ImageStore::KeyOf(const ImageRef& ref, const FetchOptions&
     const std::string id = real.string() + "\n" + std::to_string(st.st_ino) + "\n" +
                            std::to_string(st.st_size) + "\n" + std::to_string(st.st_mtim.tv_sec) +
                            "." + std::to_string(st.st_mtim.tv_nsec);
-    return "sqsh-" + HexEncode(Sha256(id)).substr(0, 24);
+    // A squashfs unpacks to about three times its size.
+    return std::pair{"sqsh-" + HexEncode(Sha256(id)).substr(0, 24),
+                     3 * static_cast<uint64_t>(st.st_size)};
   }
-  auto digest = RemoteDigest(ref, options);
-  if (!digest.ok()) return digest.status();
-  return "oci-" + digest->substr(0, 24);
+  auto remote = InspectRemote(ref, options);
+  if (!remote.ok()) return remote.status();
+  // The compressed layers in the OCI layout, and the tree they unpack to (about
+  // three times); 512 MiB when the source does not say.
+  const uint64_t need = remote->layer_bytes > 0 ? 4 * remote->layer_bytes : 512ull << 20;
+  return std::pair{"oci-" + remote->digest.substr(0, 24), need};
 }
 
 Status ImageStore::CheckRoom(uint64_t need, const std::string& what) {
@@ -111,20 +117,14 @@ Status ImageStore::CheckRoom(uint64_t need, const std::string& what) {
 }
 
 StatusOr<CachedImage> ImageStore::Ensure(const ImageRef& ref, const FetchOptions& options) {
-  auto key = KeyOf(ref, options);
-  if (!key.ok()) return key.status();
+  auto key_need = KeyOf(ref, options);
+  if (!key_need.ok()) return key_need.status();
+  const std::string* key = &key_need->first;
   FileLock lock(dir_ + "/.lock", LOCK_EX);
   if (!lock.held()) return ErrnoStatus(errno, "locking container cache " + dir_);
   const std::string image_dir = dir_ + "/images/" + *key;
   if (!fs::exists(image_dir + "/image.json")) {
-    // A squashfs unpacks to about three times its size; a pull needs room for the
-    // layers and the unpacked tree.
-    uint64_t estimate = 512ull << 20;
-    if (ref.kind == ImageRef::Kind::kSquashfs) {
-      std::error_code ec;
-      estimate = 3 * fs::file_size(ref.path, ec);
-    }
-    HPOD_RETURN_IF_ERROR(CheckRoom(estimate, "importing " + ref.ToString()));
+    HPOD_RETURN_IF_ERROR(CheckRoom(key_need->second, "importing " + ref.ToString()));
     const std::string work = dir_ + "/tmp/" + *key + "." + std::to_string(::getpid());
     std::error_code ec;
     fs::remove_all(work, ec);

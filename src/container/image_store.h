@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hpod/base/status.h"
@@ -76,7 +77,9 @@ class ImageStore {
 
  private:
   ImageStore(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
-  StatusOr<std::string> KeyOf(const ImageRef& ref, const FetchOptions& options) const;
+  // The cache key and about how many bytes an import needs on the cache's disk.
+  StatusOr<std::pair<std::string, uint64_t>> KeyOf(const ImageRef& ref,
+                                                   const FetchOptions& options) const;
   Status CheckRoom(uint64_t need, const std::string& what);
 
   std::string dir_;

@@ -33,6 +33,7 @@ TOOLS = ("mksquashfs", "unsquashfs", "skopeo", "umoci", "docker-registry", "mmde
 # The helper as the nodes see it: beside the plugin on the node's disk.
 NODE_HELPER = "/var/lib/hpod-agent/hpod-container"
 STEPS = 40
+NODE_DISK_MB = 1536
 # test_5's hpod-train inside the image: attempt 0 trains to its step-40 checkpoint
 # and waits while the gate exists; the retry trains on from it.
 GATED_TRAIN = """#!/bin/bash
@@ -106,7 +107,9 @@ class ContainersTest(unittest.TestCase):
         missing = [t for t in TOOLS if not shutil.which(t)]
         if missing:
             raise unittest.SkipTest("not installed: %s (scripts/install-deps.sh)" % " ".join(missing))
-        cls.d = nodestest.NodesDaemon("t6c")
+        # Each node's disk is a tmpfs of this size, so that test_6 can fill a
+        # worker's image cache (on /opt/sagemaker, the node's disk) for real.
+        cls.d = nodestest.NodesDaemon("t6c", extra_args=["--node-disk-mb", str(NODE_DISK_MB)])
         try:
             lcs = os.path.join(cls.d.root, "lcs")
             nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
@@ -377,6 +380,35 @@ class ContainersTest(unittest.TestCase):
             lines = [l for l in out.splitlines() if want in l]
             self.assertEqual(len(lines), 1, "%s: %s" % (opts, out))
             self.assert_idle()
+
+    def test_6_a_full_cache_disk_is_one_line_and_the_node_stays_idle(self):
+        """A worker whose data disk has too little room for the image: the step
+        fails with the line that names the cache and the fix; the node's health
+        (16 MiB free is its floor) and Slurm state are untouched."""
+        w = self.workers[0]
+        host = self.d.in_node(w, "hostname").stdout.strip()
+        self.d.in_node(w, NODE_HELPER + " remove --all")
+        free = int(self.d.in_node(w, "df -B1 --output=avail /opt/sagemaker | tail -1").stdout)
+        self.d.in_node(w, "fallocate -l %d /opt/sagemaker/fill" % (free - (100 << 20)))
+        try:
+            rc, out = self.srun("ENROOT_ALLOW_HTTP=yes srun -N1 -w %s --container-image=%s#"
+                                "hpod/train:1 true 2>&1" % (host, self.registry), check=False)
+            self.assertNotEqual(rc, 0, out)
+            lines = [l for l in out.splitlines() if "container cache /opt/sagemaker/hpod-container"
+                     in l]
+            self.assertEqual(len(lines), 1, out)
+            self.assertRegex(lines[0], r"needs about \d+ MiB and \d+ MiB are free; free space "
+                                       r"there \(hpod-container remove\)")
+            self.assert_idle()
+            time.sleep(3)  # more than one health round: the node stays healthy
+            node = [n for n in self.d.nodes("ct") if n["InstanceId"] == w]
+            self.assertEqual(node[0]["InstanceStatus"]["Status"], "Running", node)
+        finally:
+            self.d.in_node(w, "rm -f /opt/sagemaker/fill")
+        rc, out = self.srun("ENROOT_ALLOW_HTTP=yes srun -N1 -w %s --container-image=%s#"
+                            "hpod/train:1 cat /etc/hpod-test-image 2>&1" % (host, self.registry))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("train:1", out)
 
 
 if __name__ == "__main__":
