@@ -98,7 +98,13 @@ def main():
         step = state["step"]
     load_s = time.time() - t0 if ckpt else 0.0
     ddp = DDP(model, device_ids=[local_rank] if cuda else None)
-    ledger = hpod_goodput.Ledger(rank=rank) if hpod_goodput else None
+    if rank == 0:
+        os.makedirs(args.ckpt_dir, exist_ok=True)
+    # The supervisor names the ledger under --auto-resume; else it sits beside the
+    # checkpoints, as hpod-train's does.
+    ledger = hpod_goodput.Ledger(
+        path=os.environ.get("HPOD_GOODPUT_FILE") or os.path.join(args.ckpt_dir, "goodput.jsonl"),
+        rank=rank) if hpod_goodput else None
     if ledger:
         ledger.start(resumed_step=step, world_size=world, checkpoint_load_s=load_s,
                      rendezvous_s=rendezvous_s)
@@ -106,7 +112,6 @@ def main():
         print("train_ddp: %d ranks (%s), %s" % (
             world, "nccl" if cuda else "gloo",
             "resumed from %s" % os.path.basename(ckpt) if ckpt else "fresh start"), flush=True)
-        os.makedirs(args.ckpt_dir, exist_ok=True)
     loss_fn = nn.CrossEntropyLoss()
     while step < args.steps:
         t = time.time()
