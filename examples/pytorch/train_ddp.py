@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A PyTorch DDP training job as users bring it to a HyperPod-style cluster.
 
 One process per rank, launched by `srun` (SLURM_PROCID/SLURM_NTASKS) or by
