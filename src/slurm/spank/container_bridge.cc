@@ -149,6 +149,20 @@ extern "C" int hpod_container_task_user(char* err, size_t errlen) {
   return -1;
 }
 
+extern "C" int hpod_container_task_exec(int argc, char** argv, char** env, char* err,
+                                        size_t errlen) {
+  try {
+    if (!Step().started()) return 0;
+    std::vector<std::string> command(argv, argv + argc);
+    hpod::Status s = Step().ExecEntrypoint(command, env);
+    if (s.ok()) return 0;
+    SetErr(err, errlen, "hpod-container: " + s.message());
+  } catch (...) {
+    SetErr(err, errlen, "hpod-container: --container-entrypoint failed");
+  }
+  return -1;
+}
+
 extern "C" void hpod_container_step_stop(void) {
   try {
     Step().Stop();

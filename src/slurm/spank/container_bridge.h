@@ -48,6 +48,10 @@ const char* hpod_container_task_env_value(int i);
  * working directory (slurmstepd changes to srun's own after task_init_privileged).
  * 0, or -1 with err. */
 int hpod_container_task_user(char* err, size_t errlen);
+/* In a task as its user, the very last: --container-entrypoint execs the image's
+ * entrypoint with the command (argc/argv) and env; returns -1 with err only if
+ * that exec failed, 0 when there is nothing to do. */
+int hpod_container_task_exec(int argc, char** argv, char** env, char* err, size_t errlen);
 /* slurmstepd, exit: the helper tears the container down. */
 void hpod_container_step_stop(void);
 /* Job epilog (root): removes the job's named containers on this node. */

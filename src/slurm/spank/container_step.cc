@@ -99,10 +99,10 @@ Status ApplyContainerOption(ContainerRequest& r, ContainerOption option, std::st
       r.remap_root = false;
       return OkStatus();
     case ContainerOption::kEntrypoint:
-      return InvalidArgumentError(
-          "--container-entrypoint: hpod does not run image entrypoints yet; put the "
-          "entrypoint in front of your command");
+      r.entrypoint = true;
+      return OkStatus();
     case ContainerOption::kNoEntrypoint:
+      r.entrypoint = false;
       return OkStatus();
   }
   return InvalidArgumentError("unknown container option");
@@ -195,6 +195,11 @@ Status ContainerStep::Start(const std::string& helper, const std::string& spec,
     Stop();
     return s;
   }
+  if (request.entrypoint) {
+    for (const auto& a : reply.value("entrypoint", json::array())) {
+      if (a.is_string()) entrypoint_.push_back(a.get<std::string>());
+    }
+  }
   workdir_ = !request.workdir.empty() ? request.workdir : reply.value("workdir", "");
   if (workdir_.empty()) workdir_ = "/";
   for (const auto& e : reply.value("env", json::array())) {
@@ -235,6 +240,20 @@ void ContainerStep::Stop() {
     }
   }
   helper_ = -1;
+}
+
+Status ContainerStep::ExecEntrypoint(const std::vector<std::string>& command, char** env) const {
+  if (entrypoint_.empty()) return OkStatus();
+  std::vector<std::string> args = entrypoint_;
+  args.insert(args.end(), command.begin(), command.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The image's PATH (set in the task's environment) finds a bare name.
+  environ = env;
+  ::execvp(argv[0], argv.data());
+  return InvalidArgumentError("--container-entrypoint: cannot run " + entrypoint_[0] +
+                              " in the container (" + std::strerror(errno) + ")");
 }
 
 Status RemapRootInTask() {

@@ -49,6 +49,7 @@ struct ContainerRequest {
   bool writable = true;  // HyperPod's enroot.conf: ENROOT_ROOTFS_WRITABLE yes
   bool mount_home = false;
   bool remap_root = false;
+  bool entrypoint = false;            // --container-entrypoint: run the image's ENTRYPOINT first
   std::vector<std::string> host_env;  // --container-env: the host's value wins
 
   // Whether the step runs in a container (an image, or a named one to reuse).
@@ -93,6 +94,12 @@ class ContainerStep {
   Status EnterWorkdir() const;
   // The image's variables to set in each task, less those the user keeps (--container-env).
   const std::vector<std::pair<std::string, std::string>>& TaskEnv() const { return env_; }
+  // In a task, last of all (as its user): with --container-entrypoint and an image
+  // that has an ENTRYPOINT, execs it with the step's command as its arguments
+  // (Docker's meaning) in place of slurmstepd's own exec of the command, which
+  // skips what slurmstepd does after task_init (TaskProlog, --task-prolog, TMPDIR,
+  // a debugger's attach); returns only on failure. OK without either.
+  Status ExecEntrypoint(const std::vector<std::string>& command, char** env) const;
   // Lets the helper tear the container down, and reaps it.
   void Stop();
 
@@ -101,6 +108,7 @@ class ContainerStep {
   int lifeline_ = -1;  // the helper's stdin: it tears down when this closes
   int ns_fd_ = -1;
   std::string workdir_;
+  std::vector<std::string> entrypoint_;  // the image's, when --container-entrypoint
   std::vector<std::pair<std::string, std::string>> env_;
 };
 

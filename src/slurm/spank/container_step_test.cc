@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -20,14 +21,17 @@ TEST(ContainerOptionsTest, PyxisOptionsAreCheckedWhereTheyAreParsed) {
   EXPECT_FALSE(r.writable);
   ASSERT_TRUE(ApplyContainerOption(r, ContainerOption::kEnv, "PATH,LD_LIBRARY_PATH").ok());
   EXPECT_EQ(r.host_env, (std::vector<std::string>{"PATH", "LD_LIBRARY_PATH"}));
+  ASSERT_TRUE(ApplyContainerOption(r, ContainerOption::kEntrypoint, "").ok());
+  EXPECT_TRUE(r.entrypoint);
+  ASSERT_TRUE(ApplyContainerOption(r, ContainerOption::kNoEntrypoint, "").ok());
+  EXPECT_FALSE(r.entrypoint);
   for (auto [opt, value] : std::vector<std::pair<ContainerOption, std::string>>{
            {ContainerOption::kImage, "nvcr.io/nvidia/pytorch"},
            {ContainerOption::kMounts, "/fsx"},
            {ContainerOption::kMounts, "fsx:/fsx"},
            {ContainerOption::kWorkdir, "work"},
            {ContainerOption::kName, "a/b"},
-           {ContainerOption::kEnv, "A=1"},
-           {ContainerOption::kEntrypoint, ""}}) {
+           {ContainerOption::kEnv, "A=1"}}) {
     if (opt == ContainerOption::kMounts && value == "/fsx") {
       EXPECT_TRUE(ApplyContainerOption(r, opt, value).ok());
       continue;
@@ -81,6 +85,41 @@ TEST_F(ContainerStepTest, TheHelpersErrorIsTheStepsOneLine) {
   EXPECT_FALSE(step.started());
   s = step.Start("", "{}", r);
   EXPECT_NE(s.message().find("not installed"), std::string::npos);
+}
+
+TEST_F(ContainerStepTest, TheEntrypointRunsWithTheCommandAsItsArguments) {
+  // A stand-in helper: holds a process and answers with this reply ("PID" is its pid).
+  const std::string out = dir_ + "/out";
+  nlohmann::json reply = {{"pid", "PID"},
+                          {"entrypoint", {"sh", "-c", "echo entry \"$@\" > " + out, "ep"}}};
+  std::ofstream(dir_ + "/reply.json") << reply.dump() << "\n";
+  const std::string helper = Helper("sleep 60 & sed \"s/\\\"PID\\\"/$!/\" " + dir_ +
+                                    "/reply.json\n" + "cat >/dev/null\nkill $!\n");
+  ContainerStep step;
+  ContainerRequest r;
+  r.entrypoint = true;
+  Status s = step.Start(helper, "{}", r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  pid_t pid = fork();
+  if (pid == 0) {
+    char path[] = "PATH=/usr/bin:/bin";
+    char* env[] = {path, nullptr};
+    (void)step.ExecEntrypoint({"python3", "train.py"}, env);
+    _exit(99);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::ifstream in(out);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "entry python3 train.py");
+  step.Stop();
+  // Without --container-entrypoint nothing is exec'd.
+  ContainerStep plain;
+  r.entrypoint = false;
+  ASSERT_TRUE(plain.Start(helper, "{}", r).ok());
+  EXPECT_TRUE(plain.ExecEntrypoint({"true"}, nullptr).ok());
 }
 
 TEST_F(ContainerStepTest, AHeldContainerGivesItsNamespaceAndTheImagesEnv) {

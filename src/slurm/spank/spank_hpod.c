@@ -87,7 +87,7 @@ static struct spank_option g_container_options[] = {
      0, HPOD_CONTAINER_REMAP_ROOT, container_cb},
     {(char*)"no-container-remap-root", NULL, (char*)"keep your own uid inside the container (default)",
      0, HPOD_CONTAINER_NO_REMAP_ROOT, container_cb},
-    {(char*)"container-entrypoint", NULL, (char*)"run the image's entrypoint (not supported yet)",
+    {(char*)"container-entrypoint", NULL, (char*)"run the image's entrypoint, with the command as its arguments",
      0, HPOD_CONTAINER_ENTRYPOINT, container_cb},
     {(char*)"no-container-entrypoint", NULL, (char*)"do not run the image's entrypoint (default)",
      0, HPOD_CONTAINER_NO_ENTRYPOINT, container_cb},
@@ -195,13 +195,33 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char** av) {
   return ESPANK_SUCCESS;
 }
 
-int slurm_spank_task_init(spank_t sp, int ac, char** av) {
+/* HyperPod's per-task line, for the steps of a job with --auto-resume. */
+static void auto_resume_task_line(spank_t sp) {
   uint32_t job_id = 0;
   uint32_t step_id = 0;
   uint32_t task_id = 0;
   int retries = g_retries;
   char* arg = NULL;
+  /* The callback normally ran in this slurmstepd before the task forked; getopt is
+   * the documented way in task_init and covers the case where it did not. */
+  if (!g_option_seen) {
+    if (spank_option_getopt(sp, &g_auto_resume, &arg) != ESPANK_SUCCESS || arg == NULL) return;
+    if (hpod_auto_resume_parse(arg, 1, &retries) != 0) return;
+  }
+  if (retries <= 0) return;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_TASK_GLOBAL_ID, &task_id) != ESPANK_SUCCESS) {
+    return;
+  }
+  hpod_auto_resume_task_init(job_id, step_id, task_id);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   char err[1024] = "";
+  int argc = 0;
+  char** argv = NULL;
+  char** env = NULL;
   (void)ac;
   (void)av;
   if (spank_remote(sp) != 1) return ESPANK_SUCCESS;
@@ -210,20 +230,14 @@ int slurm_spank_task_init(spank_t sp, int ac, char** av) {
     slurm_error("%s", err);
     return -1;
   }
-  /* The callback normally ran in this slurmstepd before the task forked; getopt is
-   * the documented way in task_init and covers the case where it did not. */
-  if (!g_option_seen) {
-    if (spank_option_getopt(sp, &g_auto_resume, &arg) != ESPANK_SUCCESS || arg == NULL) {
-      return ESPANK_SUCCESS;
-    }
-    if (hpod_auto_resume_parse(arg, 1, &retries) != 0) return ESPANK_SUCCESS;
+  auto_resume_task_line(sp);
+  /* Last: --container-entrypoint execs the image's entrypoint with the command
+   * (slurmstepd's own exec would run the command alone); it returns only on failure. */
+  if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS &&
+      spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS &&
+      hpod_container_task_exec(argc, argv, env, err, sizeof(err)) != 0) {
+    slurm_error("%s", err);
+    return -1;
   }
-  if (retries <= 0) return ESPANK_SUCCESS;
-  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_TASK_GLOBAL_ID, &task_id) != ESPANK_SUCCESS) {
-    return ESPANK_SUCCESS;
-  }
-  hpod_auto_resume_task_init(job_id, step_id, task_id);
   return ESPANK_SUCCESS;
 }
