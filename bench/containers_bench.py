@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,21 +46,7 @@ NODE_HELPER = tc.NODE_HELPER
 class Rig:
     def __init__(self, d):
         self.d = d
-        lcs = os.path.join(d.root, "lcs")
-        nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
-        src = "file://" + lcs + "/"
-        spec = os.path.join(d.root, "cluster.json")
-        with open(spec, "w") as f:
-            json.dump([nodestest.lcs_group("controller-machine", 1, src,
-                                           SlurmConfig={"NodeType": "Controller"}),
-                       nodestest.lcs_group("workers", 3, src,
-                                           SlurmConfig={"NodeType": "Compute"})], f)
-        d.hpod("create-cluster", "--cluster-name", "cb", "--instance-groups", "file://" + spec)
-        d.wait_status("cb", "InService", timeout=300)
-        nodes = d.nodes("cb")
-        self.controller = [n["InstanceId"] for n in nodes
-                           if n["InstanceGroupName"] == "controller-machine"][0]
-        self.workers = sorted(n["InstanceId"] for n in nodes if n["InstanceGroupName"] == "workers")
+        self.controller, self.workers, _ = nodestest.slurm_cluster(d, "cb", timeout=300)
 
     def sh(self, script, timeout=600):
         """bash on the controller (all its namespaces); (rc, output, seconds)."""
@@ -103,19 +88,7 @@ def main():
         d = BenchDaemon(PREFIX)
         d.start()
         rig = Rig(d)
-        addr = d.in_node(rig.controller, "ip -4 -o addr show eth0").stdout
-        gateway = addr.split("inet ")[1].split("/")[0].rsplit(".", 1)[0] + ".1"
-        with socket.socket() as s:
-            s.bind((gateway, 0))
-            registry = "%s:%d" % (gateway, s.getsockname()[1])
-        reg = os.path.join(d.root, "registry")
-        os.makedirs(reg)
-        with open(os.path.join(reg, "config.yml"), "w") as f:
-            f.write("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                    "    rootdirectory: %s/data\nhttp:\n  addr: %s\n" % (reg, registry))
-        registry_proc = subprocess.Popen(["docker-registry", "serve",
-                                          os.path.join(reg, "config.yml")],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        registry, registry_proc = tc.start_registry(d, rig.controller)
         log("building the image (mmdebstrap) and pushing it to %s" % registry)
         tc.build_image(tempfile.mkdtemp(dir=d.root), registry)
         # /fsx: the seed's script, hpod-train, the tokenized KJV sample.

@@ -288,3 +288,36 @@ def lcs_group(name, count, source, on_create="on_create.sh", instance_type="ml.c
          "ExecutionRole": "arn:aws:iam::123456789012:role/AmazonSagemakerExecutionRole"}
     g.update(extra)
     return g
+
+
+def slurm_cluster(d, name, workers=3, timeout=240):
+    """A 1+N Slurm cluster of `d` with a no-op lifecycle script, InService: its
+    controller's instance id, its workers' ids (sorted) and the controller's
+    `hpod start-session` target."""
+    lcs = os.path.join(d.root, "lcs-" + name)
+    write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
+    src = "file://" + lcs + "/"
+    spec = os.path.join(d.root, name + ".json")
+    with open(spec, "w") as f:
+        json.dump([lcs_group("controller-machine", 1, src, SlurmConfig={"NodeType": "Controller"}),
+                   lcs_group("workers", workers, src, SlurmConfig={"NodeType": "Compute"})], f)
+    d.hpod("create-cluster", "--cluster-name", name, "--instance-groups", "file://" + spec)
+    d.wait_status(name, "InService", timeout=timeout)
+    nodes = d.nodes(name)
+    controller = [n["InstanceId"] for n in nodes
+                  if n["InstanceGroupName"] == "controller-machine"][0]
+    arn = d.hpod_json("describe-cluster", "--cluster-name", name)["ClusterArn"]
+    target = "sagemaker-cluster:%s_controller-machine-%s" % (arn.split("/")[-1], controller)
+    return controller, sorted(n["InstanceId"] for n in nodes
+                              if n["InstanceGroupName"] == "workers"), target
+
+
+def wait_for_files(directory, prefix, count, timeout=120):
+    """Until `count` files named prefix* are in `directory` (a gate's arrivals),
+    or the timeout; returns how many there are."""
+    deadline = time.time() + timeout
+    while True:
+        n = len([f for f in os.listdir(directory) if f.startswith(prefix)])
+        if n >= count or time.time() >= deadline:
+            return n
+        time.sleep(0.2)

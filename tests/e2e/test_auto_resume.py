@@ -295,11 +295,7 @@ class AutoResumeTest(unittest.TestCase):
             pass
         job = self.submit("user", train="/fsx/ar/gated.sh")
         try:
-            deadline = time.time() + 120
-            while time.time() < deadline and len([
-                    f for f in os.listdir(self.host_file("/fsx/ar"))
-                    if f.startswith("user.at-gate.")]) < 3:
-                time.sleep(0.2)
+            nodestest.wait_for_files(self.host_file("/fsx/ar"), "user.at-gate.", 3)
             self.assertEqual(self.job_state(job), "RUNNING", self.read("/fsx/ar/user.out"))
             iid, host = self.victim(job)
             self.on_controller(
@@ -379,10 +375,7 @@ class AutoResumeTest(unittest.TestCase):
         open(gate, "w").close()
         job = submit("kill", "/fsx/pt/gated-python.sh")
         try:
-            deadline = time.time() + 180
-            while time.time() < deadline and len(
-                    [f for f in os.listdir(pt) if f.startswith("at-gate.")]) < 3:
-                time.sleep(0.2)
+            nodestest.wait_for_files(pt, "at-gate.", 3, timeout=180)
             self.assertEqual(self.job_state(job), "RUNNING", self.read("/fsx/pt/kill.out"))
             iid, host = self.victim(job)
             self.d.hpod("inject-fault", "--cluster-name", "ar", "--node-id", iid, "--kind",

@@ -33,7 +33,21 @@ TOOLS = ("mksquashfs", "unsquashfs", "skopeo", "umoci", "docker-registry", "mmde
 # The helper as the nodes see it: beside the plugin on the node's disk.
 NODE_HELPER = "/var/lib/hpod-agent/hpod-container"
 STEPS = 40
-NODE_DISK_MB = 1536
+# The node disks hold the image caches: the hpod-train image twice (its .sqsh and
+# its registry copy), or the python3-torch one of test_7.
+NODE_DISK_MB = 1536 if os.environ.get("HPOD_E2E_TORCH_IMAGE") != "1" else 4096
+# test_7's Python in the image: attempt 0 trains to its step-40 snapshot and waits
+# while the gate exists (examples/pytorch's --steps: the last one wins).
+GATED_PYTHON = """#!/bin/bash
+set -euo pipefail
+if [ "${HPOD_AUTO_RESUME_ATTEMPT:-0}" = 0 ]; then
+  python3 "$@" --steps 40
+  touch "/fsx/pt/at-gate.$SLURM_PROCID"
+  while [ -e /fsx/pt/gate ]; do sleep 0.2; done
+  exit 0
+fi
+exec python3 "$@"
+"""
 # test_5's hpod-train inside the image: attempt 0 trains to its step-40 checkpoint
 # and waits while the gate exists; the retry trains on from it.
 GATED_TRAIN = """#!/bin/bash
@@ -82,14 +96,38 @@ def build_image(work, registry):
     shutil.copy(TRAIN, os.path.join(rootfs, "usr", "local", "bin", "hpod-train"))
     with open(os.path.join(rootfs, "etc", "hpod-test-image"), "w") as f:
         f.write("train:1\n")
+    nodestest.write_script(os.path.join(rootfs, "usr", "local", "bin", "entry"),
+                           "#!/bin/sh\necho \"entrypoint of train:1 before: $*\"\nexec \"$@\"\n")
     nodestest.run("umoci", "repack", "--image", layout + ":train", bundle, timeout=600)
     shutil.rmtree(bundle)
     nodestest.run("umoci", "config", "--image", layout + ":train", "--config.env",
                   "HPOD_IMAGE=train:1", "--config.env",
-                  "PATH=/usr/local/bin:/usr/bin:/bin", "--config.workingdir", "/srv")
+                  "PATH=/usr/local/bin:/usr/bin:/bin", "--config.workingdir", "/srv",
+                  "--config.entrypoint", "/usr/local/bin/entry")
     nodestest.run("skopeo", "copy", "--quiet", "--dest-tls-verify=false", "oci:%s:train" % layout,
                   "docker://%s/hpod/train:1" % registry, timeout=600)
     shutil.rmtree(layout)
+
+
+def start_registry(d, node):
+    """Debian's docker-registry (distribution 2.8) on the address of the cluster
+    bridge's host end (the .1 of `node`'s /24), which every node reaches and
+    nothing outside this machine does; (host:port, its process). The caller kills
+    the process."""
+    addr = d.in_node(node, "ip -4 -o addr show eth0").stdout
+    gateway = re.search(r"inet (\d+\.\d+\.\d+)\.\d+/24", addr).group(1) + ".1"
+    with socket.socket() as s:
+        s.bind((gateway, 0))
+        registry = "%s:%d" % (gateway, s.getsockname()[1])
+    reg = os.path.join(d.root, "registry")
+    os.makedirs(reg)
+    with open(os.path.join(reg, "config.yml"), "w") as f:
+        f.write("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                "    rootdirectory: %s/data\nhttp:\n  addr: %s\n" % (reg, registry))
+    log = open(os.path.join(reg, "registry.log"), "w")
+    proc = subprocess.Popen(["docker-registry", "serve", os.path.join(reg, "config.yml")],
+                            stdout=log, stderr=subprocess.STDOUT)
+    return registry, proc
 
 
 class ContainersTest(unittest.TestCase):
@@ -111,45 +149,9 @@ class ContainersTest(unittest.TestCase):
         # worker's image cache (on /opt/sagemaker, the node's disk) for real.
         cls.d = nodestest.NodesDaemon("t6c", extra_args=["--node-disk-mb", str(NODE_DISK_MB)])
         try:
-            lcs = os.path.join(cls.d.root, "lcs")
-            nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
             cls.d.start()
-            src = "file://" + lcs + "/"
-            spec = os.path.join(cls.d.root, "cluster.json")
-            with open(spec, "w") as f:
-                json.dump([nodestest.lcs_group("controller-machine", 1, src,
-                                               SlurmConfig={"NodeType": "Controller"}),
-                           nodestest.lcs_group("workers", 3, src,
-                                               SlurmConfig={"NodeType": "Compute"})], f)
-            cls.d.hpod("create-cluster", "--cluster-name", "ct", "--instance-groups",
-                       "file://" + spec)
-            cls.d.wait_status("ct", "InService", timeout=240)
-            nodes = cls.d.nodes("ct")
-            cls.controller = [n["InstanceId"] for n in nodes
-                              if n["InstanceGroupName"] == "controller-machine"][0]
-            cls.workers = sorted(n["InstanceId"] for n in nodes
-                                 if n["InstanceGroupName"] == "workers")
-            cid = cls.d.hpod_json("describe-cluster", "--cluster-name", "ct")["ClusterArn"]
-            cls.target = "sagemaker-cluster:%s_controller-machine-%s" % (
-                cid.split("/")[-1], cls.controller)
-            # The registry listens on the bridge's address, which every node reaches
-            # and nothing outside this machine does.
-            # (the host's end of the cluster's /24 bridge is its .1).
-            addr = cls.d.in_node(cls.controller, "ip -4 -o addr show eth0").stdout
-            gateway = re.search(r"inet (\d+\.\d+\.\d+)\.\d+/24", addr).group(1) + ".1"
-            with socket.socket() as s:
-                s.bind((gateway, 0))
-                port = s.getsockname()[1]
-            cls.registry = "%s:%d" % (gateway, port)
-            reg = os.path.join(cls.d.root, "registry")
-            os.makedirs(reg)
-            with open(os.path.join(reg, "config.yml"), "w") as f:
-                f.write("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                        "    rootdirectory: %s/data\nhttp:\n  addr: %s\n" % (reg, cls.registry))
-            cls.registry_log = open(os.path.join(reg, "registry.log"), "w")
-            cls.registry_proc = subprocess.Popen(
-                ["docker-registry", "serve", os.path.join(reg, "config.yml")],
-                stdout=cls.registry_log, stderr=subprocess.STDOUT)
+            cls.controller, cls.workers, cls.target = nodestest.slurm_cluster(cls.d, "ct")
+            cls.registry, cls.registry_proc = start_registry(cls.d, cls.controller)
             build_image(tempfile.mkdtemp(dir=cls.d.root), cls.registry)
             cls.prepare_fsx()
         except BaseException:
@@ -276,6 +278,15 @@ class ContainersTest(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn("kept", out)
         self.assertIn("fresh", out)
+        # --container-entrypoint: the image's ENTRYPOINT runs, with the command as its
+        # arguments; without it, the command alone.
+        rc, out = self.srun("srun -N1 --container-image=%s --container-entrypoint "
+                            "echo command 2>&1" % image)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("entrypoint of train:1 before: echo command\ncommand", out)
+        rc, out = self.srun("srun -N1 --container-image=%s echo command 2>&1" % image)
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("entrypoint", out)
 
     def test_3_a_registry_image_is_pulled_on_first_use_and_cached(self):
         ref = "%s#hpod/train:1" % self.registry
@@ -326,11 +337,7 @@ class ContainersTest(unittest.TestCase):
         open(gate, "w").close()
         job = submit("ar-kill", "/fsx/ct/gated.sh")
         try:
-            deadline = time.time() + 120
-            while time.time() < deadline and len([
-                    f for f in os.listdir(self.host_file("/fsx/ct"))
-                    if f.startswith("at-gate.")]) < 3:
-                time.sleep(0.2)
+            nodestest.wait_for_files(self.host_file("/fsx/ct"), "at-gate.", 3)
             nodes = self.on_controller("squeue -h -j %s -o %%N" % job).strip()
             batch = re.search(r"BatchHost=(\S+)", self.on_controller(
                 "scontrol show job %s" % job)).group(1)
@@ -409,6 +416,77 @@ class ContainersTest(unittest.TestCase):
                             "hpod/train:1 cat /etc/hpod-test-image 2>&1" % (host, self.registry))
         self.assertEqual(rc, 0, out)
         self.assertIn("train:1", out)
+
+    def test_7_a_pytorch_job_in_an_image_with_python3_torch(self):
+        """examples/pytorch in a Debian image with python3-torch (mmdebstrap, about
+        1.3 GB unpacked: opt-in, HPOD_E2E_TORCH_IMAGE=1, as it would add minutes to
+        `make test`): `sbatch --auto-resume=1` with IMAGE=, a worker killed after the
+        step-40 snapshot (held there by a gate), and the job completes from the
+        snapshot to the undisturbed containerized run's loss."""
+        if os.environ.get("HPOD_E2E_TORCH_IMAGE") != "1":
+            self.skipTest("set HPOD_E2E_TORCH_IMAGE=1 to build a python3-torch image (~1.3 GB)")
+        work = tempfile.mkdtemp(dir=self.d.root)
+        rootfs = os.path.join(work, "rootfs")
+        nodestest.run("mmdebstrap", "--quiet", "--variant=essential",
+                      "--include=python3-torch,python3-numpy", "bookworm", rootfs, timeout=900)
+        nodestest.run("mksquashfs", rootfs, self.host_file("/fsx/images/torch.sqsh"),
+                      "-noappend", "-comp", "zstd", "-no-progress", "-quiet", timeout=900)
+        shutil.rmtree(rootfs)
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        pt = self.host_file("/fsx/ptc")
+        os.makedirs(pt, exist_ok=True)
+        for f in ("train_ddp.py", "run.sbatch"):
+            shutil.copy(os.path.join(top, "examples", "pytorch", f), pt)
+        shutil.copy(os.path.join(top, "python", "hpod_goodput.py"), pt)
+        nodestest.write_script(os.path.join(pt, "gated-python.sh"),
+                               GATED_PYTHON.replace("/fsx/pt/", "/fsx/ptc/"))
+
+        def submit(name, python):
+            out = self.on_controller(
+                "cd /fsx/ptc && IMAGE=/fsx/images/torch.sqsh PYTHON=%s STEPS=120 "
+                "CKPT_DIR=/fsx/ptc/%s sbatch --nodes 3 --auto-resume=1 --output=/fsx/ptc/%s.out "
+                "run.sbatch --data /fsx/data/corpus.txt" % (python, name, name))
+            return out.split()[-1]
+
+        def wait_done(job):
+            deadline = time.time() + 600
+            while self.on_controller("squeue -h -j %s -o %%T" % job).strip():
+                self.assertLess(time.time(), deadline, "job %s did not end" % job)
+                time.sleep(0.5)
+
+        def final_loss(name):
+            text = open(os.path.join(pt, name + ".out")).read()
+            m = re.search(r"final_loss=(\S+) step=120", text)
+            self.assertIsNotNone(m, text)
+            return m.group(1)
+
+        ref = submit("ref", "python3")
+        wait_done(ref)
+        gate = os.path.join(pt, "gate")
+        open(gate, "w").close()
+        job = submit("kill", "/fsx/ptc/gated-python.sh")
+        try:
+            self.assertEqual(nodestest.wait_for_files(pt, "at-gate.", 3, timeout=300), 3,
+                             open(os.path.join(pt, "kill.out")).read())
+            batch = re.search(r"BatchHost=(\S+)", self.on_controller(
+                "scontrol show job %s" % job)).group(1)
+            victim = [w for w in self.workers
+                      if self.d.in_node(w, "hostname").stdout.strip() != batch][0]
+            self.d.hpod("inject-fault", "--cluster-name", "ct", "--node-id", victim,
+                        "--kind", "kill-node")
+            deadline = time.time() + 120
+            while time.time() < deadline and "Attempt number: 1" not in open(
+                    os.path.join(pt, "kill.out")).read():
+                time.sleep(0.5)
+        finally:
+            os.unlink(gate)
+        wait_done(job)
+        log = open(os.path.join(pt, "kill.out")).read()
+        self.assertIn("Retrying step. Attempt number: 1", log)
+        self.assertIn("resumed from step-40.pt", log)
+        self.assertEqual(final_loss("kill"), final_loss("ref"), log)
+        type(self).workers = sorted(n["InstanceId"] for n in self.d.nodes("ct")
+                                    if n["InstanceGroupName"] == "workers")
 
 
 if __name__ == "__main__":
