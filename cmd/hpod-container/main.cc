@@ -173,6 +173,10 @@ int StartReply(const json& j) {
 // The step's container on this node: prepared, entered by a child that then only
 // holds the namespace, and torn down when our stdin (slurmstepd's end) closes.
 int Start(const std::string& spec_text) {
+  // slurmstepd's other descriptors (its sockets to srun and slurmd) are not ours to
+  // keep open for the step's life: only stdin (the lifeline), stdout (the answer)
+  // and stderr.
+  ::closefrom(3);
   json spec = json::parse(spec_text, nullptr, false);
   if (!spec.is_object()) return StartReply({{"error", "hpod-container start: bad --spec"}});
   auto error = [](const Status& s) { return StartReply({{"error", s.message()}}); };

@@ -55,7 +55,7 @@ std::string FixFor() {
 
 StatusOr<ImageStore> ImageStore::Open(const std::string& dir, uint64_t max_bytes) {
   std::error_code ec;
-  for (const char* sub : {"images", "containers", "tmp"}) {
+  for (const char* sub : {"images", "containers", "tmp", "locks"}) {
     fs::create_directories(dir + "/" + sub, ec);
     if (ec) {
       return FailedPreconditionError("container cache " + dir + ": cannot create " + sub + " (" +
@@ -120,7 +120,9 @@ StatusOr<CachedImage> ImageStore::Ensure(const ImageRef& ref, const FetchOptions
   auto key_need = KeyOf(ref, options);
   if (!key_need.ok()) return key_need.status();
   const std::string* key = &key_need->first;
-  FileLock lock(dir_ + "/.lock", LOCK_EX);
+  // One import per image at a time (a second step wanting it waits, then finds it);
+  // steps on other images, cached or not, go on meanwhile.
+  FileLock lock(dir_ + "/locks/" + *key, LOCK_EX);
   if (!lock.held()) return ErrnoStatus(errno, "locking container cache " + dir_);
   const std::string image_dir = dir_ + "/images/" + *key;
   if (!fs::exists(image_dir + "/image.json")) {
@@ -221,6 +223,9 @@ Status ImageStore::Remove(const std::string& key) {
 }
 
 StatusOr<int> ImageStore::Trim(const std::string& keep) {
+  // One trim at a time: two would both count the same images as still there.
+  FileLock lock(dir_ + "/.lock", LOCK_EX);
+  if (!lock.held()) return ErrnoStatus(errno, "locking container cache " + dir_);
   auto images = List();
   if (!images.ok()) return images.status();
   uint64_t total = 0;

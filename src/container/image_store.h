@@ -9,7 +9,9 @@
 //   images/<key>/.use          flock(LOCK_SH) by every container running on it
 //   containers/job-<id>/<name> a container's writable layer (overlayfs upper)
 //   tmp/                       imports in progress (removed on failure)
-//   .lock                      flock(LOCK_EX) around imports and evictions
+//   locks/<key>                flock(LOCK_EX) around the import of one image (empty
+//                              files, kept: unlinking a lock others wait on races)
+//   .lock                      flock(LOCK_EX) around a trim
 // Keys: "sqsh-…" from a squashfs file's identity (path, inode, size, mtime), so an
 // image on /fsx is unpacked once per node however many steps use it; "oci-…" from
 // a registry image's manifest digest, so a moved tag is pulled again.
