@@ -58,6 +58,7 @@ TEST_PKGS=(
   dpkg-dev lintian xz-utils   # make package: cpack's dpkg-shlibdeps, the packages' lint (scripts/check-packages.sh)
   sshfs openssh-sftp-server   # the pool rig's storage host serves /fsx over sftp (no sshd runs)
   docker-registry mmdebstrap  # containers e2e: a real registry, an image built from Debian packages
+  apache2-utils               # htpasswd: the containers e2e's registry that wants a login
 )
 # Run-time: the Slurm every cluster gets (nodes run Debian's daemons as they are).
 # libslurm-dev is for the SPANK plugin. --no-install-recommends (below) matters:

@@ -10,6 +10,7 @@ working directory, read-only, named containers, a registry image pulled on first
 use and cached per node, and bad input (each one line at srun, the node stays
 idle) are checked too. Needs root, Debian's slurm packages, squashfs-tools,
 skopeo, umoci, docker-registry and mmdebstrap (which fetches Debian packages)."""
+import base64
 import json
 import os
 import re
@@ -109,21 +110,33 @@ def build_image(work, registry):
     shutil.rmtree(layout)
 
 
-def start_registry(d, node):
+def start_registry(d, node, name="registry", login=None):
     """Debian's docker-registry (distribution 2.8) on the address of the cluster
     bridge's host end (the .1 of `node`'s /24), which every node reaches and
     nothing outside this machine does; (host:port, its process). The caller kills
-    the process."""
+    the process. With `login` (user, password): TLS with a self-signed certificate
+    and htpasswd authentication (distribution takes basic auth only over TLS)."""
     addr = d.in_node(node, "ip -4 -o addr show eth0").stdout
     gateway = re.search(r"inet (\d+\.\d+\.\d+)\.\d+/24", addr).group(1) + ".1"
     with socket.socket() as s:
         s.bind((gateway, 0))
         registry = "%s:%d" % (gateway, s.getsockname()[1])
-    reg = os.path.join(d.root, "registry")
+    reg = os.path.join(d.root, name)
     os.makedirs(reg)
+    config = ("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+              "    rootdirectory: %s/data\nhttp:\n  addr: %s\n" % (reg, registry))
+    if login:
+        nodestest.run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                      "-subj", "/CN=" + gateway, "-keyout", os.path.join(reg, "key.pem"),
+                      "-out", os.path.join(reg, "cert.pem"))
+        hashed = nodestest.run("htpasswd", "-Bbn", login[0], login[1]).stdout
+        with open(os.path.join(reg, "htpasswd"), "w") as f:
+            f.write(hashed)
+        config += ("  tls:\n    certificate: %s/cert.pem\n    key: %s/key.pem\n"
+                   "auth:\n  htpasswd:\n    realm: hpod\n    path: %s/htpasswd\n" % (
+                       reg, reg, reg))
     with open(os.path.join(reg, "config.yml"), "w") as f:
-        f.write("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                "    rootdirectory: %s/data\nhttp:\n  addr: %s\n" % (reg, registry))
+        f.write(config)
     log = open(os.path.join(reg, "registry.log"), "w")
     proc = subprocess.Popen(["docker-registry", "serve", os.path.join(reg, "config.yml")],
                             stdout=log, stderr=subprocess.STDOUT)
@@ -487,6 +500,51 @@ class ContainersTest(unittest.TestCase):
         self.assertEqual(final_loss("kill"), final_loss("ref"), log)
         type(self).workers = sorted(n["InstanceId"] for n in self.d.nodes("ct")
                                     if n["InstanceGroupName"] == "workers")
+
+    def test_8_registry_credentials_as_enroot_and_docker_keep_them(self):
+        """A registry that wants a login (TLS, htpasswd): `hpod-container import`
+        is refused without credentials (one line), and succeeds with enroot's
+        ~/.config/enroot/.credentials or Docker's ~/.docker/config.json; a
+        $(command) password is refused, not run. HOME is a directory of the
+        controller's own /tmp, so nothing of the host's /root is touched."""
+        if not shutil.which("htpasswd") or not shutil.which("openssl"):
+            self.skipTest("htpasswd (apache2-utils) or openssl is not installed")
+        login = ("alice", "s3cret-pw")
+        private, proc = start_registry(self.d, self.controller, "registry-auth", login)
+        try:
+            nodestest.run("skopeo", "copy", "--quiet", "--src-tls-verify=false",
+                          "--dest-tls-verify=false", "--dest-creds", "%s:%s" % login,
+                          "docker://%s/hpod/train:1" % self.registry,
+                          "docker://%s/hpod/train:1" % private, timeout=600)
+            uri = "docker://%s#hpod/train:1" % private
+            imp = ("export HOME=/tmp/home-%s; mkdir -p $HOME; ENROOT_ALLOW_HTTP=yes " +
+                   NODE_HELPER + " import " + uri + " -o /fsx/images/%s.sqsh 2>&1; echo rc=$?")
+            out = self.on_controller(imp % ("none", "none"))
+            self.assertIn("rc=1", out)
+            lines = [l for l in out.splitlines() if "could not pull" in l]
+            self.assertEqual(len(lines), 1, out)
+            self.assertIn("hpod-container: could not pull %s" % uri, lines[0])
+            out = self.on_controller(
+                "mkdir -p /tmp/home-enroot/.config/enroot && printf 'machine %s login %s "
+                "password %s\\n' > /tmp/home-enroot/.config/enroot/.credentials; " % (
+                    private, login[0], login[1]) + imp % ("enroot", "enroot"))
+            self.assertIn("rc=0", out)
+            self.assertTrue(os.path.exists(self.host_file("/fsx/images/enroot.sqsh")))
+            auth = base64.b64encode(("%s:%s" % login).encode()).decode()
+            out = self.on_controller(
+                "mkdir -p /tmp/home-docker/.docker && echo '{\"auths\":{\"%s\":{\"auth\":"
+                "\"%s\"}}}' > /tmp/home-docker/.docker/config.json; " % (private, auth) +
+                imp % ("docker", "docker"))
+            self.assertIn("rc=0", out)
+            out = self.on_controller(
+                "mkdir -p /tmp/home-cmd/.config/enroot && printf 'machine %s login %s "
+                "password $(cat /etc/shadow)\\n' > /tmp/home-cmd/.config/enroot/.credentials; "
+                % (private, login[0]) + imp % ("cmd", "cmd"))
+            self.assertIn("rc=1", out)
+            self.assertIn("a $(command) password is not run by hpod", out)
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 if __name__ == "__main__":
