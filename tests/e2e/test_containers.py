@@ -228,6 +228,25 @@ class ContainersTest(unittest.TestCase):
             self.assertIn("image written to /fsx/images/train.sqsh", out)
         return "/fsx/images/train.sqsh"
 
+    def kill_a_worker_until_the_retry(self, job, log):
+        """kill-node on a worker of `job` that is not its batch host; returns once
+        the job's log (a host path) shows the retry, or after 120 s."""
+        batch = re.search(r"BatchHost=(\S+)", self.on_controller(
+            "scontrol show job %s" % job)).group(1)
+        victim = [w for w in self.workers
+                  if self.d.in_node(w, "hostname").stdout.strip() != batch][0]
+        self.d.hpod("inject-fault", "--cluster-name", "ct", "--node-id", victim,
+                    "--kind", "kill-node")
+        deadline = time.time() + 120
+        while time.time() < deadline and "Attempt number: 1" not in open(log).read():
+            time.sleep(0.5)
+
+    def wait_job_done(self, job, timeout=600):
+        deadline = time.time() + timeout
+        while self.on_controller("squeue -h -j %s -o %%T" % job).strip():
+            self.assertLess(time.time(), deadline, "job %s did not end" % job)
+            time.sleep(0.5)
+
     # ---- tests ----
 
     def test_1_import_then_train_across_three_workers_in_the_image(self):
@@ -336,35 +355,18 @@ class ContainersTest(unittest.TestCase):
                 % (train, name, image, name))
             return out.split()[-1]
 
-        def wait_done(job):
-            deadline = time.time() + 300
-            while time.time() < deadline:
-                if not self.on_controller("squeue -h -j %s -o %%T" % job).strip():
-                    return
-                time.sleep(0.5)
-            self.fail("job %s did not end" % job)
-
         ref = submit("ar-ref", "/usr/local/bin/hpod-train")
-        wait_done(ref)
+        self.wait_job_done(ref)
         gate = self.host_file("/fsx/ct/gate")
         open(gate, "w").close()
         job = submit("ar-kill", "/fsx/ct/gated.sh")
         try:
             nodestest.wait_for_files(self.host_file("/fsx/ct"), "at-gate.", 3)
             nodes = self.on_controller("squeue -h -j %s -o %%N" % job).strip()
-            batch = re.search(r"BatchHost=(\S+)", self.on_controller(
-                "scontrol show job %s" % job)).group(1)
-            victim = [w for w in self.workers
-                      if self.d.in_node(w, "hostname").stdout.strip() != batch][0]
-            self.d.hpod("inject-fault", "--cluster-name", "ct", "--node-id", victim,
-                        "--kind", "kill-node")
-            deadline = time.time() + 120
-            while time.time() < deadline and "Attempt number: 1" not in open(
-                    self.host_file("/fsx/ct/ar-kill.out")).read():
-                time.sleep(0.5)
+            self.kill_a_worker_until_the_retry(job, self.host_file("/fsx/ct/ar-kill.out"))
         finally:
             os.unlink(gate)
-        wait_done(job)
+        self.wait_job_done(job)
         log = open(self.host_file("/fsx/ct/ar-kill.out")).read()
         self.assertIn("Retrying step. Attempt number: 1", log, nodes)
         self.assertIn("ending the step now", log)
@@ -461,12 +463,6 @@ class ContainersTest(unittest.TestCase):
                 "run.sbatch --data /fsx/data/corpus.txt" % (python, name, name))
             return out.split()[-1]
 
-        def wait_done(job):
-            deadline = time.time() + 600
-            while self.on_controller("squeue -h -j %s -o %%T" % job).strip():
-                self.assertLess(time.time(), deadline, "job %s did not end" % job)
-                time.sleep(0.5)
-
         def final_loss(name):
             text = open(os.path.join(pt, name + ".out")).read()
             m = re.search(r"final_loss=(\S+) step=120", text)
@@ -474,26 +470,17 @@ class ContainersTest(unittest.TestCase):
             return m.group(1)
 
         ref = submit("ref", "python3")
-        wait_done(ref)
+        self.wait_job_done(ref)
         gate = os.path.join(pt, "gate")
         open(gate, "w").close()
         job = submit("kill", "/fsx/ptc/gated-python.sh")
         try:
             self.assertEqual(nodestest.wait_for_files(pt, "at-gate.", 3, timeout=300), 3,
                              open(os.path.join(pt, "kill.out")).read())
-            batch = re.search(r"BatchHost=(\S+)", self.on_controller(
-                "scontrol show job %s" % job)).group(1)
-            victim = [w for w in self.workers
-                      if self.d.in_node(w, "hostname").stdout.strip() != batch][0]
-            self.d.hpod("inject-fault", "--cluster-name", "ct", "--node-id", victim,
-                        "--kind", "kill-node")
-            deadline = time.time() + 120
-            while time.time() < deadline and "Attempt number: 1" not in open(
-                    os.path.join(pt, "kill.out")).read():
-                time.sleep(0.5)
+            self.kill_a_worker_until_the_retry(job, os.path.join(pt, "kill.out"))
         finally:
             os.unlink(gate)
-        wait_done(job)
+        self.wait_job_done(job)
         log = open(os.path.join(pt, "kill.out")).read()
         self.assertIn("Retrying step. Attempt number: 1", log)
         self.assertIn("resumed from step-40.pt", log)
