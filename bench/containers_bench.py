@@ -96,14 +96,7 @@ def main():
         fsx = os.path.dirname([r for r, _, f in os.walk(d.fsx_root) if ".here" in f][0])
         shutil.copy(os.path.join(TOP, "examples", "slurm", "llama_tiny.sh"),
                     os.path.join(fsx, "cb"))
-        for tool in ("hpod-data", "hpod-train"):
-            shutil.copy(os.path.join(tc.BIN, "cmd", tool, tool), os.path.join(fsx, "bin"))
-        shutil.copy(os.path.join(TOP, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
-                    os.path.join(fsx, "data", "corpus.txt"))
-        rig.must("/fsx/bin/hpod-data train-tokenizer --vocab-size 512 --input "
-                 "/fsx/data/corpus.txt --output /fsx/data/tok512 && /fsx/bin/hpod-data "
-                 "tokenize --tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
-                 "--output /fsx/data/train512.bin")
+        nodestest.training_fsx(fsx, rig.must)
         _, import_s = rig.must("ENROOT_ALLOW_HTTP=yes %s import docker://%s#hpod/train:1 -o "
                                "/fsx/images/train.sqsh" % (NODE_HELPER, registry))
         sqsh_mb = os.path.getsize(os.path.join(fsx, "images", "train.sqsh")) / 2**20

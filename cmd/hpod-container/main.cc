@@ -3,7 +3,6 @@
 //   list                   the node's image cache
 //   remove KEY... | --all  drop cached images (not those in use)
 //   start --spec JSON      (spank_hpod.so) prepare a step's container and hold it
-//   remove-job JOB         (spank_hpod.so, at job end) drop the job's containers
 // Errors are one line on stderr and exit 1.
 
 #include <fcntl.h>
@@ -279,16 +278,6 @@ int Start(const std::string& spec_text) {
   return 0;
 }
 
-int RemoveJob(const std::string& cache, const std::string& job) {
-  if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos) {
-    return Fail("remove-job: JOB must be a job id");
-  }
-  std::error_code ec;
-  fs::remove_all(cache + "/containers/job-" + job, ec);
-  if (ec) return Fail("removing " + cache + "/containers/job-" + job + ": " + ec.message());
-  return 0;
-}
-
 }  // namespace
 }  // namespace hpod::container
 
@@ -326,11 +315,6 @@ int main(int argc, char** argv) {
   std::string spec;
   start->add_option("--spec", spec)->required();
 
-  auto* rmjob = app.add_subcommand("remove-job", "(spank_hpod.so) remove a job's containers");
-  rmjob->group("");
-  std::string job;
-  rmjob->add_option("job", job)->required();
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -340,6 +324,5 @@ int main(int argc, char** argv) {
   if (*list) return List(cache, output);
   if (*rm) return Remove(cache, keys, all);
   if (*start) return Start(spec);
-  if (*rmjob) return RemoveJob(cache, job);
   return 1;
 }

@@ -321,3 +321,21 @@ def wait_for_files(directory, prefix, count, timeout=120):
         if n >= count or time.time() >= deadline:
             return n
         time.sleep(0.2)
+
+
+def training_fsx(fsx, on_node):
+    """/fsx (host path `fsx`) for the seed's training job: hpod-train and
+    hpod-data in /fsx/bin, the KJV sample at /fsx/data/corpus.txt, tokenized with a
+    512-token tokenizer into /fsx/data/train512.bin by `on_node(script)` (a node of
+    the cluster runs it, as a user would)."""
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    for d in ("bin", "data"):
+        os.makedirs(os.path.join(fsx, d), exist_ok=True)
+    for tool in ("hpod-data", "hpod-train"):
+        shutil.copy(os.path.join(hpodtest.BIN_DIR, "cmd", tool, tool), os.path.join(fsx, "bin"))
+    shutil.copy(os.path.join(top, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
+                os.path.join(fsx, "data", "corpus.txt"))
+    on_node("set -e; /fsx/bin/hpod-data train-tokenizer --vocab-size 512 --input "
+            "/fsx/data/corpus.txt --output /fsx/data/tok512 && /fsx/bin/hpod-data tokenize "
+            "--tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
+            "--output /fsx/data/train512.bin")

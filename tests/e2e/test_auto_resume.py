@@ -120,19 +120,10 @@ class AutoResumeTest(unittest.TestCase):
         fsx = [root for root, _, files in os.walk(cls.d.fsx_root) if ".here" in files]
         cls.fsx = os.path.dirname(fsx[0])
         top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-        bins = os.path.join(nodestest.hpodtest.BIN_DIR, "cmd")
         for name in ("run.slurm", "llama_tiny.sh"):
             shutil.copy(os.path.join(top, "examples", "slurm", name), os.path.join(cls.fsx, "ar"))
         nodestest.write_script(os.path.join(cls.fsx, "ar", "gated.sh"), GATED_TRAIN)
-        for tool in ("hpod-data", "hpod-train"):
-            shutil.copy(os.path.join(bins, tool, tool), os.path.join(cls.fsx, "bin"))
-        shutil.copy(os.path.join(top, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
-                    os.path.join(cls.fsx, "data", "corpus.txt"))
-        cls.on_controller(
-            "set -e; /fsx/bin/hpod-data train-tokenizer --vocab-size 512 --input "
-            "/fsx/data/corpus.txt --output /fsx/data/tok512 && /fsx/bin/hpod-data tokenize "
-            "--tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
-            "--output /fsx/data/train512.bin")
+        nodestest.training_fsx(cls.fsx, cls.on_controller)
 
     def submit(self, name, auto_resume=True, steps=STEPS, train="/fsx/bin/hpod-train"):
         """sbatch of the seed's form; returns the job id."""

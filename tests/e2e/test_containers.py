@@ -140,7 +140,18 @@ def start_registry(d, node, name="registry", login=None):
     log = open(os.path.join(reg, "registry.log"), "w")
     proc = subprocess.Popen(["docker-registry", "serve", os.path.join(reg, "config.yml")],
                             stdout=log, stderr=subprocess.STDOUT)
-    return registry, proc
+    # Ready once it accepts connections (it may take a moment, more with TLS).
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection((gateway, int(registry.rsplit(":", 1)[1])), 1).close()
+            return registry, proc
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise RuntimeError("docker-registry did not start: %s" % open(
+                    os.path.join(reg, "registry.log")).read()[-2000:])
+            time.sleep(0.1)
 
 
 class ContainersTest(unittest.TestCase):
@@ -195,15 +206,7 @@ class ContainersTest(unittest.TestCase):
         top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
         shutil.copy(os.path.join(top, "examples", "slurm", "llama_tiny.sh"),
                     os.path.join(cls.fsx, "ct"))
-        for tool in ("hpod-data", "hpod-train"):
-            shutil.copy(os.path.join(BIN, "cmd", tool, tool), os.path.join(cls.fsx, "bin"))
-        shutil.copy(os.path.join(top, "src", "train", "data", "testdata", "kjv_raw_sample.txt"),
-                    os.path.join(cls.fsx, "data", "corpus.txt"))
-        cls.on_controller(
-            "set -e; /fsx/bin/hpod-data train-tokenizer --vocab-size 512 --input "
-            "/fsx/data/corpus.txt --output /fsx/data/tok512 && /fsx/bin/hpod-data tokenize "
-            "--tokenizer /fsx/data/tok512.model --input /fsx/data/corpus.txt "
-            "--output /fsx/data/train512.bin")
+        nodestest.training_fsx(cls.fsx, cls.on_controller)
 
     def host_file(self, path):
         return os.path.join(self.fsx, path.replace("/fsx/", "", 1))

@@ -33,8 +33,8 @@ std::string& CacheDir() {
   static std::string d = hpod::container::kDefaultCacheDir;
   return d;
 }
-unsigned long long& CacheMaxBytes() {
-  static unsigned long long b = 0;
+uint64_t& CacheMaxBytes() {
+  static uint64_t b = 0;
   return b;
 }
 
@@ -100,10 +100,7 @@ extern "C" int hpod_container_step_start(unsigned int job_id, unsigned int step_
     if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) {
       who.home = found->pw_dir;
     }
-    std::string spec = HelperSpec(Request(), who, CacheDir());
-    if (CacheMaxBytes() > 0) {
-      spec.insert(1, "\"cache_max_bytes\":" + std::to_string(CacheMaxBytes()) + ",");
-    }
+    const std::string spec = HelperSpec(Request(), who, CacheDir(), CacheMaxBytes());
     hpod::Status s = Step().Start(FindHelper(PluginPath()), spec, Request());
     if (s.ok()) return 0;
     SetErr(err, errlen, "hpod-container: " + s.message());

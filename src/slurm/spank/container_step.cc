@@ -109,7 +109,7 @@ Status ApplyContainerOption(ContainerRequest& r, ContainerOption option, std::st
 }
 
 std::string HelperSpec(const ContainerRequest& r, const StepIdentity& who,
-                       const std::string& cache_dir) {
+                       const std::string& cache_dir, uint64_t cache_max_bytes) {
   json mounts = json::array();
   if (!r.mounts.empty()) {
     auto parsed = container::ParseMounts(r.mounts);
@@ -123,9 +123,16 @@ std::string HelperSpec(const ContainerRequest& r, const StepIdentity& who,
   if (r.mount_home && !who.home.empty() && who.home != "/") {
     mounts.push_back({{"source", who.home}, {"destination", who.home}, {"read_only", false}});
   }
-  return json{{"cache_dir", cache_dir}, {"image", r.image},       {"name", r.name},
-              {"job_id", who.job_id},   {"step_id", who.step_id}, {"writable", r.writable},
-              {"mounts", mounts},       {"home", who.home},       {"allow_http", who.allow_http}}
+  return json{{"cache_dir", cache_dir},
+              {"image", r.image},
+              {"name", r.name},
+              {"job_id", who.job_id},
+              {"step_id", who.step_id},
+              {"writable", r.writable},
+              {"mounts", mounts},
+              {"home", who.home},
+              {"allow_http", who.allow_http},
+              {"cache_max_bytes", cache_max_bytes}}
       .dump();
 }
 

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,8 +71,9 @@ struct StepIdentity {
 };
 
 // The helper's --spec: what `hpod-container start` reads.
+// cache_max_bytes 0: the helper's default (half of the cache's filesystem).
 std::string HelperSpec(const ContainerRequest& request, const StepIdentity& who,
-                       const std::string& cache_dir);
+                       const std::string& cache_dir, uint64_t cache_max_bytes = 0);
 
 // The helper beside the plugin, or where `make install` puts it relative to the
 // plugin (<prefix>/lib/hpod → <prefix>/bin), or in the build tree.

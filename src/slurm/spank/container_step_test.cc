@@ -48,7 +48,8 @@ TEST(ContainerOptionsTest, HelperSpecCarriesMountsHomeAndIdentity) {
   ASSERT_TRUE(ApplyContainerOption(r, ContainerOption::kMounts, "/fsx:/data:ro").ok());
   ASSERT_TRUE(ApplyContainerOption(r, ContainerOption::kMountHome, "").ok());
   StepIdentity who{"12", "3", 1000, 1000, "/fsx/home/alice", true};
-  auto j = nlohmann::json::parse(HelperSpec(r, who, "/opt/sagemaker/hpod-container"));
+  auto j = nlohmann::json::parse(HelperSpec(r, who, "/opt/sagemaker/hpod-container", 7ull << 30));
+  EXPECT_EQ(j["cache_max_bytes"], 7ull << 30);
   EXPECT_EQ(j["image"], "reg:5000#a/b:1");
   EXPECT_EQ(j["job_id"], "12");
   EXPECT_EQ(j["allow_http"], true);
