@@ -158,7 +158,7 @@ class Cluster:
 
     def on_controller(self, *argv, timeout=15):
         cmd = ["nsenter", "-t", str(self.d.node_pid(self.controller)), "-n", "-u", "-m", "-p",
-               "--wd=/", "--"] + list(argv)
+               "--"] + list(argv)
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             return p.returncode, p.stdout

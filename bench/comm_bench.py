@@ -44,7 +44,7 @@ def in_node(d, iid, script, timeout=120):
 
 def spawn_in_node(d, iid, script):
     pid = d.node_pid(iid)
-    return subprocess.Popen(["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--wd=/", "--",
+    return subprocess.Popen(["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--",
                              "bash", "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 

@@ -52,7 +52,7 @@ class Rig:
         """bash on the controller (all its namespaces); (rc, output, seconds)."""
         t = time.time()
         p = subprocess.run(["nsenter", "-t", str(self.d.node_pid(self.controller)), "-n", "-u",
-                            "-m", "-p", "--wd=/", "--", "bash", "-c", script],
+                            "-m", "-p", "--", "bash", "-c", script],
                            capture_output=True, text=True, timeout=timeout)
         return p.returncode, p.stdout + p.stderr, time.time() - t
 

@@ -360,7 +360,7 @@ def measure_memory(d, name):
     try:
         for i, _ in procs:
             bashes.append(subprocess.Popen(
-                ["nsenter", "-t", str(i), "-n", "-u", "-m", "-p", "--wd=/", "--", "bash", "-c",
+                ["nsenter", "-t", str(i), "-n", "-u", "-m", "-p", "--", "bash", "-c",
                  "read -r -t 120 x"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL))
         deadline = time.time() + 30
         bash_pids = []

@@ -412,7 +412,7 @@ def hpod_run(d, name, workers, lcs, timeout):
             pid = controller_pid(d, name)
             if not pid:
                 return None
-            return ["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--wd=/", "--",
+            return ["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--",
                     "sinfo", "-h", "-o", "%T %D"]
         t_idle = wait_idle(cmd, workers, t0, timeout)
         poller.join(timeout=max(1, t0 + timeout - time.time()))

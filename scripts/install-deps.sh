@@ -66,6 +66,7 @@ TEST_PKGS=(
 RUN_PKGS=(
   slurmctld slurmd slurm-client munge libslurm-dev
   squashfs-tools skopeo umoci # hpod-container: .sqsh images, registry pulls, OCI layers (src/container)
+  sudo                        # on every node, as on HyperPod's AMI: lifecycle scripts run `sudo bash …`
 )
 
 missing=()

@@ -114,6 +114,9 @@ std::string RenderSlurmConf(const SlurmClusterSpec& spec) {
   line("# Idle srun sessions are never cancelled; finished jobs stay visible 5 minutes.");
   line("InactiveLimit=0");
   line("MinJobAge=300");
+  line("# A requeued job (hpod requeues a job whose batch host it replaced) appends to");
+  line("# its output files, as --open-mode=append would: the earlier attempts' logs stay.");
+  line("JobFileAppend=1");
   line("# srun waits KillWait + 2 s for a step to end after a node is lost.");
   line("KillWait=5");
   line("# A DOWN node that registers again is usable at once; DRAIN and FAIL stay until");

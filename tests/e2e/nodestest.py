@@ -189,7 +189,7 @@ class NodesDaemon:
     def in_node(self, instance_id, script, check=True, timeout=60):
         """Runs a bash script inside the node (all its namespaces) via nsenter."""
         pid = self.node_pid(instance_id)
-        return run("nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--wd=/", "--",
+        return run("nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--",
                    "bash", "-c", script, check=check, timeout=timeout)
 
     def leftovers(self):

@@ -224,7 +224,19 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   EXPECT_EQ(InNode("i-b", "-n", mac), "link/ether " + NodeMac("10.213.0.11") + "\n");
   EXPECT_EQ(InNode("i-a", "-u", "hostname"), "ip-10-213-0-10\n");
   EXPECT_EQ(InNode("i-b", "-u", "hostname"), "ip-10-213-0-11\n");
-  EXPECT_EQ(InNode("i-a", "-n", "ip route | grep -c default || true"), "0\n");
+  // The node finds its address as AWS's lifecycle_script.py does (a UDP connect to
+  // an outside address, then getsockname) and by a route lookup, while nothing
+  // for an outside address leaves eth0 and TCP to one fails at once.
+  const std::string tx = "cat /sys/class/net/eth0/statistics/tx_packets";
+  const std::string tx_before = InNode("i-a", "-n", tx);
+  EXPECT_EQ(InNode("i-a", "-n",
+                   "python3 -c \"import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                   "s.connect((\\\"10.254.254.254\\\",1))\nprint(s.getsockname()[0])\n"
+                   "s.send(b\\\"x\\\")\""),
+            "10.213.0.10\n");
+  EXPECT_THAT(InNode("i-a", "-n", "ip route get 1.1.1.1"), HasSubstr("src 10.213.0.10"));
+  EXPECT_EQ(InNode("i-a", "-n", "hostname -I"), "10.213.0.10 \n");
+  EXPECT_EQ(InNode("i-a", "-n", tx), tx_before);
   EXPECT_THAT(InNode("i-a", "-m", "cat /etc/hosts"),
               HasSubstr("10.213.0.10 ip-10-213-0-10\n10.213.0.11 ip-10-213-0-11\n"));
   EXPECT_EQ(InNode("i-a", "-p -m", "cat /proc/1/cmdline | tr \"\\0\" \" \""),
@@ -255,6 +267,22 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
   // Outside the /24 a node reaches nothing.
   EXPECT_THAT(InNode("i-a", "-n", "exec 3<>/dev/tcp/192.0.2.1/80 2>&1 || true"),
               HasSubstr("unreachable"));
+
+  // Each node has its own root: what it installs stays on it (and off the host),
+  // it sees the host's files, its /root starts from /etc/skel, and it knows its name.
+  EXPECT_EQ(
+      InNode("i-a", "-m",
+             "echo mine > /usr/local/bin/hpod-root-probe && cat /usr/local/bin/hpod-root-probe"),
+      "mine\n");
+  EXPECT_FALSE(fs::exists("/usr/local/bin/hpod-root-probe"));
+  EXPECT_EQ(InNode("i-b", "-m", "test -e /usr/local/bin/hpod-root-probe && echo leaked || echo no"),
+            "no\n");
+  EXPECT_EQ(InNode("i-a", "-m", "test -x " HPOD_NODE_INIT_BINARY " && echo visible"), "visible\n");
+  if (fs::exists("/etc/skel/.bashrc")) {
+    EXPECT_EQ(InNode("i-a", "-m", "cmp /root/.bashrc /etc/skel/.bashrc && echo skel"), "skel\n");
+  }
+  EXPECT_EQ(InNode("i-a", "-m", "cat /etc/hostname"), "ip-10-213-0-10\n");
+  EXPECT_EQ(InNode("i-a", "-p -m", "findmnt -n -o FSTYPE /"), "overlay\n");
 
   // /fsx is shared, /tmp is private, /opt is the node's own.
   EXPECT_EQ(InNode("i-a", "-m",
@@ -287,12 +315,14 @@ TEST_F(LocalProviderRootTest, TwoNodesTalkOnlyOverTheirBridgeAndLeaveNothingBehi
 
   // Reboot: new PID 1, same address, node disk kept.
   EXPECT_THAT(Sh("cat " + provider_->NodeDir("i-a") + "/node-init.log"),
-              Not(HasSubstr("continuing without it")));  // the /opt overlay worked
+              Not(HasSubstr("continuing")));  // the root overlay worked
   auto old_pid = *provider_->NodeProcess("i-a");
   ASSERT_TRUE(provider_->Reboot("i-a", "r-1").ok());
   EXPECT_NE(provider_->NodeProcess("i-a")->pid, old_pid.pid);
   EXPECT_EQ(WaitRunning("i-a").state, NodeState::kRunning);
   EXPECT_EQ(InNode("i-a", "-m", "cat /tmp/p.txt"), "private\n");
+  EXPECT_EQ(InNode("i-a", "-m", "cat /usr/local/bin/hpod-root-probe"), "mine\n")
+      << "a reboot keeps the node's root, as a disk would";
 
   // Failure detection: kill node B's PID 1.
   auto pid_b = *provider_->NodeProcess("i-b");

@@ -157,6 +157,17 @@ std::string NodeMac(const std::string& address) {
   return mac;
 }
 
+std::vector<std::vector<std::string>> AddressLookupRoutes(const NodeNetwork& net) {
+  const std::string ip = net.address.substr(0, net.address.find('/'));
+  const std::string& ns = net.netns;
+  return {
+      {"-n", ns, "rule", "add", "prio", "100", "lookup", "main", "suppress_prefixlength", "0"},
+      {"-n", ns, "rule", "add", "prio", "101", "ipproto", "tcp", "unreachable"},
+      {"-n", ns, "rule", "add", "prio", "102", "ipproto", "udp", "dport", "53", "unreachable"},
+      {"-n", ns, "route", "replace", "default", "dev", "lo", "src", ip},
+  };
+}
+
 Status RealNodeHost::CreateBridge(const std::string& name, const std::string& gateway) {
   if (!LinkExists(name)) HPOD_RETURN_IF_ERROR(Ip({"link", "add", name, "type", "bridge"}));
   HPOD_RETURN_IF_ERROR(Ip({"link", "set", name, "address", BridgeMac(name)}));
@@ -184,6 +195,9 @@ Status RealNodeHost::CreateNodeNetwork(const NodeNetwork& net) {
   if (!net.service_address.empty()) {
     HPOD_RETURN_IF_ERROR(Ip({"-n", net.netns, "route", "replace", net.service_address + "/32",
                              "via", net.via, "dev", "eth0"}));
+  }
+  for (const std::vector<std::string>& args : AddressLookupRoutes(net)) {
+    HPOD_RETURN_IF_ERROR(Ip(args));
   }
   return Ip({"link", "set", net.veth_host, "master", net.bridge, "up"}).status();
 }

@@ -59,6 +59,16 @@ struct NodeNetwork {
 // launch on the replacement failed ("Communication connection failure").
 std::string NodeMac(const std::string& address);
 
+// The `ip` commands (argv without "ip") that let a node find its own address the
+// usual ways — a UDP connect() to an outside address then getsockname() (AWS's
+// lifecycle_script.py), `ip route get 1.1.1.1` — while no packet for an outside
+// address can leave the node: the default route is the node's own loopback (a
+// packet sent there comes back in and is dropped, forwarding being off), and TCP
+// and DNS to addresses no specific route covers are refused at once (ENETUNREACH),
+// so apt, pip or curl fail fast instead of waiting out their timeouts. Routes
+// more specific than the default (the node's subnet, the route to hpodd) win.
+std::vector<std::vector<std::string>> AddressLookupRoutes(const NodeNetwork& net);
+
 // One process of a node, as the host sees it.
 struct NodeProcessInfo {
   ProcessId id;

@@ -18,6 +18,7 @@
 #include <map>
 
 #include "hpod/base/file_util.h"
+#include "hpod/provider/local/node_root.h"
 #include "hpod/provider/node_environment.h"
 
 namespace hpod::provider::local {
@@ -250,8 +251,21 @@ int RunNodeInit(const NodeInitConfig& c) {
     }
     source_fds[i] = fd;
   }
+  // The node's own root (node_root.h); without overlayfs on the node disk's file
+  // system, the node shares the host's root as before, and says so.
+  std::string root;
+  if (StatusOr<std::string> r = MountNodeRoot(d); r.ok()) {
+    root = *r;
+  } else {
+    Log("%s; continuing on the HOST's root filesystem: what this node installs or changes "
+        "outside /tmp, /var, /opt and /fsx lands on the host and on every node",
+        r.status().message().c_str());
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
-    const MountStep& s = steps[i];
+    MountStep s = steps[i];
+    // The root overlay already gives the node its own /opt.
+    if (!root.empty() && s.kind == MountStep::Kind::kOverlay) continue;
+    s.target = root + s.target;
     int rc = 0;
     if (s.kind == MountStep::Kind::kBind) {
       struct stat st;
@@ -280,6 +294,16 @@ int RunNodeInit(const NodeInitConfig& c) {
     }
   }
   for (auto& [i, fd] : source_fds) ::close(fd);
+  if (!root.empty()) {
+    if (Status s = EnterNodeRoot(root); !s.ok()) {
+      Log("%s", s.message().c_str());
+      return 1;
+    }
+    // A machine's own name, as hostnamectl would leave it.
+    if (Status s = WriteFileAtomic("/etc/hostname", c.hostname + "\n", 0644); !s.ok()) {
+      Log("writing /etc/hostname: %s", s.message().c_str());
+    }
+  }
   // HyperPod's node-local directories. With the /opt overlay they are the node's
   // own; without it (no overlayfs) they land on the host's /opt, which we say.
   for (const char* dir : {"/opt/ml/config", "/opt/sagemaker", "/opt/sagemaker_cluster"}) {

@@ -1,0 +1,233 @@
+"""A node as HyperPod users find it (issue 28), on a real 1+2 Slurm cluster.
+
+The lifecycle script relies on what AWS's public base-config relies on, written
+here by us: it finds the node's address as lifecycle_script.py does (a UDP
+connect to an outside address, then getsockname) and looks it up in
+resource_config.json, runs its steps through `sudo bash`, and installs a package
+with dpkg on all three nodes at once. Each node has its own root filesystem, so
+the three dpkg runs take three different locks, the package lands on each node
+and not on the host, and a replacement starts from a clean root under the same
+hostname. A requeued job appends to its output (JobFileAppend=1). Needs root and
+Debian's Slurm and sudo."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import nodestest  # noqa: E402
+
+PKG = "hpod-e2e-probe"
+
+# What lifecycle_script.py does, step for step, without its scripts.
+ON_CREATE = r"""#!/bin/bash
+set -euo pipefail
+cd "$(dirname "$0")"
+ip=$(python3 - <<'EOF'
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("10.254.254.254", 1))  # "doesn't even have to be reachable"
+print(s.getsockname()[0])
+EOF
+)
+group=$(python3 - "$ip" <<'EOF'
+import json, sys
+rc = json.load(open("/opt/ml/config/resource_config.json"))
+for g in rc["InstanceGroups"]:
+    for i in g.get("Instances") or []:
+        if i.get("CustomerIpAddress") == sys.argv[1]:
+            print(g["Name"])
+            sys.exit(0)
+sys.exit("this instance (%s) is not in resource_config.json" % sys.argv[1])
+EOF
+)
+echo "$ip $group" > /fsx/lookup-$(hostname)
+sudo bash ./install.sh
+"""
+
+INSTALL = r"""#!/bin/bash
+set -euo pipefail
+[ "$(id -u)" = 0 ]
+dpkg -i ./%s.deb
+hostname > /etc/hpod-e2e-node
+""" % PKG
+
+REQUEUE_JOB = r"""#!/bin/bash
+#SBATCH --output=/fsx/requeue.out
+#SBATCH --requeue
+echo "attempt ${SLURM_RESTART_COUNT:-0}"
+if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 120; fi
+"""
+
+
+def have_slurm():
+    return all(shutil.which(p) or os.path.exists("/usr/sbin/" + p)
+               for p in ("slurmctld", "slurmd", "munged", "sinfo"))
+
+
+def build_deb(directory):
+    """A tiny package of our own (one file under /usr/share), built with dpkg-deb."""
+    root = os.path.join(directory, "pkgroot")
+    os.makedirs(os.path.join(root, "DEBIAN"))
+    os.makedirs(os.path.join(root, "usr", "share", PKG))
+    with open(os.path.join(root, "DEBIAN", "control"), "w") as f:
+        f.write("Package: %s\nVersion: 1.0\nArchitecture: all\nMaintainer: hpod <hpod@localhost>\n"
+                "Description: hpod e2e probe\n" % PKG)
+    with open(os.path.join(root, "usr", "share", PKG, "installed"), "w") as f:
+        f.write("yes\n")
+    nodestest.run("dpkg-deb", "--root-owner-group", "--build", root,
+                  os.path.join(directory, PKG + ".deb"))
+    shutil.rmtree(root)
+
+
+class HyperPodNodeTest(unittest.TestCase):
+    d = None
+
+    @classmethod
+    def setUpClass(cls):
+        nodestest.require_nodes()
+        if not have_slurm():
+            raise unittest.SkipTest("Debian's slurmctld/slurmd/munge are not installed "
+                                    "(scripts/install-deps.sh installs them)")
+        if not shutil.which("sudo"):
+            raise unittest.SkipTest("sudo is not installed (scripts/install-deps.sh installs it)")
+        if subprocess.run(["dpkg", "-s", PKG], capture_output=True).returncode == 0:
+            raise unittest.SkipTest(PKG + " is installed on this host: remove it first")
+        cls.d = nodestest.NodesDaemon("t8h")
+        try:
+            lcs = os.path.join(cls.d.root, "lcs")
+            nodestest.write_script(os.path.join(lcs, "on_create.sh"), ON_CREATE)
+            nodestest.write_script(os.path.join(lcs, "install.sh"), INSTALL)
+            build_deb(lcs)
+            cls.d.start()
+            src = "file://" + lcs + "/"
+            spec = os.path.join(cls.d.root, "cluster.json")
+            with open(spec, "w") as f:
+                json.dump([nodestest.lcs_group("controller-machine", 1, src,
+                                               SlurmConfig={"NodeType": "Controller"}),
+                           nodestest.lcs_group("workers", 2, src,
+                                               SlurmConfig={"NodeType": "Compute"})], f)
+            cls.d.hpod("create-cluster", "--cluster-name", "hp", "--instance-groups",
+                       "file://" + spec)
+            cls.d.wait_status("hp", "InService", timeout=240)
+            cls.arn = cls.d.hpod_json("describe-cluster", "--cluster-name", "hp")["ClusterArn"]
+        except BaseException:
+            cls.d.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.d:
+            cls.d.cleanup()
+
+    def node_list(self):
+        return self.d.nodes("hp")
+
+    def target(self, node):
+        return "sagemaker-cluster:%s_%s-%s" % (self.arn.split("/")[-1], node["InstanceGroupName"],
+                                               node["InstanceId"])
+
+    def controller(self):
+        return [n for n in self.node_list() if n["InstanceGroupName"] == "controller-machine"][0]
+
+    def fsx(self, name):
+        """A file of the cluster's /fsx ("" while it does not exist)."""
+        try:
+            with open(os.path.join(self.d.fsx_root, self.arn.split("/")[-1], name)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def ip_of(self, node):
+        return self.d.hpod_json("describe-cluster-node", "--cluster-name", "hp", "--node-id",
+                                node["InstanceId"])["NodeDetails"]["PrivatePrimaryIp"]
+
+    def test_1_lifecycle_script_finds_its_address_and_installs_on_its_own_root(self):
+        for node in self.node_list():
+            hostname = node["PrivateDnsHostname"].split(".")[0]
+            # The address lookup found this node in resource_config.json.
+            self.assertEqual(self.fsx("lookup-" + hostname).split(),
+                             [self.ip_of(node), node["InstanceGroupName"]])
+            # dpkg ran on all three at once; each has the package, on its own root.
+            out = self.d.in_node(node["InstanceId"],
+                                 "dpkg-query -W -f '${Status}' %s; echo; cat /etc/hpod-e2e-node; "
+                                 "findmnt -n -o FSTYPE /" % PKG).stdout
+            self.assertEqual(out.split("\n")[:3], ["install ok installed", hostname, "overlay"],
+                             out)
+        # Nothing of it reached the host.
+        self.assertNotEqual(subprocess.run(["dpkg", "-s", PKG], capture_output=True).returncode, 0)
+        self.assertFalse(os.path.exists("/usr/share/" + PKG))
+        self.assertFalse(os.path.exists("/etc/hpod-e2e-node"))
+
+    def test_2_a_session_is_the_nodes_own_machine(self):
+        ctl = self.controller()
+        out = self.d.session(self.target(ctl),
+                             "echo $HOME; cmp -s ~/.bashrc /etc/skel/.bashrc && echo skel; "
+                             "cat /etc/hostname; sudo -n id -u; hostname -I; "
+                             "ip route get 1.1.1.1 | grep -o 'src [0-9.]*'")
+        hostname = ctl["PrivateDnsHostname"].split(".")[0]
+        ip = self.ip_of(ctl)
+        self.assertEqual([line.strip() for line in out.split("\n")[:6]],
+                         ["/root", "skel", hostname, "0", ip, "src " + ip], out)
+        # Outside addresses: TCP is refused at once (apt, pip, curl fail fast) and
+        # nothing leaves eth0.
+        script = ("import socket, time\nt = time.time()\ns = socket.socket()\n"
+                  "try:\n    s.connect(('192.0.2.1', 80))\nexcept OSError as e:\n"
+                  "    print(e.errno, round(time.time() - t))\n")
+        tx = "cat /sys/class/net/eth0/statistics/tx_packets"
+        before = self.d.in_node(ctl["InstanceId"], tx).stdout
+        out = self.d.in_node(ctl["InstanceId"], "python3 -c \"%s\"" % script).stdout
+        self.assertEqual(out.split(), ["101", "0"])  # ENETUNREACH, at once
+        self.d.in_node(ctl["InstanceId"], "python3 -c \"import socket\n"
+                       "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                       "s.sendto(b'x', ('192.0.2.1', 9))\"")
+        self.assertEqual(self.d.in_node(ctl["InstanceId"], tx).stdout, before)
+
+    def test_3_a_requeued_job_appends_to_its_output(self):
+        ctl = self.target(self.controller())
+        self.d.session(ctl, "cat > /fsx/requeue.sbatch <<'EOF'\n%sEOF" % REQUEUE_JOB)
+        job = self.d.session(ctl, "sbatch --parsable /fsx/requeue.sbatch").strip()
+        deadline = time.time() + 60
+        while "attempt 0" not in self.fsx("requeue.out"):
+            self.assertLess(time.time(), deadline, "the job never started")
+            time.sleep(0.5)
+        # The job is running attempt 0 (it sleeps): requeue it as hpod does.
+        self.d.session(ctl, "scontrol requeue " + job)
+        deadline = time.time() + 90
+        while "attempt 1" not in self.fsx("requeue.out"):
+            self.assertLess(time.time(), deadline, "the requeued job never ran: %s" %
+                            self.d.session(ctl, "squeue; scontrol show job " + job))
+            time.sleep(0.5)
+        # Both attempts' lines, and Slurm's own line about the requeue between them.
+        out = self.fsx("requeue.out")
+        self.assertEqual([line for line in out.splitlines() if line.startswith("attempt")],
+                         ["attempt 0", "attempt 1"], out)
+        self.assertIn("DUE TO JOB REQUEUE", out)
+
+    def test_4_a_replacement_starts_from_a_clean_root(self):
+        victim = [n for n in self.node_list() if n["InstanceGroupName"] == "workers"][0]
+        self.d.in_node(victim["InstanceId"], "echo old > /etc/hpod-e2e-leftover")
+        self.d.hpod("inject-fault", "--cluster-name", "hp", "--node-id", victim["InstanceId"],
+                    "--kind", "kill-node")
+        deadline = time.time() + 120
+        new = None
+        while new is None:
+            self.assertLess(time.time(), deadline, "no replacement: %s" % self.node_list())
+            time.sleep(0.5)
+            new = next((n for n in self.node_list()
+                        if n["PrivateDnsHostname"] == victim["PrivateDnsHostname"]
+                        and n["InstanceId"] != victim["InstanceId"]
+                        and n["InstanceStatus"]["Status"] == "Running"), None)
+        out = self.d.in_node(new["InstanceId"],
+                             "test -e /etc/hpod-e2e-leftover && echo leftover || echo clean; "
+                             "cat /etc/hpod-e2e-node; dpkg-query -W -f '${Status}\n' " + PKG).stdout
+        self.assertEqual(out.split("\n")[:3],
+                         ["clean", victim["PrivateDnsHostname"].split(".")[0],
+                          "install ok installed"], out)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
