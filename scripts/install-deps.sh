@@ -67,6 +67,7 @@ RUN_PKGS=(
   slurmctld slurmd slurm-client munge libslurm-dev
   squashfs-tools skopeo umoci # hpod-container: .sqsh images, registry pulls, OCI layers (src/container)
   sudo                        # on every node, as on HyperPod's AMI: lifecycle scripts run `sudo bash …`
+  openssh-server              # sshd on every local node: SSH between the cluster's nodes (docs/ssh.md)
 )
 
 missing=()

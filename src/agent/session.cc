@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <filesystem>
 #include <optional>
@@ -29,13 +31,12 @@ using std::chrono::milliseconds;
 
 // Shells on a node of a cluster without Slurm answer Slurm's commands with a hint
 // (instead of Slurm's "DNS SRV lookup failed") through bash functions exported in
-// the session's environment. Why this mechanism: the node's /etc and /root are
-// the host's (shared with the host and every other node: hpod never writes there,
-// so no /etc/profile.d or .bashrc); a wrapper directory on PATH does not survive
-// a login shell (/etc/profile resets PATH, and sessions run `bash -l` or `bash
-// -lc CMD`); exported functions (BASH_FUNC_<name>%%) survive `bash -l`, reach
-// child bash processes (a script that calls sinfo), and take precedence over
-// PATH. Only sessions of such nodes get them: Slurm clusters are unchanged.
+// the session's environment. Why this mechanism: a pool host's /etc and /root are
+// the machine's own, where hpod never writes (so no /etc/profile.d or .bashrc); a wrapper directory
+// on PATH does not survive a login shell (/etc/profile resets PATH, and sessions run `bash -l` or
+// `bash -lc CMD`); exported functions (BASH_FUNC_<name>%%) survive `bash -l`, reach child bash
+// processes (a script that calls sinfo), and take precedence over PATH. Only sessions of such nodes
+// get them: Slurm clusters are unchanged.
 std::string ShellFunctionFor(std::string_view command) {
   std::string hint = NoSlurmHint(command);  // no single quote in it
   return "() { echo '" + hint + "' >&2; return 1; }";
@@ -55,14 +56,14 @@ class SessionChild {
 
   static StatusOr<std::unique_ptr<SessionChild>> Start(const SessionRequest& request) {
     auto child = std::make_unique<SessionChild>();
-    std::vector<std::string> argv = request.argv;
-    if (argv.empty()) {
-      // A login shell greets with the node's motd (written with its Slurm role, as
-      // HyperPod's nodes do at login); `exec -l` keeps it a login shell.
-      argv = {"/bin/bash", "-c", "[ -r /opt/hpod/motd ] && cat /opt/hpod/motd; exec -l /bin/bash"};
-    }
+    std::vector<std::string> argv = SessionArgv(request);
     std::error_code ec;
-    const std::string cwd = std::filesystem::is_directory("/root", ec) ? "/root" : "/";
+    std::string cwd = std::filesystem::is_directory("/root", ec) ? "/root" : "/";
+    if (!request.user.empty()) {
+      // The user's home when the node has the user (runuser says so when not).
+      struct passwd* pw = ::getpwnam(request.user.c_str());
+      cwd = pw != nullptr && std::filesystem::is_directory(pw->pw_dir, ec) ? pw->pw_dir : "/";
+    }
     const std::map<std::string, std::string> extra_env = SessionEnvironment(kNoSlurmMarker);
     if (request.pty) {
       SubprocessOptions options;
@@ -208,6 +209,23 @@ std::map<std::string, std::string> SessionEnvironment(const std::string& no_slur
   return env;
 }
 
+std::vector<std::string> SessionArgv(const SessionRequest& request) {
+  // A login shell greets with the node's motd (written with its Slurm role, as
+  // HyperPod's nodes do at login); `exec -l` keeps it a login shell.
+  constexpr char kMotd[] = "[ -r /opt/hpod/motd ] && cat /opt/hpod/motd; ";
+  if (request.user.empty()) {
+    if (!request.argv.empty()) return request.argv;
+    return {"/bin/bash", "-c", std::string(kMotd) + "exec -l /bin/bash"};
+  }
+  if (request.argv.empty()) {
+    // The name is $0 of the script, never part of it.
+    return {"/bin/bash", "-c", std::string(kMotd) + "exec runuser -l \"$0\"", request.user};
+  }
+  std::vector<std::string> argv = {"runuser", "-u", request.user, "--"};
+  argv.insert(argv.end(), request.argv.begin(), request.argv.end());
+  return argv;
+}
+
 StatusOr<SessionRequest> ParseSessionRequest(const Json& message) {
   HPOD_ASSIGN_OR_RETURN(auto open, api::agentproto::OpenSession::FromJson(message));
   SessionRequest request;
@@ -216,6 +234,14 @@ StatusOr<SessionRequest> ParseSessionRequest(const Json& message) {
   request.rows = static_cast<unsigned short>(open.rows);  // 0..65535, checked
   request.cols = static_cast<unsigned short>(open.cols);
   request.pty = open.pty;
+  // A user name reaches runuser's command line: nothing but a name.
+  const std::string& u = open.user;
+  if (!u.empty() &&
+      (u.size() > 32 || !(std::islower(static_cast<unsigned char>(u[0])) || u[0] == '_') ||
+       u.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)) {
+    return InvalidArgumentError("open_session.user '" + u + "' is not a user name");
+  }
+  request.user = u;
   return request;
 }
 

@@ -25,6 +25,9 @@ struct SessionRequest {
   unsigned short rows = 24;
   unsigned short cols = 80;
   bool pty = true;
+  // The node's user the session runs as (a login environment, its home as the
+  // working directory); empty: root.
+  std::string user;
   // Set by the agent, not the message: non-empty on a machine serving a NodeName
   // not its own, which the shell then has for its hostname, as the node's jobs
   // do (SlurmNode::JobHostname): an srun typed there names the node.
@@ -34,6 +37,11 @@ struct SessionRequest {
 // Parses an `open_session` message (api::agentproto::OpenSession; missing fields
 // keep their defaults). kInvalidArgument naming the field for a malformed one.
 StatusOr<SessionRequest> ParseSessionRequest(const nlohmann::json& message);
+
+// What the session's child runs: the request's argv, or the login shell (after
+// the node's motd) when it has none; as `user` through runuser(1) when set
+// (`runuser -u USER -- argv…`, or `runuser -l USER` for the login shell).
+std::vector<std::string> SessionArgv(const SessionRequest& request);
 
 // Frame kinds (the first byte of each binary message).
 enum class FrameKind : unsigned char { kData = 0, kResize = 1, kExit = 2, kError = 3, kEof = 4 };

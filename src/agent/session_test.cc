@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "hpod/agent/test_util.h"
+#include "hpod/api/agent_protocol.h"
 #include "hpod/base/subprocess.h"
 
 namespace hpod::agent {
@@ -58,6 +59,44 @@ TEST(NoSlurmSessionTest, SlurmCommandsPrintTheHintAndFailInLoginShells) {
   // Without the marker the same shell runs the real one.
   SubprocessResult plain = Bash({{"PATH", with_path["PATH"]}}, {"bash", "-c", "sinfo"});
   EXPECT_EQ(plain.stdout_data, "real sinfo\n");
+}
+
+}  // namespace
+}  // namespace hpod::agent
+
+namespace hpod::agent {
+namespace {
+
+nlohmann::json Open(const std::string& user, std::vector<std::string> argv = {}) {
+  api::agentproto::OpenSession m;
+  m.session_id = "s-1";
+  m.argv = std::move(argv);
+  m.user = user;
+  return m.ToJson();
+}
+
+TEST(SessionUserTest, RunsAsTheUserThroughRunuser) {
+  auto root = ParseSessionRequest(Open(""));
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(SessionArgv(*root)[0], "/bin/bash");
+  EXPECT_EQ(SessionArgv(*root).back().find("runuser"), std::string::npos);
+
+  auto shell = ParseSessionRequest(Open("alice"));
+  ASSERT_TRUE(shell.ok()) << shell.status().ToString();
+  const std::vector<std::string> login = SessionArgv(*shell);
+  ASSERT_EQ(login.size(), 4u);
+  EXPECT_NE(login[2].find("exec runuser -l \"$0\""), std::string::npos) << login[2];
+  EXPECT_EQ(login[3], "alice");  // $0: never part of the script
+
+  auto cmd = ParseSessionRequest(Open("alice", {"bash", "-lc", "id -un"}));
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(SessionArgv(*cmd),
+            (std::vector<std::string>{"runuser", "-u", "alice", "--", "bash", "-lc", "id -un"}));
+
+  for (const std::string& bad :
+       std::vector<std::string>{"Alice", "a b", "x;id", "-x", "1ab", std::string(33, 'a')}) {
+    EXPECT_FALSE(ParseSessionRequest(Open(bad)).ok()) << bad;
+  }
 }
 
 }  // namespace

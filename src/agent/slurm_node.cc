@@ -14,6 +14,7 @@
 #include "hpod/agent/fs_util.h"
 #include "hpod/agent/hosts_file.h"
 #include "hpod/agent/machine_facts.h"
+#include "hpod/agent/slurm_layout.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/crypto.h"
 #include "hpod/slurm/config.h"
@@ -119,6 +120,11 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
     s.hosts[name] = std::move(addr);
   }
   s.stand_in_gpus = static_cast<int>(std::clamp<int64_t>(r.stand_in_gpus, 0, 64));
+  if (!r.ssh_host_key.empty() && s.hosts.find(s.node_name) == s.hosts.end()) {
+    return InvalidArgumentError("slurm.ssh_host_key comes without the node's address in hosts");
+  }
+  s.ssh_host_key = std::move(r.ssh_host_key);
+  s.ssh_known_hosts = std::move(r.ssh_known_hosts);
   return s;
 }
 
@@ -252,8 +258,10 @@ void SlurmNode::Loop() {
       // role stop.
       if (daemon_) StopDaemon(*daemon_);
       if (munged_) StopDaemon(*munged_);
+      if (sshd_) StopDaemon(*sshd_);
       daemon_.reset();
       munged_.reset();
+      sshd_.reset();
       reconfigure_pending_ = false;
       applied_ = desired;
       SetState("none", "");
@@ -287,6 +295,7 @@ void SlurmNode::Loop() {
     }
     if (!applied_ || applied_->role == "none") continue;
     Supervise(*munged_);
+    if (sshd_) Supervise(*sshd_);
     if (daemon_) {
       // slurmctld and slurmd authenticate through munged from their first message.
       if (munged_->ready || daemon_->proc) Supervise(*daemon_);
@@ -320,6 +329,7 @@ void SlurmNode::Loop() {
   }
   if (daemon_) StopDaemon(*daemon_);
   if (munged_) StopDaemon(*munged_);
+  if (sshd_) StopDaemon(*sshd_);
 }
 
 Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure) {
@@ -335,6 +345,8 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
   HPOD_RETURN_IF_ERROR(MakeDir(munge_run, 0755, munge));
   HPOD_RETURN_IF_ERROR(MakeDir(munge_log, 0700, munge));
   HPOD_RETURN_IF_ERROR(MakeDir(options_.log_dir + "/slurm", 0755, std::nullopt));
+  // HyperPod's /opt/slurm/{bin,sbin} beside conf_dir (slurm_layout.h).
+  HPOD_RETURN_IF_ERROR(LinkSlurmLayout(fs::path(options_.conf_dir).parent_path().string()));
   const std::string key_path = options_.munge_dir + "/munge.key";
   HPOD_ASSIGN_OR_RETURN(bool key_changed, WriteIfChanged(key_path, spec.munge_key, 0400));
   if (munge && ::chown(key_path.c_str(), munge->uid, munge->gid) != 0) {
@@ -375,6 +387,7 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
   }
   if (!spec.motd.empty())
     HPOD_RETURN_IF_ERROR(WriteIfChanged(options_.motd_path, spec.motd, 0644).status());
+  HPOD_RETURN_IF_ERROR(ApplySsh(spec));
 
   if (!munged_) {
     munged_ = NewDaemon("munged");
@@ -494,7 +507,10 @@ void SlurmNode::Supervise(Daemon& d) {
     if (auto code = d.proc->Wait(std::chrono::milliseconds(0))) {
       d.proc.reset();
       d.ready = false;
-      ++restarts_;
+      // sshd is not Slurm: its restarts are logged, never the node's Slurm state
+      // (a broken sshd must not hold a node out of Slurm).
+      const bool slurm_daemon = &d != sshd_.get();
+      if (slurm_daemon) ++restarts_;
       // A daemon that ran for a while starts over from the shortest pause; one
       // that keeps dying at once backs off (each restart is an event at hpodd).
       // (Measured at detection, which a settled node's 1 s tick may delay.)
@@ -509,7 +525,7 @@ void SlurmNode::Supervise(Daemon& d) {
                             std::to_string(wait.count()) + " ms (restart " +
                             std::to_string(restarts_) + ")";
       spdlog::warn("{}", message);
-      SetState("restarting", message);
+      if (slurm_daemon) SetState("restarting", message);
       return;
     }
   } else if (now >= d.start_after) {
@@ -523,13 +539,19 @@ void SlurmNode::Supervise(Daemon& d) {
     }
     if (Status s = StartDaemon(d); !s.ok()) {
       PauseBeforeRestart(d, now);
-      SetState("failed", "cannot start " + d.name + ": " + std::string(s.message()));
+      if (&d == sshd_.get()) {
+        spdlog::warn("cannot start sshd: {}", s.message());
+      } else {
+        SetState("failed", "cannot start " + d.name + ": " + std::string(s.message()));
+      }
       return;
     }
   }
   if (!d.proc || d.ready) return;
   if (&d == munged_.get()) {
     d.ready = fs::exists(options_.run_dir + "/munge/munge.socket.2");
+  } else if (&d == sshd_.get()) {
+    d.ready = true;  // its own port; nothing of Slurm waits for it
   } else if (applied_->role == "controller") {
     auto r = RunCommand({.argv = {options_.scontrol, "ping"},
                          .env = {{"SLURM_CONF", options_.conf_dir + "/slurm.conf"}},
@@ -542,6 +564,24 @@ void SlurmNode::Supervise(Daemon& d) {
   // Running once every daemon of the role is up again (munged coming back under
   // a live slurmd ends a "restarting" too).
   if (d.ready && munged_->ready && (!daemon_ || daemon_->ready)) SetState("running", "");
+}
+
+Status SlurmNode::ApplySsh(const SlurmSpec& spec) {
+  if (spec.ssh_host_key.empty()) return OkStatus();
+  if (::access(options_.sshd.c_str(), X_OK) != 0) {
+    // Slurm runs without it; say so once per apply rather than fail the node.
+    spdlog::warn("{} is not installed (Debian's openssh-server): no SSH between the nodes",
+                 options_.sshd);
+    return OkStatus();
+  }
+  HPOD_ASSIGN_OR_RETURN(bool key_changed,
+                        WriteSshSetup(options_.ssh, spec.ssh_host_key, spec.ssh_known_hosts));
+  auto argv = SshdArgv(options_.sshd, options_.ssh, spec.hosts.at(spec.node_name));
+  if (!sshd_) sshd_ = NewDaemon("sshd");
+  if ((key_changed || sshd_->options.argv != argv) && sshd_->proc) StopDaemon(*sshd_);
+  sshd_->options.argv = argv;
+  sshd_->options.output_file = options_.log_dir + "/sshd.log";
+  return OkStatus();
 }
 
 void SlurmNode::PollNodes() {

@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "hpod/agent/ssh_node.h"
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
@@ -72,6 +73,10 @@ struct SlurmSpec {
   // starts only outside that second and the one before it, on this node's clock.
   std::string avoid_start_time;
   std::map<std::string, std::string> hosts;  // NodeName → address (hosts_file)
+  // Nodes whose sshd hpod runs (ssh_node.h): this node's host key and the
+  // cluster's known_hosts lines; empty: no sshd.
+  std::string ssh_host_key;
+  std::string ssh_known_hosts;
 };
 
 // kInvalidArgument naming the field for a malformed message (api::agentproto::
@@ -98,6 +103,9 @@ struct SlurmNodeOptions {
   // munged runs as this user (it refuses a key not owned by its own uid); empty:
   // as the agent's user (tests).
   std::string munge_user = "munge";
+  // sshd and where its setup goes (ssh_node.h), for specs with a host key.
+  std::string sshd = "/usr/sbin/sshd";
+  SshPaths ssh;
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds restart_backoff_initial{500};
   std::chrono::milliseconds restart_backoff_max{30000};
@@ -147,6 +155,8 @@ class SlurmNode {
   std::chrono::milliseconds WaitToAvoid(const std::string& start_time) const;
   void StopDaemon(Daemon& d);
   void PollNodes();
+  // Writes the SSH setup and (re)defines sshd when the spec carries a host key.
+  Status ApplySsh(const SlurmSpec& spec);
   void SetState(const std::string& daemon, const std::string& message);
 
   const SlurmNodeOptions options_;
@@ -164,6 +174,7 @@ class SlurmNode {
   // Worker thread only.
   std::optional<SlurmSpec> applied_;
   std::unique_ptr<Daemon> munged_;
+  std::unique_ptr<Daemon> sshd_;    // with SlurmSpec::ssh_host_key
   std::unique_ptr<Daemon> daemon_;  // slurmctld or slurmd
   bool reconfigure_pending_ = false;
   int restarts_ = 0;

@@ -161,12 +161,9 @@ StatusOr<LifecycleConfig> LifecycleConfig::FromJson(const Json& j) {
   return ParseLifecycleConfig(j, {"lifecycle", ""});
 }
 Json LifecycleConfig::ToJson() const {
-  return Json{{"source_s3_uri", source_s3_uri},
-              {"on_create", on_create},
-              {"timeout_s", timeout_s},
-              {"s3", s3 ? s3->ToJson() : Json(nullptr)},
-              {"files", Files(files)},
-              {"executable", executable}};
+  return Json{{"source_s3_uri", source_s3_uri}, {"on_create", on_create},
+              {"timeout_s", timeout_s},         {"s3", s3 ? s3->ToJson() : Json(nullptr)},
+              {"files", Files(files)},          {"executable", executable}};
 }
 
 // ---- agent → hpodd ----
@@ -394,7 +391,6 @@ Json Certificate::ToJson() const {
   return Typed(kType, Json{{"certificate", certificate}, {"not_after", not_after}});
 }
 
-
 StatusOr<Config> Config::FromJson(const Json& j) {
   Reader r(j, {kType, ""});
   r.Type(kType);
@@ -457,16 +453,15 @@ StatusOr<OpenSession> OpenSession::FromJson(const Json& j) {
   r.Int("rows", &s.rows);
   r.Int("cols", &s.cols);
   r.Bool("pty", &s.pty);
+  r.Str("user", &s.user);
   if (r.status().ok() && (s.rows < 0 || s.rows > 0xffff)) r.Fail("rows", "must be 0..65535");
   if (r.status().ok() && (s.cols < 0 || s.cols > 0xffff)) r.Fail("cols", "must be 0..65535");
   return r.Done(std::move(s));
 }
 Json OpenSession::ToJson() const {
-  return Typed(kType, Json{{"session_id", session_id},
-                           {"argv", argv},
-                           {"rows", rows},
-                           {"cols", cols},
-                           {"pty", pty}});
+  Json j{{"session_id", session_id}, {"argv", argv}, {"rows", rows}, {"cols", cols}, {"pty", pty}};
+  if (!user.empty()) j["user"] = user;
+  return Typed(kType, std::move(j));
 }
 
 StatusOr<SlurmRole> SlurmRole::FromJson(const Json& j) {
@@ -485,6 +480,8 @@ StatusOr<SlurmRole> SlurmRole::FromJson(const Json& j) {
   r.Str("gpu_device_dir", &s.gpu_device_dir);
   r.Str("avoid_start_time", &s.avoid_start_time);
   r.StrMap("hosts", &s.hosts);
+  r.Str("ssh_host_key", &s.ssh_host_key);
+  r.Str("ssh_known_hosts", &s.ssh_known_hosts);
   return r.Done(std::move(s));
 }
 Json SlurmRole::ToJson() const {
@@ -500,6 +497,8 @@ Json SlurmRole::ToJson() const {
   if (!gpu_device_dir.empty()) j["gpu_device_dir"] = gpu_device_dir;
   if (!avoid_start_time.empty()) j["avoid_start_time"] = avoid_start_time;
   if (!hosts.empty()) j["hosts"] = hosts;
+  if (!ssh_host_key.empty()) j["ssh_host_key"] = ssh_host_key;
+  if (!ssh_known_hosts.empty()) j["ssh_known_hosts"] = ssh_known_hosts;
   return Typed(kType, std::move(j));
 }
 

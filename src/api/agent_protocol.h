@@ -335,12 +335,12 @@ struct Certificate {
 // `assign.shared_fs`: what the host must have at /fsx before its node's
 // lifecycle scripts run, and how it proves it is the cluster's (a marker file).
 struct SharedFilesystem {
-  std::string type;     // mount -t, or "Existing" (mounted by the admin); `fs_type` on the wire
-  std::string source;   // mount's source; "" for Existing
-  std::string options;  // mount -o; "" for none
-  std::string marker_name;   // .hpod-fsx-<cluster id>, a file directly under /fsx
+  std::string type;         // mount -t, or "Existing" (mounted by the admin); `fs_type` on the wire
+  std::string source;       // mount's source; "" for Existing
+  std::string options;      // mount -o; "" for none
+  std::string marker_name;  // .hpod-fsx-<cluster id>, a file directly under /fsx
   std::string marker_value;  // what it holds on the cluster's filesystem
-  bool writer = false;  // this node writes the marker when absent; others wait for it
+  bool writer = false;       // this node writes the marker when absent; others wait for it
 
   static StatusOr<SharedFilesystem> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -444,6 +444,9 @@ struct OpenSession {
   int64_t rows = 24;
   int64_t cols = 80;
   bool pty = true;
+  // The node's user the session runs as ([a-z_][a-z0-9_-]*, at most 32); empty:
+  // root. Out of ToJson when empty.
+  std::string user;
 
   static StatusOr<OpenSession> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -469,6 +472,12 @@ struct SlurmRole {
   // Every node's NodeName → address, for agents that keep the cluster's block in
   // the machine's /etc/hosts (pool hosts); out of ToJson when empty.
   std::map<std::string, std::string> hosts;
+  // Nodes whose sshd hpod runs (NodeEnvironment::cluster_sshd): this node's
+  // Ed25519 host key (OpenSSH format; the same for every node that holds the
+  // NodeName) and the cluster's known_hosts lines ("name,address ssh-ed25519 …").
+  // Both out of ToJson when empty: no sshd.
+  std::string ssh_host_key;
+  std::string ssh_known_hosts;
 
   static StatusOr<SlurmRole> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

@@ -67,7 +67,9 @@ SlurmRole FullSlurmRole() {
           8,
           "/run/hpod-gpus",
           "2026-12-04T19:37:47",
-          {{"ip-10-0-0-1", "10.0.0.1"}, {"ip-10-0-0-2", "10.0.0.2"}}};
+          {{"ip-10-0-0-1", "10.0.0.1"}, {"ip-10-0-0-2", "10.0.0.2"}},
+          "-----BEGIN OPENSSH PRIVATE KEY-----\n...",
+          "ip-10-0-0-1,10.0.0.1 ssh-ed25519 AAAA\n"};
 }
 Config FullConfig() {
   return {1234, FullLifecycleConfig(), json{{"ClusterConfig", {{"ClusterName", "demo"}}}},
@@ -99,7 +101,7 @@ std::map<std::string, json> FullMessages() {
                         FullConfig().ToJson(),
                         ConfigPending{300}.ToJson(),
                         FullCommand().ToJson(),
-                        OpenSession{"s-1", {"bash"}, 30, 100, false}.ToJson(),
+                        OpenSession{"s-1", {"bash"}, 30, 100, false, "alice"}.ToJson(),
                         FullSlurmRole().ToJson(),
                         Reprovision{}.ToJson(),
                         Error{"heartbeat", "heartbeat: field 'seq' must be an integer"}.ToJson(),
@@ -185,6 +187,7 @@ TEST(AgentProtocolTest, EveryMessageRoundTrips) {
   ExpectRoundTrip(FullCommand());
   ExpectRoundTrip(Command{"c-2", {"true"}, {}, "", 30000});
   ExpectRoundTrip(OpenSession{"s-1", {}, 24, 80, true});
+  ExpectRoundTrip(OpenSession{"s-1", {"bash", "-lc", "id"}, 24, 80, false, "alice"});
   ExpectRoundTrip(FullSlurmRole());
   ExpectRoundTrip(SlurmRole{"compute", "n", "10.0.0.1", "k", "h", {}, "", {}, 0, ""});
   ExpectRoundTrip(Reprovision{});

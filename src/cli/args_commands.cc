@@ -299,13 +299,15 @@ Status ParseWaitArgs(const std::vector<std::string>& words, Invocation& inv) {
 }
 
 // `aws ssm start-session` flags where they overlap (--target, --reason, which is
-// accepted and ignored), plus --command for hpod's non-interactive mode.
+// accepted and ignored), plus --command for hpod's non-interactive mode and
+// --user for a shell as a cluster user.
 Status ParseStartSessionArgs(const std::vector<std::string>& words, bool help, Invocation& inv) {
   std::map<std::string, std::string> values;
   HPOD_ASSIGN_OR_RETURN(
       bool help_word,
-      ParseSimpleArgs(words, {{"--target", true}, {"--command", true}, {"--reason", true}},
-                      values));
+      ParseSimpleArgs(
+          words, {{"--target", true}, {"--command", true}, {"--user", true}, {"--reason", true}},
+          values));
   if (help || help_word) {
     inv.kind = Invocation::Kind::kHelp;
     inv.help_topic = "start-session";
@@ -315,6 +317,7 @@ Status ParseStartSessionArgs(const std::vector<std::string>& words, bool help, I
   inv.kind = Invocation::Kind::kStartSession;
   inv.session_request = Json::object({{"Target", values["--target"]}});
   if (values.count("--command") != 0) inv.session_request["Command"] = values["--command"];
+  if (values.count("--user") != 0) inv.session_request["User"] = values["--user"];
   return OkStatus();
 }
 
@@ -381,9 +384,8 @@ StatusOr<int64_t> ParseDurationSeconds(std::string_view option, std::string_view
                       std::to_string(max_s) + "s)");
   };
   // Plain seconds, or one or more <digits><unit> parts ("1h30m").
-  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(),
+                                                   [](char c) { return c >= '0' && c <= '9'; });
   int64_t total = 0;
   size_t i = 0;
   while (i < value.size()) {
@@ -394,11 +396,20 @@ StatusOr<int64_t> ParseDurationSeconds(std::string_view option, std::string_view
     if (!plain) {
       if (i == value.size()) return not_a_duration();  // "1h30": the last part has no unit
       switch (value[i++]) {
-        case 's': unit = 1; break;
-        case 'm': unit = 60; break;
-        case 'h': unit = 3600; break;
-        case 'd': unit = 86400; break;
-        default: return not_a_duration();
+        case 's':
+          unit = 1;
+          break;
+        case 'm':
+          unit = 60;
+          break;
+        case 'h':
+          unit = 3600;
+          break;
+        case 'd':
+          unit = 86400;
+          break;
+        default:
+          return not_a_duration();
       }
     }
     std::optional<int64_t> n = ParseInt(value.substr(start, (plain ? i : i - 1) - start));
@@ -419,8 +430,7 @@ StatusOr<int64_t> ParseDurationSeconds(std::string_view option, std::string_view
 // (--output json or table given on the command line, or --query), only the
 // JoinToken is printed, so that TOKEN=$(hpod create-join-token) works whatever
 // AWS_DEFAULT_OUTPUT or the profile say.
-Status ParseCreateJoinTokenArgs(const std::vector<std::string>& words, bool help,
-                                Invocation& inv) {
+Status ParseCreateJoinTokenArgs(const std::vector<std::string>& words, bool help, Invocation& inv) {
   std::map<std::string, std::string> values;
   HPOD_ASSIGN_OR_RETURN(bool help_word, ParseSimpleArgs(words,
                                                         {{"--pool", true},

@@ -233,6 +233,9 @@ int RunParsed(const Invocation& inv, const Runtime& rt) {
     if (inv.session_request.contains("Command")) {
       start.command = inv.session_request["Command"].get<std::string>();
     }
+    if (inv.session_request.contains("User")) {
+      start.user = inv.session_request["User"].get<std::string>();
+    }
     start.endpoint_url = settings->endpoint_url;
     SessionIo io;
     io.stdin_fd = rt.stdin_fd;

@@ -378,6 +378,7 @@ StatusOr<int> RunStartSession(ApiClient& client, const StartSessionOptions& opti
 
   Json request = {{"Target", options.target}};
   if (options.command.has_value()) request["Command"] = *options.command;
+  if (options.user.has_value()) request["User"] = *options.user;
   if (raw) {
     if (auto size = TerminalSize(io.stdin_fd)) {
       // The model bounds both to 1..1000.

@@ -118,6 +118,7 @@ RelayResult RunRelay(SessionSocket& socket, const RelayOptions& options);
 struct StartSessionOptions {
   std::string target;
   std::optional<std::string> command;
+  std::optional<std::string> user;  // the node's user to run as (default root)
   // Where the API endpoint is, for resolving a StreamUrl that is only a path.
   std::string endpoint_url;
 };

@@ -488,6 +488,13 @@ TEST_F(StartSessionCommandTest, RunsACommand) {
   EXPECT_EQ(stdout_.ReadAll(), "done\n");
 }
 
+TEST_F(StartSessionCommandTest, RunsAsAUser) {
+  socket_.Push(EncodeExitFrame(0));
+  EXPECT_EQ(Run({"start-session", "--target", kTarget, "--user", "alice", "--command", "id"}), 0);
+  EXPECT_EQ(transport_.calls[0].body,
+            Json({{"Target", kTarget}, {"Command", "id"}, {"User", "alice"}}));
+}
+
 TEST_F(StartSessionCommandTest, CommandLineErrors) {
   EXPECT_EQ(Run({"start-session"}), kExitUsage);
   EXPECT_NE(err_.str().find("hpod: error: the following arguments are required: --target"),

@@ -23,7 +23,8 @@ constexpr std::string_view kTokenSubprotocolPrefix = "hpod-token.";
 }  // namespace
 
 StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id,
-                                                  const std::string& command, int rows, int cols) {
+                                                  const std::string& command,
+                                                  const std::string& user, int rows, int cols) {
   SweepSessions();
   auto s = std::make_shared<Session>();
   s->id = "s-" + RandomString(17, "0123456789abcdef");
@@ -48,6 +49,7 @@ StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id
   m.rows = rows;
   m.cols = cols;
   m.pty = command.empty();
+  m.user = user;
   if (!ch->socket->Send(m.ToJson().dump(), false)) {
     EndSession(s->id);
     return UnavailableError("the agent of node " + instance_id + " disconnected; try again");

@@ -152,9 +152,9 @@ http::Response ApiServer::Serve(const http::Request& request) {
           nlohmann::ordered_json{{"AccessKeyId", role->access_key_id},
                                  {"Role", role->role == store::Role::kAdmin ? "admin" : "user"}};
     } else if (NodeApi::Handles(op)) {
-      result = node_api_.Call(
-          *decoded->operation, decoded->input,
-          Caller{role->access_key_id, std::string(request.HeaderValue("Host")), request.tls});
+      result = node_api_.Call(*decoded->operation, decoded->input,
+                              Caller{role->access_key_id, std::string(request.HeaderValue("Host")),
+                                     request.tls, role->role == store::Role::kAdmin});
     } else if (HostApi::Handles(op)) {
       if (hosts_ == nullptr) {
         result = InternalError("this API server was built without its host operations");

@@ -145,7 +145,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   d->provider_ = std::move(provider);
   Daemon* self = d.get();
   if (options.pool_provider) {
-    if (d->provider_ != nullptr) return InvalidArgumentError("a pool daemon makes its own provider");
+    if (d->provider_ != nullptr)
+      return InvalidArgumentError("a pool daemon makes its own provider");
     if (options.agent_listen_address.empty()) {
       return FailedPreconditionError(
           "--provider pool needs --agent-listen ADDRESS:PORT: the pool's hosts join and "
@@ -237,6 +238,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   SlurmOptions& slurm = d->options_.control_plane.slurm;
   slurm.spank_plugin = env.spank_plugin;
   slurm.stand_in_gpus = env.gpu_stand_ins;
+  slurm.cluster_sshd = env.cluster_sshd;
   slurm.gpu_device_dir = env.gpu_device_dir;
   d->reconciler_ = std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
                                                        d->options_.control_plane, bootstrap_token,

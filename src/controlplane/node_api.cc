@@ -49,6 +49,15 @@ void NodeApi::AddNodeFacts(const std::string& operation, ordered_json& response)
 }
 
 StatusOr<ordered_json> NodeApi::StartSession(const json& req, const Caller& caller) {
+  // A shell as root is the whole node: admin keys only. (The model's pattern has
+  // checked the name.)
+  const std::string user = req.value("User", "");
+  if (!caller.admin && (user.empty() || user == "root")) {
+    return PermissionDeniedError(
+               "The access key's role is 'user': it opens shells as a cluster user only. Name "
+               "one (User, or hpod start-session --user NAME); root shells need an admin key")
+        .WithAwsType("AccessDeniedException");
+  }
   // sagemaker-cluster:<cluster-id>_<group>-<instance-id>; the model's pattern has
   // checked the shape, so the split points exist.
   const std::string target = req["Target"];
@@ -79,14 +88,16 @@ StatusOr<ordered_json> NodeApi::StartSession(const json& req, const Caller& call
     return FailedPreconditionError("hpodd runs no node agents (no node provider configured)");
   }
   int rows = req.value("Rows", 24), cols = req.value("Cols", 80);
-  HPOD_ASSIGN_OR_RETURN(SessionGrant grant,
-                        agents_->StartSession(instance_id, req.value("Command", ""), rows, cols));
+  HPOD_ASSIGN_OR_RETURN(
+      SessionGrant grant,
+      agents_->StartSession(instance_id, req.value("Command", ""), user, rows, cols));
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
     std::string who = caller.access_key_id.empty() ? "an unauthenticated caller"
                                                    : "access key " + caller.access_key_id;
     return RecordEvent(tx, clock_, cluster, NodeSubject(group, instance_id), EventLevel::kInfo,
                        "Session " + grant.session_id + " started by " + who +
-                           (req.contains("Command") ? " (command)" : " (interactive shell)"));
+                           (req.contains("Command") ? " (command" : " (interactive shell") +
+                           (user.empty() ? ")" : " as " + user + ")"));
   }));
   ordered_json out;
   out["SessionId"] = grant.session_id;

@@ -34,6 +34,9 @@ struct Caller {
   std::string access_key_id;  // "" with --insecure-no-auth
   std::string host;           // Host header the request came to (for StreamUrl)
   bool tls = false;           // it came over TLS: StreamUrl is wss://
+  // The key's role is admin (or hpodd runs --insecure-no-auth): root shells.
+  // Keys of the user role open shells as a named user other than root only.
+  bool admin = true;
 };
 
 class NodeApi {

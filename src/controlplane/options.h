@@ -18,6 +18,10 @@ struct SlurmOptions {
   bool stand_in_gpus = false;
   // spank_hpod.so's path on every node (NodeEnvironment::spank_plugin); empty: none.
   std::string spank_plugin;
+  // Whether the agents run sshd with the cluster's host keys (one per NodeName,
+  // kept in the store) and host-based trust between the nodes
+  // (NodeEnvironment::cluster_sshd).
+  bool cluster_sshd = false;
   // How long removing a node waits for Slurm to drain and forget it before the
   // node is terminated anyway.
   std::chrono::seconds remove_timeout{30};

@@ -6,6 +6,7 @@
 #include "hpod/api/instance_types.h"
 #include "hpod/api/states.h"
 #include "hpod/base/crypto.h"
+#include "hpod/base/ssh_key.h"
 #include "hpod/controlplane/agent_service.h"
 
 namespace hpod::controlplane {
@@ -96,6 +97,53 @@ std::string MungeKeySetting(const std::string& cluster_id) {
 std::string ProvisioningParametersSetting(const std::string& cluster_id) {
   return "cluster/" + cluster_id + "/provisioning_parameters";
 }
+std::string SshHostKeysSetting(const std::string& cluster_id) {
+  return "cluster/" + cluster_id + "/ssh_host_keys";
+}
+
+namespace {
+
+// Gives every node of the plan (plan.hosts) its host key, making the missing ones
+// (and storing them: one JSON object, NodeName → {key, pub}, so a pass reads one
+// setting), then the cluster's known_hosts lines and the conf hash that covers
+// them. `stored`: the setting as the pass read it ("" when absent).
+Status AddSshHostKeys(store::Store& store, const std::string& cluster_id, const std::string& stored,
+                      SlurmPlan& plan) {
+  json keys = stored.empty() ? json::object() : json::parse(stored, nullptr, false);
+  if (!keys.is_object()) keys = json::object();  // unreadable: made anew, as a lost key is
+  json fresh = json::object();
+  for (const auto& [name, addr] : plan.hosts) {
+    if (keys.contains(name)) continue;
+    HPOD_ASSIGN_OR_RETURN(SshKeyPair k, GenerateEd25519SshKey(name));
+    fresh[name] = {{"key", k.private_key}, {"pub", k.public_key}};
+  }
+  if (!fresh.empty()) {
+    HPOD_RETURN_IF_ERROR(store.Write([&](store::WriteTx& tx) -> Status {
+      HPOD_RETURN_IF_ERROR(tx.GetCluster(cluster_id).status());  // not deleted meanwhile
+      auto now = tx.GetSetting(SshHostKeysSetting(cluster_id));
+      if (!now.ok() && now.status().code() != StatusCode::kNotFound) return now.status();
+      json merged = now.ok() ? json::parse(*now, nullptr, false) : json::object();
+      if (!merged.is_object()) merged = json::object();
+      // A concurrent pass's keys win: a name keeps the first key it got.
+      for (const auto& [name, k] : fresh.items()) {
+        if (!merged.contains(name)) merged[name] = k;
+      }
+      keys = merged;
+      return tx.PutSetting(SshHostKeysSetting(cluster_id), merged.dump());
+    }));
+  }
+  for (const auto& [name, addr] : plan.hosts) {
+    const json k = keys.contains(name) && keys[name].is_object() ? keys[name] : json::object();
+    plan.ssh_host_keys[name] = k.value("key", "");
+    // known_hosts without the key's comment: name and address are the line's.
+    std::string pub = k.value("pub", "");
+    pub = pub.substr(0, pub.find(' ', pub.find(' ') + 1));
+    plan.ssh_known_hosts += name + "," + addr + " " + pub + "\n";
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 const slurm::SlurmNodeState* SlurmNodesReport::Find(const std::string& name) const {
   for (const auto& n : nodes) {
@@ -156,6 +204,7 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   std::vector<GroupRecord> groups;
   std::vector<NodeRecord> nodes;
   std::optional<std::string> params_text;
+  std::string ssh_keys;
   // A read on every pass; the one write (the munge key) happens once per cluster.
   HPOD_RETURN_IF_ERROR(store.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
@@ -165,6 +214,10 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
     if (p.ok()) params_text = *p;
     auto key = tx.GetSetting(MungeKeySetting(cluster_id));
     if (key.ok()) plan.munge_key = *key;
+    if (options.cluster_sshd) {
+      auto ssh = tx.GetSetting(SshHostKeysSetting(cluster_id));
+      if (ssh.ok()) ssh_keys = *ssh;
+    }
     return OkStatus();
   }));
 
@@ -263,6 +316,10 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   if (plan.controller_instance.empty()) return plan;  // not Ready() yet
   plan.files = slurm::RenderSlurmFiles(spec);
   plan.conf_hash = slurm::FilesHash(plan.files);
+  if (options.cluster_sshd) {
+    HPOD_RETURN_IF_ERROR(AddSshHostKeys(store, cluster_id, ssh_keys, plan));
+    plan.conf_hash = HexEncode(Sha256(plan.conf_hash + '\0' + plan.ssh_known_hosts));
+  }
   plan.node_names = slurm::NodeNames(spec);
   return plan;
 }
@@ -280,6 +337,10 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   m.conf_hash = plan.conf_hash;
   m.node_names = plan.node_names;
   m.hosts = plan.hosts;
+  if (auto k = plan.ssh_host_keys.find(node.hostname); k != plan.ssh_host_keys.end()) {
+    m.ssh_host_key = k->second;
+    m.ssh_known_hosts = plan.ssh_known_hosts;
+  }
   m.motd = Motd(role_name, plan.controller_name, !options.spank_plugin.empty());
   if (role == slurm::NodeRole::kCompute) m.avoid_start_time = avoid_start_time;
   if (role != slurm::NodeRole::kCompute) {

@@ -35,6 +35,8 @@ struct CommandResult;
 // Settings keys of a cluster (removed with the cluster).
 std::string MungeKeySetting(const std::string& cluster_id);
 std::string ProvisioningParametersSetting(const std::string& cluster_id);
+// NodeName → its SSH host key (SlurmOptions::cluster_sshd), one JSON object.
+std::string SshHostKeysSetting(const std::string& cluster_id);
 
 // The controller's view of Slurm's nodes, as its agent last reported it.
 struct SlurmNodesReport {
@@ -74,10 +76,16 @@ struct SlurmPlan {
   // Every node's NodeName → address (controller, login and compute nodes), for
   // the nodes' /etc/hosts where the agent keeps it (pool hosts).
   std::map<std::string, std::string> hosts;
-  std::string controller_instance;      // empty until the controller has an address
+  std::string controller_instance;  // empty until the controller has an address
   std::string controller_name;
   std::string controller_addr;
   std::string munge_key;  // base64url
+  // With SlurmOptions::cluster_sshd, once Ready(): every node's (`hosts`) SSH host
+  // key (OpenSSH private key; created on first need and kept in the store, so a
+  // replacement under the same NodeName gets the same) and the cluster's
+  // known_hosts lines; conf_hash then covers those lines too.
+  std::map<std::string, std::string> ssh_host_keys;
+  std::string ssh_known_hosts;
   // Per instance id (nodes with an address that are not being removed).
   std::map<std::string, slurm::NodeRole> role_of;
   std::map<std::string, int> gpus_of;  // compute nodes' GPU count

@@ -4,6 +4,11 @@
 // from provisioning_parameters.json and from SlurmConfig. Removal is in
 // slurm_removal_test.cc.
 
+#include <algorithm>
+#include <set>
+
+#include "hpod/base/ssh_key.h"
+#include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/slurm_reconcile_fixture.h"
 #include "hpod/controlplane/slurm_reconciler.h"
 
@@ -38,6 +43,7 @@ TEST_F(SlurmReconcileTest, NodesAreRunningOnceTheirSlurmIsUp) {
   EXPECT_FALSE(m["conf_hash"].get<std::string>().empty());
   std::string key = m["munge_key"];
   EXPECT_EQ(ValueOr(GetSetting(MungeKeySetting(id_)), ""), key);
+  EXPECT_FALSE(m.contains("ssh_host_key")) << "not without cluster_sshd";
   // Workers wait until slurmctld runs this configuration (a configless slurmd
   // started earlier would fail to fetch it).
   for (const auto& w : workers) EXPECT_TRUE(agents_.Sent(w.instance_id).empty());
@@ -98,6 +104,42 @@ TEST_F(SlurmReconcileTest, NodesAreRunningOnceTheirSlurmIsUp) {
   Pass();
   for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Running") << n.group_name;
   EXPECT_EQ(ClusterStatus(), "InService");
+}
+
+TEST_F(SlurmReconcileTest, EachNodeNameHasItsOwnKeptSshHostKeyAndEveryNodeKnowsAll) {
+  h_.options_.slurm.cluster_sshd = true;
+  h_.reconciler_ = std::make_unique<ClusterReconciler>(*h_.store_, &provider_, h_.clock_,
+                                                       h_.options_, nullptr, &agents_);
+  Create({Typed(Harness::Group("ctl", 1), "Controller"), Typed(Harness::Group("w", 2), "Compute")});
+  SucceedLifecycle();
+  Pass();
+  NodeRecord ctl = NodesOf("ctl").at(0);
+  json m = agents_.Sent(ctl.instance_id).back();
+  const std::string key = m["ssh_host_key"];
+  const std::string known = m["ssh_known_hosts"];
+  auto pub = SshPublicKeyOf(key);
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  EXPECT_NE(known.find(ctl.hostname + "," + ctl.private_ip + " " + *pub + "\n"), std::string::npos)
+      << known;
+  EXPECT_EQ(std::count(known.begin(), known.end(), '\n'), 3);
+  agents_.Ack(ctl.instance_id);
+  Pass();
+  std::set<std::string> keys = {key};
+  for (const auto& w : NodesOf("w")) {
+    json to_w = agents_.Sent(w.instance_id).back();
+    EXPECT_EQ(to_w["ssh_known_hosts"], known);
+    EXPECT_EQ(to_w["conf_hash"], m["conf_hash"]);
+    keys.insert(to_w["ssh_host_key"].get<std::string>());
+  }
+  EXPECT_EQ(keys.size(), 3u) << "one key per node";
+  // Kept in the store: the name keeps its key in every later plan (a replacement
+  // under the name gets it), and the hash covers the known_hosts lines.
+  auto plan = BuildSlurmPlan(*h_.store_, id_, h_.options_.slurm);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->ssh_host_keys[ctl.hostname], key);
+  EXPECT_EQ(plan->ssh_known_hosts, known);
+  EXPECT_EQ(plan->conf_hash, m["conf_hash"]);
+  EXPECT_NE(plan->conf_hash, slurm::FilesHash(plan->files));
 }
 
 TEST_F(SlurmReconcileTest, ProvisioningParametersNamingAnUnknownGroupFailTheCluster) {

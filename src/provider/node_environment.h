@@ -60,6 +60,12 @@ struct NodeEnvironment {
   bool gpu_stand_ins = false;
   std::string gpu_device_dir = "/dev";
 
+  // Whether the nodes are hpod's own machines, whose sshd hpod runs: the agent
+  // starts sshd on the node's cluster address with the host key hpodd keeps for
+  // the node's name, and trusts the cluster's other nodes (host-based). False:
+  // the machine has an sshd of its own that hpod leaves alone (a pool host).
+  bool cluster_sshd = false;
+
   // Whether a replacement may take over its predecessor's address (and so its
   // hostname ip-a-b-c-d): the control plane asks for it only then.
   bool replacement_keeps_address = false;

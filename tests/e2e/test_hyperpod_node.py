@@ -7,8 +7,9 @@ resource_config.json, runs its steps through `sudo bash`, and installs a package
 with dpkg on all three nodes at once. Each node has its own root filesystem, so
 the three dpkg runs take three different locks, the package lands on each node
 and not on the host, and a replacement starts from a clean root under the same
-hostname. A requeued job appends to its output (JobFileAppend=1). Needs root and
-Debian's Slurm and sudo."""
+hostname and host key. Root and a user reach every node with ssh and no key of
+their own (host-based trust). A requeued job appends to its output
+(JobFileAppend=1). Needs root and Debian's Slurm, sudo and openssh-server."""
 import json
 import os
 import shutil
@@ -46,6 +47,17 @@ EOF
 )
 echo "$ip $group" > /fsx/lookup-$(hostname)
 sudo bash ./install.sh
+sudo bash ./add_users.sh
+"""
+
+# add_users.sh's contract: shared_users.txt lines "user,uid,home"; the same uid on
+# every node (each node has its own /etc/passwd), homes on /fsx.
+ADD_USERS = r"""#!/bin/bash
+set -euo pipefail
+while IFS=, read -r name uid home; do
+  id -u "$name" >/dev/null 2>&1 && continue
+  useradd --create-home --uid "$uid" --home-dir "$home" --shell /bin/bash "$name"
+done < shared_users.txt
 """
 
 INSTALL = r"""#!/bin/bash
@@ -92,8 +104,10 @@ class HyperPodNodeTest(unittest.TestCase):
         if not have_slurm():
             raise unittest.SkipTest("Debian's slurmctld/slurmd/munge are not installed "
                                     "(scripts/install-deps.sh installs them)")
-        if not shutil.which("sudo"):
-            raise unittest.SkipTest("sudo is not installed (scripts/install-deps.sh installs it)")
+        for program in ("sudo", "sshd"):
+            if not shutil.which(program) and not os.path.exists("/usr/sbin/" + program):
+                raise unittest.SkipTest(program + " is not installed "
+                                        "(scripts/install-deps.sh installs it)")
         if subprocess.run(["dpkg", "-s", PKG], capture_output=True).returncode == 0:
             raise unittest.SkipTest(PKG + " is installed on this host: remove it first")
         cls.d = nodestest.NodesDaemon("t8h")
@@ -101,6 +115,9 @@ class HyperPodNodeTest(unittest.TestCase):
             lcs = os.path.join(cls.d.root, "lcs")
             nodestest.write_script(os.path.join(lcs, "on_create.sh"), ON_CREATE)
             nodestest.write_script(os.path.join(lcs, "install.sh"), INSTALL)
+            nodestest.write_script(os.path.join(lcs, "add_users.sh"), ADD_USERS)
+            with open(os.path.join(lcs, "shared_users.txt"), "w") as f:
+                f.write("alice,2801,/fsx/alice\nbob,2802,/fsx/bob\n")
             build_deb(lcs)
             cls.d.start()
             src = "file://" + lcs + "/"
@@ -207,8 +224,92 @@ class HyperPodNodeTest(unittest.TestCase):
                          ["attempt 0", "attempt 1"], out)
         self.assertIn("DUE TO JOB REQUEUE", out)
 
+    def ssh_from(self, node, command, user="root"):
+        """`ssh` run on `node` as `user`, never prompting (BatchMode) and refusing a
+        host key that is not the known one (StrictHostKeyChecking)."""
+        ssh = ("ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=5 %s"
+               % command)
+        if user != "root":
+            ssh = "su %s -c '%s'" % (user, ssh)
+        return self.d.in_node(node["InstanceId"], ssh, check=False)
+
+    def test_3b_ssh_between_nodes_as_root_and_as_a_user(self):
+        ctl = self.controller()
+        workers = [n for n in self.node_list() if n["InstanceGroupName"] == "workers"]
+        for w in workers:
+            name = w["PrivateDnsHostname"].split(".")[0]
+            for target in (name, self.ip_of(w)):
+                p = self.ssh_from(ctl, target + " hostname")
+                self.assertEqual((p.returncode, p.stdout.strip()), (0, name), p.stderr)
+        # Worker to worker, and back to the controller.
+        p = self.ssh_from(workers[0], ctl["PrivateDnsHostname"].split(".")[0] + " hostname")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # A user of shared_users.txt (the same uid on every node) needs no key of
+        # their own: the nodes vouch for each other.
+        p = self.ssh_from(ctl, workers[0]["PrivateDnsHostname"].split(".")[0] + " id -un",
+                          user="alice")
+        self.assertEqual((p.returncode, p.stdout.strip()), (0, "alice"), p.stderr)
+        # sshd listens on the cluster address only; no password is ever asked.
+        out = self.d.in_node(ctl["InstanceId"], "ss -Hltn sport = :22").stdout
+        self.assertEqual([line.split()[3] for line in out.splitlines()],
+                         [self.ip_of(ctl) + ":22"], out)
+        p = self.d.in_node(ctl["InstanceId"],
+                           "ssh -o BatchMode=yes -o HostbasedAuthentication=no "
+                           "-o PubkeyAuthentication=no %s true" % self.ip_of(workers[0]),
+                           check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("Permission denied", p.stderr)
+
+    def test_3c_cluster_users_submit_jobs_and_open_shells(self):
+        ctl = self.controller()
+        for n in self.node_list():
+            self.assertEqual(self.d.in_node(n["InstanceId"], "id -u alice; id -u bob").stdout.split(),
+                             ["2801", "2802"])
+        # A shell as the user: its home on /fsx, its own uid.
+        out = self.d.session(self.target(ctl), "id -un; pwd; echo $HOME", ).strip()
+        self.assertTrue(out.endswith("root"), out)  # an admin key: root by default
+        p = self.d.hpod("start-session", "--target", self.target(ctl), "--user", "alice",
+                        "--command", "id -un; pwd; echo $HOME")
+        self.assertEqual(p.stdout.split(), ["alice", "/fsx/alice", "/fsx/alice"], p.stderr)
+        # sbatch as the user across both workers; the files on /fsx are theirs.
+        job = self.d.hpod("start-session", "--target", self.target(ctl), "--user", "alice",
+                          "--command", "sbatch --parsable --wait -N2 -o /fsx/alice/job.out "
+                          "--wrap 'srun bash -c \"id -un > /fsx/alice/rank-\\$SLURM_PROCID\"'",
+                          timeout=120)
+        self.assertEqual(job.returncode, 0, job.stderr)
+        home = os.path.join(self.d.fsx_root, self.arn.split("/")[-1], "alice")
+        for rank in ("rank-0", "rank-1"):
+            path = os.path.join(home, rank)
+            with open(path) as f:
+                self.assertEqual(f.read(), "alice\n")
+            self.assertEqual((os.stat(path).st_uid, os.stat(path).st_gid), (2801, 2801))
+        # A key of the user role opens shells as a cluster user only.
+        block = subprocess.run([nodestest.HPODD, "--data-dir", self.d.data_dir, "create-key",
+                                "--role", "user"], capture_output=True, text=True,
+                               check=True).stdout
+        with open(os.path.join(self.d.aws_dir, "credentials"), "a") as f:
+            f.write("\n" + block)
+        env = self.d.env(AWS_PROFILE="user")
+        base = [nodestest.HPOD, "--endpoint-url", self.d.endpoint, "--region", nodestest.hpodtest.REGION,
+                "start-session", "--target", self.target(ctl), "--command", "id -un"]
+        p = subprocess.run(base, capture_output=True, text=True, env=env, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("AccessDenied", p.stderr)
+        p = subprocess.run(base + ["--user", "bob"], capture_output=True, text=True, env=env,
+                           timeout=60)
+        self.assertEqual((p.returncode, p.stdout.strip()), (0, "bob"), p.stderr)
+
+    def host_key_of(self, node, from_node):
+        """The ed25519 host key `node` presents, as `from_node` sees it."""
+        out = self.d.in_node(from_node["InstanceId"], "ssh-keyscan -t ed25519 %s 2>/dev/null"
+                             % node["PrivateDnsHostname"].split(".")[0]).stdout
+        return out.split()[-1] if out.strip() else ""
+
     def test_4_a_replacement_starts_from_a_clean_root(self):
         victim = [n for n in self.node_list() if n["InstanceGroupName"] == "workers"][0]
+        ctl = self.controller()
+        key_before = self.host_key_of(victim, ctl)
+        self.assertTrue(key_before)
         self.d.in_node(victim["InstanceId"], "echo old > /etc/hpod-e2e-leftover")
         self.d.hpod("inject-fault", "--cluster-name", "hp", "--node-id", victim["InstanceId"],
                     "--kind", "kill-node")
@@ -223,10 +324,21 @@ class HyperPodNodeTest(unittest.TestCase):
                         and n["InstanceStatus"]["Status"] == "Running"), None)
         out = self.d.in_node(new["InstanceId"],
                              "test -e /etc/hpod-e2e-leftover && echo leftover || echo clean; "
-                             "cat /etc/hpod-e2e-node; dpkg-query -W -f '${Status}\n' " + PKG).stdout
-        self.assertEqual(out.split("\n")[:3],
+                             "cat /etc/hpod-e2e-node; dpkg-query -W -f '${Status}\n' " + PKG +
+                             "; id -u alice").stdout
+        self.assertEqual(out.split("\n")[:4],
                          ["clean", victim["PrivateDnsHostname"].split(".")[0],
-                          "install ok installed"], out)
+                          "install ok installed", "2801"], out)
+        # The same host key under the same name: ssh from the controller, which
+        # knew the old node, connects without "REMOTE HOST IDENTIFICATION HAS CHANGED".
+        deadline = time.time() + 60
+        while True:
+            p = self.ssh_from(ctl, victim["PrivateDnsHostname"].split(".")[0] + " hostname")
+            if p.returncode == 0 or time.time() > deadline:
+                break
+            time.sleep(1)  # its sshd starts with its Slurm role
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.host_key_of(victim, ctl), key_before)
 
 
 if __name__ == "__main__":

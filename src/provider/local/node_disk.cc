@@ -56,6 +56,7 @@ NodeEnvironment LocalProvider::Environment() const {
     e.spank_plugin = std::string(kAgentStateDir) + "/spank_hpod.so";
   }
   e.gpu_stand_ins = true;
+  e.cluster_sshd = true;
   e.gpu_device_dir = kGpuStandInDirInNode;
   e.replacement_keeps_address = true;
   return e;
