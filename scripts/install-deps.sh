@@ -68,6 +68,7 @@ RUN_PKGS=(
   squashfs-tools skopeo umoci # hpod-container: .sqsh images, registry pulls, OCI layers (src/container)
   sudo                        # on every node, as on HyperPod's AMI: lifecycle scripts run `sudo bash …`
   openssh-server              # sshd on every local node: SSH between the cluster's nodes (docs/ssh.md)
+  slurmdbd mariadb-server     # Slurm accounting on each cluster's controller (docs/slurm.md)
 )
 
 missing=()

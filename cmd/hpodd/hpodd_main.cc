@@ -164,6 +164,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   int heartbeat_ms = 2000, heartbeat_timeout_ms = 6000, lifecycle_timeout_s = 1800,
       register_timeout_s = 120;
   int slurmd_timeout_s = 30;
+  std::string slurm_accounting = "auto";
   std::string console_dir;
   std::string agent_listen;
   std::string agent_transport = "unix";
@@ -241,6 +242,12 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     a->add_option("--agent-register-timeout", register_timeout_s,
                   "Seconds a started node's agent has to register before the node fails")
         ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
+    a->add_option("--slurm-accounting", slurm_accounting,
+                  "Slurm accounting (sacct, sreport): slurmdbd and MariaDB on each cluster's "
+                  "controller. auto: on where the nodes have slurmdbd and mariadbd "
+                  "(local nodes share this machine's)")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
     a->add_option("--slurmd-timeout", slurmd_timeout_s,
                   "Slurm's SlurmdTimeout: seconds without an answer from a node's slurmd "
@@ -522,18 +529,19 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     context.fake_clock_skew_s[skew.substr(0, eq)] = seconds;
   }
   context.agent_transport = agent_transport;
+  options.slurm_accounting = slurm_accounting;
   if (provider_name == kPoolProvider) {
     options.pool_provider = true;
     options.pool_spank_plugin = pool_spank_plugin;
     options.pool_reboot_timeout = std::chrono::seconds(pool_reboot_timeout_s);
     options.power_command = power_command;
     options.pool_lost_host_after = std::chrono::milliseconds(pool_lost_host_ms);
-    return RunServe(options, context,
-                    {kPoolProvider, "pool (hosts that joined with hpod-agent join)",
-                     [](const Clock&, const ProviderContext&)
-                         -> StatusOr<std::unique_ptr<provider::Provider>> {
-                       return std::unique_ptr<provider::Provider>();
-                     }});
+    return RunServe(
+        options, context,
+        {kPoolProvider, "pool (hosts that joined with hpod-agent join)",
+         [](const Clock&, const ProviderContext&) -> StatusOr<std::unique_ptr<provider::Provider>> {
+           return std::unique_ptr<provider::Provider>();
+         }});
   }
   const auto chosen =
       std::find_if(providers.begin(), providers.end(),

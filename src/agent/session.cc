@@ -59,10 +59,23 @@ class SessionChild {
     std::vector<std::string> argv = SessionArgv(request);
     std::error_code ec;
     std::string cwd = std::filesystem::is_directory("/root", ec) ? "/root" : "/";
+    if (request.unprivileged && request.user.empty()) {
+      return PermissionDeniedError("this caller may open sessions as a regular user only");
+    }
     if (!request.user.empty()) {
-      // The user's home when the node has the user (runuser says so when not).
-      struct passwd* pw = ::getpwnam(request.user.c_str());
-      cwd = pw != nullptr && std::filesystem::is_directory(pw->pw_dir, ec) ? pw->pw_dir : "/";
+      struct passwd pw;
+      struct passwd* found = nullptr;
+      std::vector<char> buf(16384);
+      ::getpwnam_r(request.user.c_str(), &pw, buf.data(), buf.size(), &found);
+      if (found == nullptr) return NotFoundError("no user '" + request.user + "' on this node");
+      if (request.unprivileged && pw.pw_uid < kFirstRegularUid) {
+        return PermissionDeniedError("'" + request.user + "' is a system account (uid " +
+                                     std::to_string(pw.pw_uid) +
+                                     "); a key of the user role opens sessions as regular users "
+                                     "only");
+      }
+      // The user's home, as a login does.
+      cwd = std::filesystem::is_directory(pw.pw_dir, ec) ? pw.pw_dir : "/";
     }
     const std::map<std::string, std::string> extra_env = SessionEnvironment(kNoSlurmMarker);
     if (request.pty) {
@@ -242,6 +255,7 @@ StatusOr<SessionRequest> ParseSessionRequest(const Json& message) {
     return InvalidArgumentError("open_session.user '" + u + "' is not a user name");
   }
   request.user = u;
+  request.unprivileged = open.unprivileged;
   return request;
 }
 

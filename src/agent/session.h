@@ -28,6 +28,8 @@ struct SessionRequest {
   // The node's user the session runs as (a login environment, its home as the
   // working directory); empty: root.
   std::string user;
+  // Refuse a system account as `user` (uid below kFirstRegularUid).
+  bool unprivileged = false;
   // Set by the agent, not the message: non-empty on a machine serving a NodeName
   // not its own, which the shell then has for its hostname, as the node's jobs
   // do (SlurmNode::JobHostname): an srun typed there names the node.
@@ -37,6 +39,10 @@ struct SessionRequest {
 // Parses an `open_session` message (api::agentproto::OpenSession; missing fields
 // keep their defaults). kInvalidArgument naming the field for a malformed one.
 StatusOr<SessionRequest> ParseSessionRequest(const nlohmann::json& message);
+
+// The first uid of regular users (Debian's UID_MIN): below it are root and the
+// system accounts (munge, mysql...), which a key of the user role may not be.
+inline constexpr unsigned kFirstRegularUid = 1000;
 
 // What the session's child runs: the request's argv, or the login shell (after
 // the node's motd) when it has none; as `user` through runuser(1) when set

@@ -90,6 +90,10 @@ TEST(SessionUserTest, RunsAsTheUserThroughRunuser) {
 
   auto cmd = ParseSessionRequest(Open("alice", {"bash", "-lc", "id -un"}));
   ASSERT_TRUE(cmd.ok());
+  EXPECT_FALSE(cmd->unprivileged);
+  nlohmann::json limited = Open("alice");
+  limited["unprivileged"] = true;
+  EXPECT_TRUE(ParseSessionRequest(limited)->unprivileged);
   EXPECT_EQ(SessionArgv(*cmd),
             (std::vector<std::string>{"runuser", "-u", "alice", "--", "bash", "-lc", "id -un"}));
 

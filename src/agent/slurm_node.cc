@@ -125,6 +125,7 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
   }
   s.ssh_host_key = std::move(r.ssh_host_key);
   s.ssh_known_hosts = std::move(r.ssh_known_hosts);
+  s.accounting = r.accounting && s.role == "controller";
   return s;
 }
 
@@ -136,18 +137,6 @@ static bool NeedsApply(const std::optional<SlurmSpec>& desired,
           desired->munge_key != applied->munge_key ||
           desired->controller_addr != applied->controller_addr);
 }
-
-struct SlurmNode::Daemon {
-  std::string name;
-  SubprocessOptions options;
-  std::unique_ptr<Subprocess> proc;
-  std::chrono::steady_clock::time_point start_after{};
-  Backoff backoff;  // between restarts; Reset once it ran for a while
-  std::chrono::steady_clock::time_point started_at{};
-  // The node's wall clock just before the fork (slurm_state's slurmd_started).
-  double started_epoch = 0;
-  bool ready = false;
-};
 
 SlurmNode::SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback on_state,
                      NodesCallback on_nodes)
@@ -238,8 +227,8 @@ void SlurmNode::Loop() {
       if (applied_ && applied_->role != "none") {
         // Daemons starting, restarting or being reconfigured are watched closely;
         // settled ones once a second (a dead one is noticed within that).
-        const bool settled =
-            munged_ && munged_->ready && (!daemon_ || daemon_->ready) && !reconfigure_pending_;
+        const bool settled = munged_ && munged_->ready && (!daemon_ || daemon_->ready) &&
+                             (!slurmdbd_ || slurmdbd_->ready) && !reconfigure_pending_;
         auto tick = std::chrono::milliseconds(settled ? 1000 : 200);
         if (applied_->role == "controller") {
           auto until_poll = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -256,12 +245,7 @@ void SlurmNode::Loop() {
     if (NeedsApply(desired, applied_) && desired->role == "none") {
       // Nothing to run (Apply wrote the motd and the marker); daemons of an earlier
       // role stop.
-      if (daemon_) StopDaemon(*daemon_);
-      if (munged_) StopDaemon(*munged_);
-      if (sshd_) StopDaemon(*sshd_);
-      daemon_.reset();
-      munged_.reset();
-      sshd_.reset();
+      StopAll();
       reconfigure_pending_ = false;
       applied_ = desired;
       SetState("none", "");
@@ -296,9 +280,15 @@ void SlurmNode::Loop() {
     if (!applied_ || applied_->role == "none") continue;
     Supervise(*munged_);
     if (sshd_) Supervise(*sshd_);
+    if (mariadb_) Supervise(*mariadb_);
+    if (slurmdbd_ && ((munged_->ready && mariadb_->ready) || slurmdbd_->proc)) {
+      Supervise(*slurmdbd_);
+    }
     if (daemon_) {
-      // slurmctld and slurmd authenticate through munged from their first message.
-      if (munged_->ready || daemon_->proc) Supervise(*daemon_);
+      // slurmctld and slurmd authenticate through munged from their first message;
+      // with accounting, slurmctld starts once slurmdbd knows the cluster.
+      const bool dbd_ready = !slurmdbd_ || slurmdbd_->ready;
+      if ((munged_->ready && dbd_ready) || daemon_->proc) Supervise(*daemon_);
     } else if (munged_->ready) {
       SetState("running", "");  // login: clients only
     }
@@ -327,9 +317,15 @@ void SlurmNode::Loop() {
       }
     }
   }
-  if (daemon_) StopDaemon(*daemon_);
-  if (munged_) StopDaemon(*munged_);
-  if (sshd_) StopDaemon(*sshd_);
+  StopAll();
+}
+
+void SlurmNode::StopAll() {
+  // slurmctld before slurmdbd before MariaDB: each saves its state to the next.
+  for (std::unique_ptr<Daemon>* d : {&daemon_, &slurmdbd_, &mariadb_, &munged_, &sshd_}) {
+    if (*d) StopDaemon(**d);
+    d->reset();
+  }
 }
 
 Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure) {
@@ -345,8 +341,11 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
   HPOD_RETURN_IF_ERROR(MakeDir(munge_run, 0755, munge));
   HPOD_RETURN_IF_ERROR(MakeDir(munge_log, 0700, munge));
   HPOD_RETURN_IF_ERROR(MakeDir(options_.log_dir + "/slurm", 0755, std::nullopt));
-  // HyperPod's /opt/slurm/{bin,sbin} beside conf_dir (slurm_layout.h).
-  HPOD_RETURN_IF_ERROR(LinkSlurmLayout(fs::path(options_.conf_dir).parent_path().string()));
+  // HyperPod's /opt/slurm/{bin,sbin} beside conf_dir (slurm_layout.h): a
+  // convenience, never a reason to hold the node out of Slurm.
+  if (Status s = LinkSlurmLayout(fs::path(options_.conf_dir).parent_path().string()); !s.ok()) {
+    spdlog::warn("cannot link Slurm's programs under /opt/slurm: {}", s.message());
+  }
   const std::string key_path = options_.munge_dir + "/munge.key";
   HPOD_ASSIGN_OR_RETURN(bool key_changed, WriteIfChanged(key_path, spec.munge_key, 0400));
   if (munge && ::chown(key_path.c_str(), munge->uid, munge->gid) != 0) {
@@ -387,7 +386,8 @@ Status SlurmNode::ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* rec
   }
   if (!spec.motd.empty())
     HPOD_RETURN_IF_ERROR(WriteIfChanged(options_.motd_path, spec.motd, 0644).status());
-  HPOD_RETURN_IF_ERROR(ApplySsh(spec));
+  ApplySsh(spec);
+  HPOD_RETURN_IF_ERROR(ApplyAccounting(spec));
 
   if (!munged_) {
     munged_ = NewDaemon("munged");
@@ -552,6 +552,9 @@ void SlurmNode::Supervise(Daemon& d) {
     d.ready = fs::exists(options_.run_dir + "/munge/munge.socket.2");
   } else if (&d == sshd_.get()) {
     d.ready = true;  // its own port; nothing of Slurm waits for it
+  } else if (&d == mariadb_.get() || &d == slurmdbd_.get()) {
+    d.ready = AccountingReady(d);
+    if (!d.ready) return;
   } else if (applied_->role == "controller") {
     auto r = RunCommand({.argv = {options_.scontrol, "ping"},
                          .env = {{"SLURM_CONF", options_.conf_dir + "/slurm.conf"}},
@@ -564,24 +567,6 @@ void SlurmNode::Supervise(Daemon& d) {
   // Running once every daemon of the role is up again (munged coming back under
   // a live slurmd ends a "restarting" too).
   if (d.ready && munged_->ready && (!daemon_ || daemon_->ready)) SetState("running", "");
-}
-
-Status SlurmNode::ApplySsh(const SlurmSpec& spec) {
-  if (spec.ssh_host_key.empty()) return OkStatus();
-  if (::access(options_.sshd.c_str(), X_OK) != 0) {
-    // Slurm runs without it; say so once per apply rather than fail the node.
-    spdlog::warn("{} is not installed (Debian's openssh-server): no SSH between the nodes",
-                 options_.sshd);
-    return OkStatus();
-  }
-  HPOD_ASSIGN_OR_RETURN(bool key_changed,
-                        WriteSshSetup(options_.ssh, spec.ssh_host_key, spec.ssh_known_hosts));
-  auto argv = SshdArgv(options_.sshd, options_.ssh, spec.hosts.at(spec.node_name));
-  if (!sshd_) sshd_ = NewDaemon("sshd");
-  if ((key_changed || sshd_->options.argv != argv) && sshd_->proc) StopDaemon(*sshd_);
-  sshd_->options.argv = argv;
-  sshd_->options.output_file = options_.log_dir + "/sshd.log";
-  return OkStatus();
 }
 
 void SlurmNode::PollNodes() {

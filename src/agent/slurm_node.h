@@ -43,8 +43,10 @@
 #include <thread>
 #include <vector>
 
+#include "hpod/agent/slurm_accounting.h"
 #include "hpod/agent/ssh_node.h"
 #include "hpod/api/agent_protocol.h"
+#include "hpod/base/backoff.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/status.h"
 #include "hpod/base/subprocess.h"
@@ -56,6 +58,10 @@ namespace hpod::agent {
 // Present while the node's cluster has no Slurm (node-private: every node has its
 // own /run, and it never lands on the host's shared /opt).
 inline constexpr char kNoSlurmMarker[] = "/run/hpod-no-slurm";
+// Present on a local node that shares the host's root filesystem (node-init's
+// fallback without overlayfs; provider/local/node_init.h): the agent then writes
+// no /etc/ssh and runs no MariaDB there, as those would be the host's.
+inline constexpr char kSharedRootMarker[] = "/run/hpod-shared-root";
 
 // hpodd's `slurm` message.
 struct SlurmSpec {
@@ -77,6 +83,8 @@ struct SlurmSpec {
   // cluster's known_hosts lines; empty: no sshd.
   std::string ssh_host_key;
   std::string ssh_known_hosts;
+  // The controller's: MariaDB and slurmdbd before slurmctld (slurm_accounting.h).
+  bool accounting = false;
 };
 
 // kInvalidArgument naming the field for a malformed message (api::agentproto::
@@ -92,6 +100,7 @@ struct SlurmNodeOptions {
   std::string spool_dir = "/var/spool";
   std::string motd_path = "/opt/hpod/motd";
   std::string no_slurm_marker = kNoSlurmMarker;
+  std::string shared_root_marker = kSharedRootMarker;
   // Where the cluster's names are kept (hosts_file.h); empty: not kept (a local
   // node's /etc/hosts is its provider's).
   std::string hosts_file;
@@ -106,6 +115,7 @@ struct SlurmNodeOptions {
   // sshd and where its setup goes (ssh_node.h), for specs with a host key.
   std::string sshd = "/usr/sbin/sshd";
   SshPaths ssh;
+  AccountingOptions accounting;
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds restart_backoff_initial{500};
   std::chrono::milliseconds restart_backoff_max{30000};
@@ -141,7 +151,18 @@ class SlurmNode {
   void ResendNodes() { resend_nodes_ = true; }
 
  private:
-  struct Daemon;
+  // A supervised daemon (defined here for slurm_node_services.cc).
+  struct Daemon {
+    std::string name;
+    SubprocessOptions options;
+    std::unique_ptr<Subprocess> proc;
+    std::chrono::steady_clock::time_point start_after{};
+    Backoff backoff;  // between restarts; Reset once it ran for a while
+    std::chrono::steady_clock::time_point started_at{};
+    // The node's wall clock just before the fork (slurm_state's slurmd_started).
+    double started_epoch = 0;
+    bool ready = false;
+  };
   void Loop();
   Status ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure);
   void Supervise(Daemon& d);
@@ -155,8 +176,18 @@ class SlurmNode {
   std::chrono::milliseconds WaitToAvoid(const std::string& start_time) const;
   void StopDaemon(Daemon& d);
   void PollNodes();
-  // Writes the SSH setup and (re)defines sshd when the spec carries a host key.
-  Status ApplySsh(const SlurmSpec& spec);
+  // slurm_node_services.cc: the daemons beside Slurm's own.
+  // Writes the SSH setup and (re)defines sshd when the spec carries a host key;
+  // stops sshd when it no longer does. Failures are logged: SSH never holds the
+  // node out of Slurm.
+  void ApplySsh(const SlurmSpec& spec);
+  // Defines (or drops) MariaDB and slurmdbd for the controller's spec.
+  Status ApplyAccounting(const SlurmSpec& spec);
+  // Whether MariaDB (the database made) or slurmdbd (the cluster registered) is
+  // ready, for Supervise.
+  bool AccountingReady(Daemon& d);
+  // Stops and forgets every daemon (the role went away, or the agent stops).
+  void StopAll();
   void SetState(const std::string& daemon, const std::string& message);
 
   const SlurmNodeOptions options_;
@@ -174,7 +205,10 @@ class SlurmNode {
   // Worker thread only.
   std::optional<SlurmSpec> applied_;
   std::unique_ptr<Daemon> munged_;
-  std::unique_ptr<Daemon> sshd_;    // with SlurmSpec::ssh_host_key
+  std::unique_ptr<Daemon> sshd_;  // with SlurmSpec::ssh_host_key
+  // With SlurmSpec::accounting (controller): MariaDB, then slurmdbd, then slurmctld.
+  std::unique_ptr<Daemon> mariadb_;
+  std::unique_ptr<Daemon> slurmdbd_;
   std::unique_ptr<Daemon> daemon_;  // slurmctld or slurmd
   bool reconfigure_pending_ = false;
   int restarts_ = 0;

@@ -77,11 +77,11 @@ StatusOr<bool> WriteSshSetup(const SshPaths& p, const std::string& host_key,
     while (std::getline(names, name, ',')) equiv += name + "\n";
   }
   std::error_code ec;
-  fs::create_directories(p.ssh_dir, ec);
-  fs::create_directories(p.ssh_dir + "/sshd_config.d", ec);
-  fs::create_directories(p.ssh_dir + "/ssh_config.d", ec);
-  fs::create_directories(p.run_dir + "/sshd", ec);
-  if (ec) return InternalError("creating " + p.ssh_dir + ": " + ec.message());
+  for (const std::string& dir :
+       {p.ssh_dir + "/sshd_config.d", p.ssh_dir + "/ssh_config.d", p.run_dir + "/sshd"}) {
+    fs::create_directories(dir, ec);
+    if (ec) return InternalError("creating " + dir + ": " + ec.message());
+  }
   ::chmod((p.run_dir + "/sshd").c_str(), 0755);
   for (const char* other : {"rsa", "ecdsa", "dsa"}) {
     for (const char* suffix : {"", ".pub"}) {

@@ -454,6 +454,7 @@ StatusOr<OpenSession> OpenSession::FromJson(const Json& j) {
   r.Int("cols", &s.cols);
   r.Bool("pty", &s.pty);
   r.Str("user", &s.user);
+  r.Bool("unprivileged", &s.unprivileged);
   if (r.status().ok() && (s.rows < 0 || s.rows > 0xffff)) r.Fail("rows", "must be 0..65535");
   if (r.status().ok() && (s.cols < 0 || s.cols > 0xffff)) r.Fail("cols", "must be 0..65535");
   return r.Done(std::move(s));
@@ -461,6 +462,7 @@ StatusOr<OpenSession> OpenSession::FromJson(const Json& j) {
 Json OpenSession::ToJson() const {
   Json j{{"session_id", session_id}, {"argv", argv}, {"rows", rows}, {"cols", cols}, {"pty", pty}};
   if (!user.empty()) j["user"] = user;
+  if (unprivileged) j["unprivileged"] = true;
   return Typed(kType, std::move(j));
 }
 
@@ -482,6 +484,7 @@ StatusOr<SlurmRole> SlurmRole::FromJson(const Json& j) {
   r.StrMap("hosts", &s.hosts);
   r.Str("ssh_host_key", &s.ssh_host_key);
   r.Str("ssh_known_hosts", &s.ssh_known_hosts);
+  r.Bool("accounting", &s.accounting);
   return r.Done(std::move(s));
 }
 Json SlurmRole::ToJson() const {
@@ -499,6 +502,7 @@ Json SlurmRole::ToJson() const {
   if (!hosts.empty()) j["hosts"] = hosts;
   if (!ssh_host_key.empty()) j["ssh_host_key"] = ssh_host_key;
   if (!ssh_known_hosts.empty()) j["ssh_known_hosts"] = ssh_known_hosts;
+  if (accounting) j["accounting"] = true;
   return Typed(kType, std::move(j));
 }
 

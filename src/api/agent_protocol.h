@@ -447,6 +447,10 @@ struct OpenSession {
   // The node's user the session runs as ([a-z_][a-z0-9_-]*, at most 32); empty:
   // root. Out of ToJson when empty.
   std::string user;
+  // The caller may not have root's powers (a key of the user role): the agent
+  // refuses a `user` that is a system account (uid below 1000: root, munge,
+  // mysql...). Out of ToJson when false.
+  bool unprivileged = false;
 
   static StatusOr<OpenSession> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -478,6 +482,9 @@ struct SlurmRole {
   // Both out of ToJson when empty: no sshd.
   std::string ssh_host_key;
   std::string ssh_known_hosts;
+  // The controller's: run MariaDB and slurmdbd before slurmctld (slurm.conf
+  // names slurmdbd). Out of ToJson when false.
+  bool accounting = false;
 
   static StatusOr<SlurmRole> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

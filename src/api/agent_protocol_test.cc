@@ -69,7 +69,8 @@ SlurmRole FullSlurmRole() {
           "2026-12-04T19:37:47",
           {{"ip-10-0-0-1", "10.0.0.1"}, {"ip-10-0-0-2", "10.0.0.2"}},
           "-----BEGIN OPENSSH PRIVATE KEY-----\n...",
-          "ip-10-0-0-1,10.0.0.1 ssh-ed25519 AAAA\n"};
+          "ip-10-0-0-1,10.0.0.1 ssh-ed25519 AAAA\n",
+          true};
 }
 Config FullConfig() {
   return {1234, FullLifecycleConfig(), json{{"ClusterConfig", {{"ClusterName", "demo"}}}},
@@ -101,7 +102,7 @@ std::map<std::string, json> FullMessages() {
                         FullConfig().ToJson(),
                         ConfigPending{300}.ToJson(),
                         FullCommand().ToJson(),
-                        OpenSession{"s-1", {"bash"}, 30, 100, false, "alice"}.ToJson(),
+                        OpenSession{"s-1", {"bash"}, 30, 100, false, "alice", true}.ToJson(),
                         FullSlurmRole().ToJson(),
                         Reprovision{}.ToJson(),
                         Error{"heartbeat", "heartbeat: field 'seq' must be an integer"}.ToJson(),

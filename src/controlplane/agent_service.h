@@ -163,9 +163,11 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // Asks the node's agent to open a shell session (an interactive PTY shell when
   // `command` is empty, else `bash -lc command` without a PTY). The node must be
   // connected (kFailedPrecondition otherwise, saying so).
-  // `user`: the node's user the shell runs as; empty: root.
+  // `user`: the node's user the shell runs as; empty: root. `unprivileged`: the
+  // agent refuses a system account (OpenSession::unprivileged).
   StatusOr<SessionGrant> StartSession(const std::string& instance_id, const std::string& command,
-                                      const std::string& user, int rows, int cols);
+                                      const std::string& user, bool unprivileged, int rows,
+                                      int cols);
 
   // NodeSignals.
   AgentLiveness Liveness(const std::string& instance_id) const override;

@@ -265,11 +265,11 @@ TEST_F(AgentServiceTest, LifecycleLogsAndCommands) {
 }
 
 TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
-  EXPECT_EQ(agents_->StartSession(kNode1, "", "", 24, 80).status().code(),
+  EXPECT_EQ(agents_->StartSession(kNode1, "", "", false, 24, 80).status().code(),
             StatusCode::kFailedPrecondition);
   std::string secret;
   auto ws = Register(&secret);
-  auto grant = agents_->StartSession(kNode1, "hostname", "alice", 30, 100);
+  auto grant = agents_->StartSession(kNode1, "hostname", "alice", true, 30, 100);
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
   json open = Next(*ws);
   ASSERT_EQ(open["type"], "open_session");
@@ -277,6 +277,7 @@ TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
   EXPECT_EQ(open["argv"], json({"bash", "-lc", "hostname"}));
   EXPECT_EQ(open["pty"], false);
   EXPECT_EQ(open["user"], "alice");
+  EXPECT_EQ(open["unprivileged"], true);
 
   // The node speaks first; hpodd keeps it until the user connects.
   auto node = Dial("/agent/v1/sessions/" + grant->session_id, kNode1, "HpodNode " + secret);
@@ -317,7 +318,7 @@ TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
 TEST_F(AgentServiceTest, ABrowserSendsTheSessionTokenAsASubprotocol) {
   std::string secret;
   auto ws = Register(&secret);
-  auto grant = agents_->StartSession(kNode1, "", "", 24, 80);
+  auto grant = agents_->StartSession(kNode1, "", "", false, 24, 80);
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
   ASSERT_EQ(Next(*ws)["type"], "open_session");
   auto node = Dial("/agent/v1/sessions/" + grant->session_id, kNode1, "HpodNode " + secret);

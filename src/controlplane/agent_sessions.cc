@@ -24,7 +24,8 @@ constexpr std::string_view kTokenSubprotocolPrefix = "hpod-token.";
 
 StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id,
                                                   const std::string& command,
-                                                  const std::string& user, int rows, int cols) {
+                                                  const std::string& user, bool unprivileged,
+                                                  int rows, int cols) {
   SweepSessions();
   auto s = std::make_shared<Session>();
   s->id = "s-" + RandomString(17, "0123456789abcdef");
@@ -50,6 +51,7 @@ StatusOr<SessionGrant> AgentService::StartSession(const std::string& instance_id
   m.cols = cols;
   m.pty = command.empty();
   m.user = user;
+  m.unprivileged = unprivileged;
   if (!ch->socket->Send(m.ToJson().dump(), false)) {
     EndSession(s->id);
     return UnavailableError("the agent of node " + instance_id + " disconnected; try again");

@@ -1,6 +1,7 @@
 #include "hpod/controlplane/daemon.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -20,6 +21,10 @@ std::string AgentSocketPath(const std::string& data_dir) {
 }
 
 namespace {
+
+// What --slurm-accounting auto looks for (Debian's slurmdbd and mariadb-server).
+constexpr char kSlurmdbdProgram[] = "/usr/sbin/slurmdbd";
+constexpr char kMariadbdProgram[] = "/usr/sbin/mariadbd";
 
 // The pagination secret lives in the store so tokens survive restarts.
 StatusOr<std::string> PageSecret(store::Store& store) {
@@ -239,6 +244,10 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   slurm.spank_plugin = env.spank_plugin;
   slurm.stand_in_gpus = env.gpu_stand_ins;
   slurm.cluster_sshd = env.cluster_sshd;
+  slurm.accounting =
+      options.slurm_accounting == "on" ||
+      (options.slurm_accounting == "auto" && env.sees_hpodd_files &&
+       ::access(kSlurmdbdProgram, X_OK) == 0 && ::access(kMariadbdProgram, X_OK) == 0);
   slurm.gpu_device_dir = env.gpu_device_dir;
   d->reconciler_ = std::make_unique<ClusterReconciler>(*d->store_, d->provider_.get(), clock,
                                                        d->options_.control_plane, bootstrap_token,

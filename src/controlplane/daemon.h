@@ -71,6 +71,9 @@ struct DaemonOptions {
   std::chrono::seconds pool_reboot_timeout = PoolProviderOptions{}.reboot_timeout;
   std::string power_command;  // PoolProviderOptions::power_command
   std::chrono::milliseconds pool_lost_host_after = PoolProviderOptions{}.lost_host_after;
+  // --slurm-accounting: "on", "off", or "auto" (on when the nodes share this
+  // machine's programs, as local nodes do, and it has slurmdbd and mariadbd).
+  std::string slurm_accounting = "auto";
 };
 
 class Daemon {

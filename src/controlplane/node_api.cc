@@ -88,9 +88,9 @@ StatusOr<ordered_json> NodeApi::StartSession(const json& req, const Caller& call
     return FailedPreconditionError("hpodd runs no node agents (no node provider configured)");
   }
   int rows = req.value("Rows", 24), cols = req.value("Cols", 80);
-  HPOD_ASSIGN_OR_RETURN(
-      SessionGrant grant,
-      agents_->StartSession(instance_id, req.value("Command", ""), user, rows, cols));
+  HPOD_ASSIGN_OR_RETURN(SessionGrant grant,
+                        agents_->StartSession(instance_id, req.value("Command", ""), user,
+                                              !caller.admin, rows, cols));
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
     std::string who = caller.access_key_id.empty() ? "an unauthenticated caller"
                                                    : "access key " + caller.access_key_id;

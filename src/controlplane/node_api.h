@@ -36,7 +36,7 @@ struct Caller {
   bool tls = false;           // it came over TLS: StreamUrl is wss://
   // The key's role is admin (or hpodd runs --insecure-no-auth): root shells.
   // Keys of the user role open shells as a named user other than root only.
-  bool admin = true;
+  bool admin = false;
 };
 
 class NodeApi {

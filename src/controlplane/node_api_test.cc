@@ -156,7 +156,7 @@ class NodeApiTest : public ::testing::Test {
   StatusOr<ordered_json> Inject(NodeApi& api, const json& request) {
     const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodInjectFault");
     if (op == nullptr) return InternalError("no HpodInjectFault in the model");
-    return api.Call(*op, request, Caller{});
+    return api.Call(*op, request, Caller{.admin = true});
   }
   void MarkLaunched(const char* instance) {
     ASSERT_TRUE(store_
@@ -183,7 +183,7 @@ class NodeApiTest : public ::testing::Test {
   StatusOr<ordered_json> List(NodeApi& api, const std::string& cluster) {
     const api::Operation* op = api::ServiceModel::Get().FindOperation("HpodListSlurmNodes");
     if (op == nullptr) return InternalError("no HpodListSlurmNodes in the model");
-    return api.Call(*op, json{{"ClusterName", cluster}}, Caller{});
+    return api.Call(*op, json{{"ClusterName", cluster}}, Caller{.admin = true});
   }
 
   std::filesystem::path dir_;

@@ -22,6 +22,10 @@ struct SlurmOptions {
   // kept in the store) and host-based trust between the nodes
   // (NodeEnvironment::cluster_sshd).
   bool cluster_sshd = false;
+  // Slurm accounting (slurm::SlurmClusterSpec::accounting): the controller's agent
+  // runs MariaDB and slurmdbd before slurmctld. hpodd resolves --slurm-accounting
+  // (auto: where the nodes have slurmdbd and mariadbd) into this.
+  bool accounting = false;
   // How long removing a node waits for Slurm to drain and forget it before the
   // node is terminated anyway.
   std::chrono::seconds remove_timeout{30};

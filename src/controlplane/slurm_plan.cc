@@ -111,9 +111,16 @@ Status AddSshHostKeys(store::Store& store, const std::string& cluster_id, const 
                       SlurmPlan& plan) {
   json keys = stored.empty() ? json::object() : json::parse(stored, nullptr, false);
   if (!keys.is_object()) keys = json::object();  // unreadable: made anew, as a lost key is
+  // An entry is usable when both its keys are strings; anything else (a damaged
+  // setting) is made anew, as a lost key would be.
+  auto usable = [](const json& all, const std::string& name) {
+    auto it = all.find(name);
+    return it != all.end() && it->is_object() && it->contains("key") && (*it)["key"].is_string() &&
+           it->contains("pub") && (*it)["pub"].is_string();
+  };
   json fresh = json::object();
   for (const auto& [name, addr] : plan.hosts) {
-    if (keys.contains(name)) continue;
+    if (usable(keys, name)) continue;
     HPOD_ASSIGN_OR_RETURN(SshKeyPair k, GenerateEd25519SshKey(name));
     fresh[name] = {{"key", k.private_key}, {"pub", k.public_key}};
   }
@@ -126,17 +133,17 @@ Status AddSshHostKeys(store::Store& store, const std::string& cluster_id, const 
       if (!merged.is_object()) merged = json::object();
       // A concurrent pass's keys win: a name keeps the first key it got.
       for (const auto& [name, k] : fresh.items()) {
-        if (!merged.contains(name)) merged[name] = k;
+        if (!usable(merged, name)) merged[name] = k;
       }
       keys = merged;
       return tx.PutSetting(SshHostKeysSetting(cluster_id), merged.dump());
     }));
   }
   for (const auto& [name, addr] : plan.hosts) {
-    const json k = keys.contains(name) && keys[name].is_object() ? keys[name] : json::object();
-    plan.ssh_host_keys[name] = k.value("key", "");
+    if (!usable(keys, name)) return InternalError("no SSH host key was kept for " + name);
+    plan.ssh_host_keys[name] = keys[name]["key"].get<std::string>();
     // known_hosts without the key's comment: name and address are the line's.
-    std::string pub = k.value("pub", "");
+    std::string pub = keys[name]["pub"].get<std::string>();
     pub = pub.substr(0, pub.find(' ', pub.find(' ') + 1));
     plan.ssh_known_hosts += name + "," + addr + " " + pub + "\n";
   }
@@ -280,6 +287,7 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
   spec.gpu_device_dir = options.gpu_device_dir;
   spec.slurmd_timeout_s = options.slurmd_timeout_s;
   spec.spank_plugin = options.spank_plugin;
+  spec.accounting = options.accounting;
   std::map<std::string, std::string> type_of;
   for (const auto& g : groups) type_of[g.name] = g.spec.value("InstanceType", "");
   for (const auto& n : nodes) {
@@ -343,6 +351,7 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   }
   m.motd = Motd(role_name, plan.controller_name, !options.spank_plugin.empty());
   if (role == slurm::NodeRole::kCompute) m.avoid_start_time = avoid_start_time;
+  m.accounting = options.accounting && role == slurm::NodeRole::kController;
   if (role != slurm::NodeRole::kCompute) {
     m.files = {{"slurm.conf", plan.files.slurm_conf},
                {"plugstack.conf", plan.files.plugstack_conf}};

@@ -90,9 +90,18 @@ std::string RenderSlurmConf(const SlurmClusterSpec& spec) {
   line("ProctrackType=proctrack/linuxproc");
   line("# task/none, as on HyperPod (whose auto-resume requires it).");
   line("TaskPlugin=task/none");
-  line("# No slurmdbd in the base setup, so no accounting or job completion log.");
-  line("JobAcctGatherType=jobacct_gather/none");
-  line("AccountingStorageType=accounting_storage/none");
+  if (spec.accounting) {
+    line("# Accounting: slurmdbd on the controller (MariaDB behind it) keeps every job and");
+    line("# step, a requeued job's attempts too (sacct --duplicates), for sacct and sreport.");
+    line("JobAcctGatherType=jobacct_gather/linux");
+    line("AccountingStorageType=accounting_storage/slurmdbd");
+    line("AccountingStorageHost=" + spec.controller_name);
+    line("AccountingStoragePort=" + std::to_string(kSlurmdbdPort));
+  } else {
+    line("# No slurmdbd (hpodd --slurm-accounting off), so no accounting.");
+    line("JobAcctGatherType=jobacct_gather/none");
+    line("AccountingStorageType=accounting_storage/none");
+  }
   line("JobCompType=jobcomp/none");
   line("# Slurm's defaults, written out so the file shows the whole setup.");
   line("MpiDefault=none");

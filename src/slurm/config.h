@@ -25,6 +25,7 @@ inline constexpr char kConfDir[] = "/opt/slurm/etc";
 inline constexpr char kUserConf[] = "slurm.user.conf";
 inline constexpr int kSlurmctldPort = 6817;
 inline constexpr int kSlurmdPort = 6818;
+inline constexpr int kSlurmdbdPort = 6819;
 
 struct SlurmNodeSpec {
   std::string name;  // hostname, "ip-10-77-1-11"
@@ -53,6 +54,9 @@ struct SlurmClusterSpec {
   // hpod's SPANK plugin (auto-resume) on every node, listed `required` in
   // plugstack.conf; empty: plugstack.conf lists no plugin.
   std::string spank_plugin;
+  // Slurm accounting: slurmdbd (with MariaDB) on the controller, which
+  // slurmctld reports every job and step to (sacct, sacctmgr, sreport).
+  bool accounting = false;
 };
 
 struct SlurmFiles {

@@ -38,6 +38,7 @@ class StartSessionTest(unittest.TestCase):
             node = cls.d.nodes("pty")[0]
             cls.target = "sagemaker-cluster:%s_%s-%s" % (
                 out["ClusterArn"].split("/")[-1], node["InstanceGroupName"], node["InstanceId"])
+            cls.iid = node["InstanceId"]
             cls.hostname = cls.d.in_node(node["InstanceId"], "hostname").stdout.strip()
         except BaseException:
             cls.d.cleanup()
@@ -96,7 +97,7 @@ class StartSessionTest(unittest.TestCase):
             self.assertEqual(f.read().strip(), "EXIT=5")
         self.assertIn("Exiting session with sessionId: s-", self.screen())
 
-    def test_user_keys_may_open_sessions_but_not_change_clusters(self):
+    def test_user_keys_open_user_sessions_only_and_change_no_cluster(self):
         p = nodestest.run(nodestest.HPODD, "--data-dir", self.d.data_dir, "create-key", "--role",
                           "user")
         kv = dict(l.split(" = ") for l in p.stdout.splitlines() if " = " in l)
@@ -107,11 +108,21 @@ class StartSessionTest(unittest.TestCase):
         for k in ("AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
             e.pop(k, None)
         e.update(env)
-        ok = subprocess.run(base + ["start-session", "--target", self.target, "--command",
-                                    "echo user-session"], capture_output=True, text=True,
-                            env=e, timeout=60)
+        # Not as root: a root shell is the whole node.
+        root = subprocess.run(base + ["start-session", "--target", self.target, "--command",
+                                      "id -un"], capture_output=True, text=True, env=e,
+                              timeout=60)
+        self.assertNotEqual(root.returncode, 0)
+        self.assertIn("AccessDenied", root.stderr)
+        self.assertIn("--user", root.stderr)
+        # As a user of the node (its own /etc/passwd): yes.
+        self.d.in_node(self.iid,
+                       "id carol >/dev/null 2>&1 || useradd --create-home --uid 2901 carol")
+        ok = subprocess.run(base + ["start-session", "--target", self.target, "--user", "carol",
+                                    "--command", "echo user-session; id -un"],
+                            capture_output=True, text=True, env=e, timeout=60)
         self.assertEqual(ok.returncode, 0, ok.stderr)
-        self.assertIn("user-session", ok.stdout)
+        self.assertEqual(ok.stdout.split(), ["user-session", "carol"])
         denied = subprocess.run(base + ["delete-cluster", "--cluster-name", "pty"],
                                 capture_output=True, text=True, env=e, timeout=60)
         self.assertNotEqual(denied.returncode, 0)

@@ -294,7 +294,14 @@ int RunNodeInit(const NodeInitConfig& c) {
     }
   }
   for (auto& [i, fd] : source_fds) ::close(fd);
-  if (!root.empty()) {
+  if (root.empty()) {
+    // The agent reads this before it writes /etc/ssh or runs MariaDB: on the
+    // host's root those would be the host's own (kSharedRootMarker).
+    Status s =
+        WriteFileAtomic(kSharedRootMarker,
+                        "this node shares the host's root filesystem (see node-init.log)\n", 0644);
+    if (!s.ok()) Log("writing %s: %s", kSharedRootMarker, s.message().c_str());
+  } else {
     if (Status s = EnterNodeRoot(root); !s.ok()) {
       Log("%s", s.message().c_str());
       return 1;

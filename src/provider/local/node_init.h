@@ -78,6 +78,11 @@ inline constexpr char kAgentSocketDirInNode[] = "/run/hpod";
 // Where the agent creates stand-in GPU device files for GPU instance types (the
 // host has no GPUs to give the nodes; NodeEnvironment::gpu_stand_ins).
 inline constexpr char kGpuStandInDirInNode[] = "/run/hpod-gpus";
+// Present in a node that could not get a root filesystem of its own (no
+// overlayfs where the node disk is): the agent then leaves the root's system
+// files alone (no sshd setup, no MariaDB), since they are the host's. The agent
+// spells the same path (slurm_node.h, kSharedRootMarker).
+inline constexpr char kSharedRootMarker[] = "/run/hpod-shared-root";
 // The node's own kernel log (nodes share the host's kernel, so /dev/kmsg is not
 // theirs) and the fake NVML library's script, both on the node disk in the agent's
 // state dir: <node_disk>/state/kmsg on the host.

@@ -60,7 +60,36 @@ Status BindInto(const std::string& root, const std::string& path) {
   return OkStatus();
 }
 
+// An overlay of the node's own over the host's mount at `path`, its layers in
+// `node_disk`/root-mounts/<path with '/' as '_'>.
+Status OverlayInto(const std::string& root, const std::string& path, const std::string& node_disk) {
+  std::string name = path.substr(1);
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  const std::string base = node_disk + "/root-mounts/" + name;
+  std::error_code ec;
+  for (const std::string& d : {base + "/upper", base + "/work", root + path}) {
+    fs::create_directories(d, ec);
+    if (ec) return InternalError("creating " + d + ": " + ec.message());
+  }
+  const std::string data =
+      "lowerdir=" + path + ",upperdir=" + base + "/upper,workdir=" + base + "/work";
+  if (::mount("overlay", (root + path).c_str(), "overlay", 0, data.c_str()) != 0) {
+    return InternalError(Errno("mounting the node's layer over " + path));
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+bool IsSystemMount(const std::string& path) {
+  for (const char* d : {"/usr", "/var", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                        "/libx32", "/boot", "/root"}) {
+    if (AtOrUnder(path, d)) return true;
+  }
+  return false;
+}
 
 std::vector<std::string> MountsToCarry(std::string_view mountinfo, const std::string& node_disk) {
   std::vector<std::string> candidates;
@@ -97,8 +126,10 @@ Status PrepareRootUpper(const std::string& upper, const std::string& host_home,
   const std::string building = upper + "/.hpod-root-home";
   fs::remove_all(building, ec);
   if (::mkdir(building.c_str(), 0700) != 0) return InternalError(Errno("mkdir " + building));
-  for (const auto& e : fs::directory_iterator(host_home, ec)) {
-    const std::string name = e.path().filename().string();
+  // Iterated with error codes throughout: this runs in the node's PID 1, where an
+  // exception would end the node.
+  for (fs::directory_iterator it(host_home, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     if (name.empty() || name[0] != '.') continue;
     // A whiteout: a 0/0 character device hides the lower layer's entry.
     const std::string w = building + "/" + name;
@@ -106,11 +137,13 @@ Status PrepareRootUpper(const std::string& upper, const std::string& host_home,
       return InternalError(Errno("whiteout " + w));
     }
   }
-  for (const auto& e : fs::directory_iterator(skel, ec)) {
-    if (!e.is_regular_file()) continue;
-    const std::string to = building + "/" + e.path().filename().string();
+  ec.clear();
+  for (fs::directory_iterator it(skel, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    const std::string to = building + "/" + it->path().filename().string();
     ::unlink(to.c_str());  // the whiteout a skel file replaces
-    StatusOr<std::string> data = ReadFile(e.path().string());
+    StatusOr<std::string> data = ReadFile(it->path().string());
     if (!data.ok()) return data.status();
     HPOD_RETURN_IF_ERROR(WriteFileAtomic(to, *data, 0644));
   }
@@ -140,7 +173,7 @@ StatusOr<std::string> MountNodeRoot(const std::string& node_disk) {
   }
   for (const char* whole : {"/proc", "/sys", "/dev"}) HPOD_RETURN_IF_ERROR(BindInto(root, whole));
   for (const std::string& p : MountsToCarry(*mountinfo, node_disk)) {
-    HPOD_RETURN_IF_ERROR(BindInto(root, p));
+    HPOD_RETURN_IF_ERROR(IsSystemMount(p) ? OverlayInto(root, p, node_disk) : BindInto(root, p));
   }
   return root;
 }

@@ -12,9 +12,10 @@
 // user namespace and could mount the host's disk; the overlay keeps *accidents*
 // (a lifecycle script's `apt-get install`, `rm -rf /opt/x`) inside the node.
 //
-// The host's other filesystems (a separate /home or /srv) are carried over as
-// they are (shared and writable, as before): only the root filesystem gets the
-// node's own layer. /proc, /sys and /dev are the node's as before; /run and /tmp
+// The host's other filesystems are carried over: a separate /usr, /var, /etc,
+// /opt (the system's, IsSystemMount) gets a layer of the node's own as the root
+// does; any other (a separate /home or /srv) is bound as it is, shared and
+// writable, as before. /proc, /sys and /dev are the node's as before; /run and /tmp
 // are its own (node_init.h).
 //
 // Thread contract: free functions, run by node-init's single thread (the node's
@@ -35,6 +36,11 @@ namespace hpod::provider::local {
 // Octal escapes (\040 for a space) are decoded. In mountinfo's order.
 std::vector<std::string> MountsToCarry(std::string_view mountinfo, const std::string& node_disk);
 
+// Whether a host mount at `path` holds the system (/usr, /var, /etc, /opt, /bin,
+// /sbin, /lib*, /boot, /root, or below): the node gets an overlay of its own
+// over it rather than the host's, so installs there stay on the node too.
+bool IsSystemMount(const std::string& path);
+
 // Prepares the upper layer on a node's first boot (no `upper`/root yet): the
 // node's /root starts as a fresh machine's, with /etc/skel's files and none of the
 // host root's dot-entries (its shell profile, ~/.local, ~/.ssh, ~/.pyenv: a
@@ -45,8 +51,9 @@ Status PrepareRootUpper(const std::string& upper, const std::string& host_home =
                         const std::string& skel = "/etc/skel");
 
 // Mounts the overlay (lower "/", upper and work dirs on `node_disk`) at
-// `node_disk`/root and binds /proc, /sys, /dev and MountsToCarry into it; returns
-// the new root's path. An error leaves nothing mounted that matters (the node's
+// `node_disk`/root and carries /proc, /sys, /dev and MountsToCarry into it (an
+// overlay of its own for each IsSystemMount, under `node_disk`/root-mounts/);
+// returns the new root's path. An error leaves nothing mounted that matters (the node's
 // mount namespace is private) and the caller falls back to the host's root.
 StatusOr<std::string> MountNodeRoot(const std::string& node_disk);
 

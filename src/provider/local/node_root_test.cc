@@ -84,3 +84,18 @@ TEST_F(PrepareRootUpperTest, FirstBootHidesTheHostsDotfilesAndLaterBootsKeepTheN
 
 }  // namespace
 }  // namespace hpod::provider::local
+
+namespace hpod::provider::local {
+namespace {
+
+TEST(IsSystemMountTest, TheSystemsDirectoriesGetTheNodesOwnLayer) {
+  for (const char* p : {"/usr", "/var", "/var/lib/docker", "/etc", "/opt", "/lib64", "/root"}) {
+    EXPECT_TRUE(IsSystemMount(p)) << p;
+  }
+  for (const char* p : {"/home", "/srv", "/data", "/variable", "/usrdata", "/mnt/x"}) {
+    EXPECT_FALSE(IsSystemMount(p)) << p;
+  }
+}
+
+}  // namespace
+}  // namespace hpod::provider::local
