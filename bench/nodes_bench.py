@@ -417,6 +417,8 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="1+4 nodes, and 20 nodes for the CPU run (instead of 1+4, 1+16, 200)")
     ap.add_argument("--seconds", type=int, default=30, help="CPU sampling window (30)")
+    ap.add_argument("--hpodd-arg", action="append", default=[],
+                    help="an extra hpodd flag, e.g. --hpodd-arg=--slurm-accounting=off (repeatable)")
     ap.add_argument("--wait-other", type=int, default=900,
                     help="seconds to wait for other hpodd to end (900)")
     args = ap.parse_args()
@@ -436,7 +438,7 @@ def main():
     d = peer = None
     root = tempfile.mkdtemp(prefix="hpod-bench-nodes-", dir="/var/tmp")
     try:
-        d = nodestest.NodesDaemon(HPOD_PREFIX)
+        d = nodestest.NodesDaemon(HPOD_PREFIX, extra_args=args.hpodd_arg)
         lcs = os.path.join(d.root, "lcs")
         nodestest.write_script(os.path.join(lcs, "on_create.sh"), NOOP)
         d.start()
