@@ -73,6 +73,10 @@ struct AgentService::Session {
   // Frames that arrived before the other side connected.
   std::vector<std::string> to_agent, to_client;
   size_t buffered = 0;
+  // The agent's side ended before the user connected, leaving frames for the user
+  // (a session that could not start says why): the session waits for the user,
+  // who gets them and then the close, until the connect timeout sweeps it.
+  bool agent_done = false;
 };
 
 struct AgentService::PendingCommand {

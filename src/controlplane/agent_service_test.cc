@@ -313,6 +313,34 @@ TEST_F(AgentServiceTest, SessionsRelayBothWaysWithAOneTimeToken) {
   EXPECT_EQ((*user)->Receive(kWait).status().code(), StatusCode::kUnavailable);
 }
 
+// A session that cannot start (the node has no such user) ends on the node before
+// the user connects: the user still gets the node's error frame, then the close.
+TEST_F(AgentServiceTest, ASessionThatEndsBeforeTheUserConnectsStillSaysWhy) {
+  std::string secret;
+  auto ws = Register(&secret);
+  auto grant = agents_->StartSession(kNode1, "id", "nobody", true, 24, 80);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  ASSERT_EQ(Next(*ws)["type"], "open_session");
+  auto node = Dial("/agent/v1/sessions/" + grant->session_id, kNode1, "HpodNode " + secret);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  const std::string error = std::string("\x03") + "cannot start runuser: no user 'nobody'";
+  ASSERT_TRUE((*node)->Send(error, true).ok());
+  (*node)->Close();
+  const std::string url = "ws://127.0.0.1:" + std::to_string(user_server_->port()) +
+                          "/v1/sessions/" + grant->session_id;
+  // The user comes late, as a CLI does after HpodStartSession returns. (Had hpodd
+  // not yet seen the node's close, the frame and the close would still arrive in
+  // this order: the check passes either way once the session is kept.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto user =
+      http::WebSocketClient::Connect(url, {{"Authorization", "HpodSession " + grant->token}});
+  ASSERT_TRUE(user.ok()) << user.status().ToString();
+  auto first = (*user)->Receive(kWait);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->data, error);
+  EXPECT_EQ((*user)->Receive(kWait).status().code(), StatusCode::kUnavailable);
+}
+
 // A browser's form of the session token: subprotocols, since it cannot set
 // Authorization on a WebSocket (PROTOCOL.md "Session frames").
 TEST_F(AgentServiceTest, ABrowserSendsTheSessionTokenAsASubprotocol) {

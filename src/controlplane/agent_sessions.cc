@@ -84,6 +84,7 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
   if (token.empty() && offers_session) token = offered_token;
   std::shared_ptr<Session> s;
   std::vector<std::string> pending;
+  bool agent_done = false;
   {
     MutexLock lock(mu_);
     auto it = sessions_.find(id);
@@ -97,9 +98,14 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
     }
     s->client = socket;
     pending.swap(s->to_client);
+    agent_done = s->agent_done;
   }
   // Queued before the handshake completes; delivered first.
   for (auto& frame : pending) socket->Send(std::move(frame), true);
+  if (agent_done) {
+    socket->Close("session ended");
+    EndSession(id);
+  }
   http::WebSocketCallbacks callbacks = RelayCallbacks(s, /*from_client=*/true);
   if (offers_session) callbacks.subprotocol = std::string(kSessionSubprotocol);
   return callbacks;
@@ -148,6 +154,10 @@ http::WebSocketCallbacks AgentService::RelayCallbacks(const std::shared_ptr<Sess
     {
       MutexLock lock(mu_);
       peer = peer_of();
+      if (!from_client && !peer && !s->to_client.empty()) {
+        s->agent_done = true;  // kept for the user (Session::agent_done)
+        return;
+      }
     }
     // Frames already queued to the peer (the exit status) go out before the close.
     if (peer) peer->Close(from_client ? "client left" : "session ended");

@@ -258,7 +258,8 @@ int RunNodeInit(const NodeInitConfig& c) {
     root = *r;
   } else {
     Log("%s; continuing on the HOST's root filesystem: what this node installs or changes "
-        "outside /tmp, /var, /opt and /fsx lands on the host and on every node",
+        "outside /tmp, /run, /var/log, /var/spool, /opt and /fsx lands on the host and on every "
+        "node; the agent runs no sshd and no MariaDB here",
         r.status().message().c_str());
   }
   for (size_t i = 0; i < steps.size(); ++i) {
