@@ -75,7 +75,7 @@ def main():
     args = ap.parse_args()
     nodestest.require_nodes()
     missing = [t for t in tc.TOOLS if not shutil.which(t)]
-    if not test_slurm.have_slurm() or missing or not os.path.exists(tc.PLUGIN):
+    if not nodestest.have_slurm() or missing or not os.path.exists(tc.PLUGIN):
         print("SKIP: needs Debian's Slurm, spank_hpod.so and %s" % ", ".join(tc.TOOLS))
         return 77
 

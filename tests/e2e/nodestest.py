@@ -35,6 +35,12 @@ def require_nodes():
         sys.exit(hpodtest.SKIP)
 
 
+def have_slurm():
+    """Whether Debian's Slurm daemons and clients are installed (install-deps.sh)."""
+    return all(shutil.which(p) or os.path.exists("/usr/sbin/" + p)
+               for p in ("slurmctld", "slurmd", "munged", "sinfo"))
+
+
 def run(*cmd, check=True, timeout=60, **kw):
     p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, **kw)
     if check and p.returncode != 0:

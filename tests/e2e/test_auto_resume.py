@@ -17,7 +17,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import nodestest  # noqa: E402
-import test_slurm  # noqa: E402
 
 # Long enough that a fault injected just after step SAVE_INTERVAL + 5 lands before
 # the job ends: at 120 steps a run at 30-35 it/s (an idle 2-core machine) ended
@@ -69,7 +68,7 @@ class AutoResumeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nodestest.require_nodes()
-        if not test_slurm.have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurm packages are not installed")
         if not os.path.exists(PLUGIN):
             raise unittest.SkipTest("spank_hpod.so is not built")

@@ -33,7 +33,6 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(__file__))
 import hpodtest  # noqa: E402
 import nodestest  # noqa: E402
-import test_slurm  # noqa: E402
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 WEB = os.path.join(TOP, "web")
@@ -137,7 +136,7 @@ class ConsoleTest(unittest.TestCase):
     def setUpClass(cls):
         # Here, not in setUp: unittest turns a SystemExit in setUp into an error.
         nodestest.require_nodes()
-        if not test_slurm.have_slurm():
+        if not nodestest.have_slurm():
             skip("Debian's slurm packages are not installed")
         require_browser()
 

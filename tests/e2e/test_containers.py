@@ -24,7 +24,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import nodestest  # noqa: E402
-import test_slurm  # noqa: E402
 
 BIN = nodestest.hpodtest.BIN_DIR
 PLUGIN = os.path.join(BIN, "src", "slurm", "spank", "spank_hpod.so")
@@ -161,7 +160,7 @@ class ContainersTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nodestest.require_nodes()
-        if not test_slurm.have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurm packages are not installed")
         for p in (PLUGIN, HELPER, TRAIN):
             if not os.path.exists(p):

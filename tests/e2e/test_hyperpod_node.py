@@ -75,10 +75,6 @@ if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 120; fi
 """
 
 
-def have_slurm():
-    return all(shutil.which(p) or os.path.exists("/usr/sbin/" + p)
-               for p in ("slurmctld", "slurmd", "munged", "sinfo"))
-
 
 def build_deb(directory):
     """A tiny package of our own (one file under /usr/share), built with dpkg-deb."""
@@ -101,7 +97,7 @@ class HyperPodNodeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nodestest.require_nodes()
-        if not have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurmctld/slurmd/munge are not installed "
                                     "(scripts/install-deps.sh installs them)")
         for program in ("sudo", "sshd"):
@@ -191,11 +187,13 @@ class HyperPodNodeTest(unittest.TestCase):
                          ["/root", "skel", hostname, "0", ip, "src " + ip], out)
         # Outside addresses: TCP is refused at once (apt, pip, curl fail fast), and
         # anything else is routed to the node's own loopback, never out of eth0.
-        script = ("import socket, time\nt = time.time()\ns = socket.socket()\n"
+        # ENETUNREACH comes from the route lookup itself (a dropped SYN would give
+        # ETIMEDOUT), so the refusal is immediate without timing it here.
+        script = ("import socket\ns = socket.socket()\n"
                   "try:\n    s.connect(('192.0.2.1', 80))\nexcept OSError as e:\n"
-                  "    print(e.errno, round(time.time() - t))\n")
+                  "    print(e.errno)\n")
         out = self.d.in_node(ctl["InstanceId"], "python3 -c \"%s\"" % script).stdout
-        self.assertEqual(out.split(), ["101", "0"])  # ENETUNREACH, at once
+        self.assertEqual(out.split(), ["101"])  # ENETUNREACH
         route = self.d.in_node(ctl["InstanceId"], "ip route get 192.0.2.1 ipproto udp").stdout
         self.assertIn("dev lo", route)
 

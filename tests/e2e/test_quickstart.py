@@ -29,7 +29,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import nodestest  # noqa: E402
-import test_slurm  # noqa: E402
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
@@ -53,7 +52,7 @@ class QuickstartTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nodestest.require_nodes()
-        if not test_slurm.have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurm packages are not installed")
         for built in (os.path.join(BIN, "src", "slurm", "spank", "spank_hpod.so"),
                       os.path.join(BIN, "cmd", "hpod-train", "hpod-train")):

@@ -32,7 +32,7 @@ class RecoveryTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nodestest.require_nodes()
-        if not test_slurm.have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurm packages are not installed")
         cls.d = nodestest.NodesDaemon("t5r", extra_args=["--node-disk-mb", "64"])
         try:
@@ -374,7 +374,7 @@ class RecoveryGpuTest(unittest.TestCase):
 
     def test_fake_nvml_faults_replace_the_gpu_node(self):
         nodestest.require_nodes()
-        if not test_slurm.have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurm packages are not installed")
         lib = os.path.join(nodestest.hpodtest.BIN_DIR, "src", "agent", "libhpod_fake_nvml.so")
         if not os.path.exists(lib):
@@ -436,7 +436,7 @@ class RecoveryGpuTest(unittest.TestCase):
 class RecoveryNoneTest(unittest.TestCase):
     def test_node_recovery_none_only_marks_and_delete_leaves_nothing(self):
         nodestest.require_nodes()
-        if not test_slurm.have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurm packages are not installed")
         d = nodestest.NodesDaemon("t5n")
         self.addCleanup(d.cleanup)

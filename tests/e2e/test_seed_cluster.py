@@ -26,10 +26,6 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HINT = ": this hpod cluster has no Slurm (no instance group has a Slurm role); see /opt/hpod/motd"
 
 
-def have_slurm():
-    return all(shutil.which(p) or os.path.exists("/usr/sbin/" + p)
-               for p in ("slurmctld", "slurmd", "munged", "sinfo"))
-
 
 def seed_groups(source, workers):
     """examples/demo-cluster.json, read from the file, with its source and worker
@@ -51,7 +47,7 @@ class SeedClusterTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nodestest.require_nodes()
-        if not have_slurm():
+        if not nodestest.have_slurm():
             print("SKIP: Debian's slurmctld/slurmd/munge are not installed "
                   "(scripts/install-deps.sh installs them)")
             sys.exit(hpodtest.SKIP)

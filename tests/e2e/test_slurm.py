@@ -35,10 +35,6 @@ echo done
 SLURM_PROGRAMS = ("slurmctld", "slurmd", "munged", "slurmstepd")
 
 
-def have_slurm():
-    return all(shutil.which(p) or os.path.exists("/usr/sbin/" + p)
-               for p in ("slurmctld", "slurmd", "munged", "sinfo"))
-
 
 def descendants(root_pid):
     """Host PIDs of every process below root_pid, with their command names."""
@@ -68,7 +64,7 @@ class SlurmTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nodestest.require_nodes()
-        if not have_slurm():
+        if not nodestest.have_slurm():
             raise unittest.SkipTest("Debian's slurmctld/slurmd/munge are not installed "
                                     "(scripts/install-deps.sh installs them)")
         cls.d = nodestest.NodesDaemon("t4s")
