@@ -69,6 +69,7 @@ RUN_PKGS=(
   sudo                        # on every node, as on HyperPod's AMI: lifecycle scripts run `sudo bash …`
   openssh-server              # sshd on every local node: SSH between the cluster's nodes (docs/ssh.md)
   slurmdbd mariadb-server     # Slurm accounting on each cluster's controller (docs/slurm.md)
+  gettext-base                # envsubst: HyperPod's start_slurm.sh fills slurmd.service with it
 )
 
 missing=()

@@ -14,12 +14,14 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 
 #include "hpod/agent/agent.h"
 #include "hpod/agent/agent_options.h"
 #include "hpod/agent/join.h"
 #include "hpod/agent/machine_facts.h"
 #include "hpod/agent/service_handoff.h"
+#include "hpod/agent/systemctl_shim.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/logging.h"
 #include "hpod/base/signals.h"
@@ -82,6 +84,12 @@ int RunUntilSignal(const std::function<int()>& run, const std::function<void()>&
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Linked as systemctl/journalctl on a node without systemd (systemctl_shim.h).
+  if (hpod::agent::IsSystemctlName(argv[0])) {
+    const char* socket = std::getenv("HPOD_AGENT_SOCKET");
+    return hpod::agent::SystemctlShimMain(argc, argv,
+                                          socket ? socket : hpod::agent::kLocalSocketPath);
+  }
   CLI::App app{"hpod-agent: the hpod node agent"};
   std::string config_path = "/var/lib/hpod-agent/agent.json";
   std::string log_level = "info";
@@ -137,8 +145,10 @@ int main(int argc, char** argv) {
     const bool first_join =
         !previous.ok() && previous.status().code() == hpod::StatusCode::kNotFound;
     if (first_join && server.empty()) {
-      std::fprintf(stderr, "hpod-agent join: %s has not joined hpodd yet; give --server "
-                   "https://HOST:PORT and --token TOKEN\n", state_dir.c_str());
+      std::fprintf(stderr,
+                   "hpod-agent join: %s has not joined hpodd yet; give --server "
+                   "https://HOST:PORT and --token TOKEN\n",
+                   state_dir.c_str());
       return kExitConfig;
     }
     auto joined = EnsureJoined(server, token, state_dir, machine_id_file, instance_type);
@@ -157,9 +167,10 @@ int main(int argc, char** argv) {
                      joined->host_id.c_str(), std::string(s.message()).c_str());
         return 1;
       }
-      std::printf("joined %s as host %s (pool %s); hpod-agent.service runs the agent from now "
-                  "on: systemctl status hpod-agent, journalctl -u hpod-agent\n",
-                  joined->server.c_str(), joined->host_id.c_str(), joined->pool.c_str());
+      std::printf(
+          "joined %s as host %s (pool %s); hpod-agent.service runs the agent from now "
+          "on: systemctl status hpod-agent, journalctl -u hpod-agent\n",
+          joined->server.c_str(), joined->host_id.c_str(), joined->pool.c_str());
       return 0;
     }
     if (joined->instance_id.empty()) {

@@ -4,10 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "hpod/agent/fs_util.h"
 #include "hpod/agent/health/checks.h"
 #include "hpod/agent/machine_facts.h"
 #include "hpod/agent/session.h"
+#include "hpod/agent/systemctl_shim.h"
 
 namespace hpod::agent {
 namespace {
@@ -75,7 +78,14 @@ Agent::Agent(AgentOptions options, const Clock& clock)
       started_(clock_.SteadyNow()),
       boot_id_(ReadBootId()),
       lifecycle_(
-          LifecycleRunnerOptions{options_.config_dir, options_.lifecycle_root, options_.state_dir},
+          [this] {
+            LifecycleRunnerOptions o;
+            o.config_dir = options_.config_dir;
+            o.lifecycle_root = options_.lifecycle_root;
+            o.state_dir = options_.state_dir;
+            o.before_script = [this] { return BeforeLifecycleScript(); };
+            return o;
+          }(),
           clock_,
           [this](const LifecycleStatus& s) {
             channel_->Send(proto::LifecycleReport{s.wire()}.ToJson());
@@ -137,7 +147,9 @@ Agent::Agent(AgentOptions options, const Clock& clock)
   }
   if (!options_.local_socket.empty()) {
     local_socket_ = std::make_unique<LocalSocketServer>(
-        options_.local_socket, [this](const Json& request) -> StatusOr<Json> {
+        options_.local_socket, [this](const Json& request, uid_t peer_uid) -> StatusOr<Json> {
+          // The node's systemctl: answered here, connected or not.
+          if (request.contains("units_request")) return ControlUnits(request, peer_uid);
           // Asked while disconnected, a question would wait in the channel's queue
           // past the client's patience: say so now (the supervisor asks again).
           if (!channel_->connected()) {
@@ -186,6 +198,18 @@ int Agent::Run() {
   if (auto text = ReadFile(options_.config_dir + "/resource_config.json"); text.ok()) {
     LearnInstanceType(Json::parse(*text, nullptr, /*allow_exceptions=*/false));
   }
+  // Slurm's daemons start of hpod's accord once the scripts succeeded (before,
+  // only the node's systemctl starts them): a rebooted node's scripts had.
+  if (lifecycle_.status().state == api::LifecycleState::kSucceeded) slurm_->SetAutoStart(true);
+  // Never on a machine with systemd, nor on a node that shares the host's root
+  // (its /usr/local/bin and /etc are the host's).
+  std::error_code no_systemd_ec;
+  if (options_.systemctl && !std::filesystem::exists("/run/systemd/system", no_systemd_ec) &&
+      !std::filesystem::exists(options_.slurm.shared_root_marker, no_systemd_ec)) {
+    if (Status s = InstallSystemctl(options_.systemctl_link_dir, options_.unit_dir); !s.ok()) {
+      spdlog::warn("no systemctl for this node's units: {}", s.message());
+    }
+  }
   if (health_) health_->Start();
   host_.Start();
   if (local_socket_ && options_.endpoint == "unix://" + options_.local_socket) {
@@ -200,6 +224,8 @@ int Agent::Run() {
     }
   }
   Status served = channel_->Run();
+  // systemctl clients waiting on the daemons would hold the socket's Stop.
+  slurm_->CancelWaits();
   if (local_socket_) local_socket_->Stop();
   Stop();
   if (health_) health_->Stop();
@@ -280,11 +306,8 @@ void Agent::OnSlurm(const Json& message) {
     spdlog::error("ignoring a bad slurm message: {}", spec.status().message());
     return;
   }
-  if (lifecycle_.status().state != api::LifecycleState::kSucceeded) {
-    // hpodd sends it only after the scripts succeeded; a stale one is dropped.
-    spdlog::warn("ignoring the Slurm role before the lifecycle scripts succeeded");
-    return;
-  }
+  // Before the scripts succeeded too: the configuration is written at once and
+  // Slurm's daemons wait for SetAutoStart or the node's systemctl.
   slurm_->Apply(std::move(*spec));
 }
 
@@ -367,9 +390,35 @@ void Agent::OnConfig(const Json& message) {
     }
     if (lifecycle_.Run(*spec, resource_config, provisioning).state ==
         api::LifecycleState::kSucceeded) {
-      SendProvisioningParameters();
+      SendProvisioningParameters();  // again: a script may have rewritten it
+      slurm_->SetAutoStart(true);
     }
   });
+}
+
+bool Agent::BeforeLifecycleScript() {
+  // hpodd learns the cluster's Slurm roles from the parameters and sends this
+  // node its part; HyperPod's agent writes slurm.conf before the lifecycle script
+  // runs, and AWS's scripts wait for it (lifecycle_script.py, ≤ 60 s).
+  SendProvisioningParameters();
+  const auto wait = options_.slurm_role_wait;
+  if (wait.count() > 0 && !slurm_->WaitForRole(wait) && !stopping_) {
+    spdlog::warn("hpodd sent no Slurm role within {} ms; running the lifecycle script without it",
+                 wait.count());
+  }
+  // An agent stopping now starts no script: the next one runs it (LoadState).
+  return !stopping_;
+}
+
+StatusOr<Json> Agent::ControlUnits(const Json& request, uid_t peer_uid) {
+  HPOD_ASSIGN_OR_RETURN(UnitRequest parsed, UnitRequest::FromJson(request));
+  // As systemd: anyone may ask what runs; only root changes it.
+  if (parsed.verb != UnitVerb::kQuery && peer_uid != 0) {
+    return PermissionDeniedError("Access denied: only root may " +
+                                 std::string(UnitVerbName(parsed.verb)) + " units");
+  }
+  HPOD_ASSIGN_OR_RETURN(std::vector<UnitState> units, slurm_->ControlUnits(parsed));
+  return UnitsAnswer(units);
 }
 
 void Agent::OpenSession(const Json& message) {

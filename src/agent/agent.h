@@ -74,6 +74,12 @@ class Agent final : public ChannelHandler {
   // Tells hpodd what Slurm roles the lifecycle source declares (its
   // provisioning_parameters.json), once the scripts succeeded.
   void SendProvisioningParameters();
+  // The lifecycle runner's before_script: reports the parameters, then waits
+  // (options_.slurm_role_wait) for the node's Slurm role; false when the agent
+  // is stopping (the script is left to the next agent).
+  bool BeforeLifecycleScript();
+  // A `units_request` on the local socket (units.h): the node's systemctl.
+  StatusOr<nlohmann::json> ControlUnits(const nlohmann::json& request, uid_t peer_uid);
   void OpenSession(const nlohmann::json& message);
   // The node's instance type from a resource_config (its group's InstanceType).
   void LearnInstanceType(const nlohmann::json& resource_config);

@@ -38,6 +38,17 @@ Status ReadInt(const Json& doc, const char* name, int64_t min, int64_t max, int6
   return OkStatus();
 }
 
+Status ReadBool(const Json& doc, const char* name, bool* out) {
+  auto it = doc.find(name);
+  if (it == doc.end() || it->is_null()) return OkStatus();
+  if (!it->is_boolean()) {
+    return InvalidArgumentError(std::string("agent config: \"") + name +
+                                "\" must be true or false");
+  }
+  *out = it->get<bool>();
+  return OkStatus();
+}
+
 Status ReadHealth(const Json& doc, health::HealthOptions* h) {
   int64_t interval = h->interval.count(), timeout = h->timeout.count();
   int64_t bytes = static_cast<int64_t>(h->min_free_bytes);
@@ -87,6 +98,7 @@ StatusOr<AgentOptions> ParseAgentConfig(std::string_view json_text) {
   HPOD_RETURN_IF_ERROR(ReadString(doc, "hostname", false, &options.hostname));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "private_ip", false, &options.private_ip));
   HPOD_RETURN_IF_ERROR(ReadString(doc, "local_socket", false, &options.local_socket));
+  HPOD_RETURN_IF_ERROR(ReadBool(doc, "systemctl", &options.systemctl));
   HPOD_RETURN_IF_ERROR(ReadHealth(doc, &options.health));
   if (options.endpoint.rfind("unix:///", 0) != 0 && options.endpoint.rfind("http://", 0) != 0 &&
       options.endpoint.rfind("https://", 0) != 0) {

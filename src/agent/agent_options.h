@@ -48,6 +48,11 @@ struct AgentOptions {
   // The local socket the auto-resume supervisor asks through (local_socket.h,
   // kLocalSocketPath on nodes); empty: none (agents sharing one host's /run).
   std::string local_socket;
+  // "systemctl": true — the node's PID 1 is not systemd (a local provider's node
+  // with its own root): the agent links systemctl and journalctl into
+  // systemctl_link_dir to answer for its units (units.h, docs/systemctl.md) and
+  // writes their unit files where HyperPod's AMI has them.
+  bool systemctl = false;
   // The health checks (docs/node-health.md); the file's optional health_* keys
   // (PROTOCOL.md, "Agent config file"). An interval of 0 turns them off.
   health::HealthOptions health;
@@ -67,6 +72,12 @@ struct AgentOptions {
   // Commands run at once; more wait in a queue of max_queued_commands.
   int max_concurrent_commands = 8;
   int max_queued_commands = 64;
+  // With `systemctl`: where the links go, and the unit files.
+  std::string systemctl_link_dir = "/usr/local/bin";
+  std::string unit_dir = "/etc/systemd/system";
+  // How long the agent waits for hpodd's Slurm role before it runs the
+  // lifecycle script (slurm.conf in place first, as on HyperPod).
+  std::chrono::milliseconds slurm_role_wait{20000};
   // The node's Slurm daemons; munge_dir empty means <state_dir>/munge.
   SlurmNodeOptions slurm;
 };

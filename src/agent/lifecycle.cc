@@ -189,6 +189,9 @@ LifecycleStatus LifecycleRunner::Execute(const LifecycleSpec& spec, const Json& 
       return Failed(-1, "Could not write provisioning_parameters.json: " + copied.message());
   }
 
+  if (options_.before_script && !options_.before_script()) {
+    return LifecycleStatus{api::LifecycleState::kNotStarted, 0, "the agent stopped first"};
+  }
   const fs::path script = src / spec.on_create;
   fs::permissions(script, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add, ec);

@@ -15,11 +15,11 @@
 // Thread contract: Run is called from one thread at a time; status() is thread-safe.
 
 #include <chrono>
-#include <map>
-#include <set>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -81,6 +81,11 @@ struct LifecycleRunnerOptions {
   size_t max_log_chunk = 64 * 1024;
   // Between SIGTERM and SIGKILL of a script's process group on timeout.
   std::chrono::milliseconds kill_grace{5000};
+  // Called once the source is fetched and provisioning_parameters.json is in
+  // place, just before the script starts (the agent reports the parameters and
+  // waits for its slurm.conf there, as HyperPod's agent writes it first). false:
+  // the script does not run and the state is NotStarted again (run next time).
+  std::function<bool()> before_script;
 };
 
 class LifecycleRunner {

@@ -105,10 +105,10 @@ void LocalSocketServer::Stop() {
   }
 }
 
-std::string LocalSocketServer::Serve(std::string_view line, const Ask& ask) {
+std::string LocalSocketServer::Serve(std::string_view line, uid_t peer_uid, const Ask& ask) {
   Json request = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!request.is_object()) return ErrorLine("the request is not a JSON object on one line");
-  StatusOr<Json> answer = ask(request);
+  StatusOr<Json> answer = ask(request, peer_uid);
   if (!answer.ok()) return ErrorLine(answer.status().message());
   if (!answer->is_object()) return ErrorLine("hpodd's answer is not an object");
   // dump() throws on text that is not UTF-8; hpodd's answers are its own JSON,
@@ -138,8 +138,14 @@ void LocalSocketServer::AcceptLoop() {
     auto done = std::make_shared<std::atomic<bool>>(false);
     clients_.push_back(Client{std::thread([this, fd, done] {
                                 std::string line;
+                                struct ucred cred {};
+                                socklen_t len = sizeof(cred);
+                                uid_t peer = static_cast<uid_t>(-1);
+                                if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                                  peer = cred.uid;
+                                }
                                 std::string out = ReadLine(fd, &line)
-                                                      ? Serve(line, ask_)
+                                                      ? Serve(line, peer, ask_)
                                                       : ErrorLine("no request line within 5 s");
                                 WriteAll(fd, out + "\n");
                                 ::close(fd);

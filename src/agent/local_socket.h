@@ -13,6 +13,8 @@
 // connection is served on its own thread (at most kMaxClients at once; more are
 // answered "busy"). `ask` is called from those threads concurrently.
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -32,8 +34,10 @@ inline constexpr char kLocalSocketPath[] = "/run/hpod-agent/agent.sock";
 class LocalSocketServer {
  public:
   // Returns hpodd's answer object (or an error, which the client receives as
-  // {"error": message}).
-  using Ask = std::function<StatusOr<nlohmann::json>(const nlohmann::json& request)>;
+  // {"error": message}). `peer_uid`: the client's uid by SO_PEERCRED (the
+  // node's systemctl changes units for root only); -1 when unknown.
+  using Ask =
+      std::function<StatusOr<nlohmann::json>(const nlohmann::json& request, uid_t peer_uid)>;
   static constexpr int kMaxClients = 16;
   static constexpr size_t kMaxRequestBytes = 1 << 20;
 
@@ -46,7 +50,7 @@ class LocalSocketServer {
   void Stop();
 
   // One request line → the answer line (without the newline); exposed for tests.
-  static std::string Serve(std::string_view line, const Ask& ask);
+  static std::string Serve(std::string_view line, uid_t peer_uid, const Ask& ask);
 
  private:
   void AcceptLoop();

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -51,8 +52,10 @@ class LocalSocketTest : public ::testing::Test {
 
 TEST_F(LocalSocketTest, RelaysOneRequestLineAndAnswersOneLine) {
   Json seen;
-  LocalSocketServer server(path_, [&](const Json& request) -> StatusOr<Json> {
+  std::atomic<uid_t> peer{static_cast<uid_t>(-2)};
+  LocalSocketServer server(path_, [&](const Json& request, uid_t uid) -> StatusOr<Json> {
     seen = request;
+    peer = uid;
     return Json{{"verdict", "healthy"}};
   });
   ASSERT_TRUE(server.Start().ok());
@@ -64,6 +67,8 @@ TEST_F(LocalSocketTest, RelaysOneRequestLineAndAnswersOneLine) {
             R"({"verdict":"healthy"})"
             "\n");
   EXPECT_EQ(seen["job_id"], "7");
+  // Who asked, from the kernel (the node's systemctl changes units for root only).
+  EXPECT_EQ(peer.load(), ::getuid());
   // Several clients, one after the other and at once.
   std::vector<std::thread> clients;
   std::atomic<int> ok{0};
@@ -76,7 +81,7 @@ TEST_F(LocalSocketTest, RelaysOneRequestLineAndAnswersOneLine) {
 }
 
 TEST_F(LocalSocketTest, BadRequestsAndHpoddErrorsAreAnsweredWithAnError) {
-  LocalSocketServer server(path_, [](const Json& request) -> StatusOr<Json> {
+  LocalSocketServer server(path_, [](const Json& request, uid_t) -> StatusOr<Json> {
     if (request.value("op", "") == "down") return UnavailableError("not connected to hpodd");
     return Json::array();
   });
@@ -91,10 +96,13 @@ TEST_F(LocalSocketTest, BadRequestsAndHpoddErrorsAreAnsweredWithAnError) {
 
 TEST_F(LocalSocketTest, AStaleSocketFileIsReplacedAndStopRemovesNothingElse) {
   {
-    LocalSocketServer first(path_, [](const Json&) -> StatusOr<Json> { return Json::object(); });
+    LocalSocketServer first(path_,
+                            [](const Json&, uid_t) -> StatusOr<Json> { return Json::object(); });
     ASSERT_TRUE(first.Start().ok());
   }  // stopped; its socket file stays, as after a crash
-  LocalSocketServer second(path_, [](const Json&) -> StatusOr<Json> { return Json{{"ok", true}}; });
+  LocalSocketServer second(path_, [](const Json&, uid_t) -> StatusOr<Json> {
+    return Json{{"ok", true}};
+  });
   ASSERT_TRUE(second.Start().ok());
   EXPECT_EQ(Exchange(path_, "{}\n"), "{\"ok\":true}\n");
 }

@@ -126,6 +126,7 @@ StatusOr<SlurmSpec> ParseSlurmSpec(const Json& m) {
   s.ssh_host_key = std::move(r.ssh_host_key);
   s.ssh_known_hosts = std::move(r.ssh_known_hosts);
   s.accounting = r.accounting && s.role == "controller";
+  s.hold = r.hold;
   return s;
 }
 
@@ -135,7 +136,7 @@ static bool NeedsApply(const std::optional<SlurmSpec>& desired,
   return desired &&
          (!applied || desired->role != applied->role || desired->conf_hash != applied->conf_hash ||
           desired->munge_key != applied->munge_key ||
-          desired->controller_addr != applied->controller_addr);
+          desired->controller_addr != applied->controller_addr || desired->hold != applied->hold);
 }
 
 SlurmNode::SlurmNode(SlurmNodeOptions options, const Clock& clock, StateCallback on_state,
@@ -204,6 +205,7 @@ void SlurmNode::SetState(const std::string& daemon, const std::string& message) 
   api::agentproto::SlurmStatus next{applied_ ? applied_->role : "",
                                     applied_ ? applied_->conf_hash : "", daemon, restarts_,
                                     message};
+  next.held = applied_ && applied_->hold;
   // Only for a slurmd that runs: hpodd tells its row in Slurm from a predecessor's by
   // it, both times read from this node's clock.
   if (applied_ && applied_->role == "compute" && daemon_ && daemon_->proc) {
@@ -220,17 +222,23 @@ void SlurmNode::SetState(const std::string& daemon, const std::string& message) 
 void SlurmNode::Loop() {
   for (;;) {
     std::optional<SlurmSpec> desired;
+    UnitWishes wishes;
     {
       MutexLock lock(mu_);
-      auto wake = [&]() REQUIRES(mu_) { return stopping_ || NeedsApply(desired_, applied_); };
+      auto wake = [&]() REQUIRES(mu_) {
+        return stopping_ || poked_ || NeedsApply(desired_, applied_);
+      };
       // Nodes without a Slurm role (or before it arrives) cost no wakeups.
       if (applied_ && applied_->role != "none") {
         // Daemons starting, restarting or being reconfigured are watched closely;
         // settled ones once a second (a dead one is noticed within that).
-        const bool settled = munged_ && munged_->ready && (!daemon_ || daemon_->ready) &&
+        const bool settled = munged_ && munged_->ready &&
+                             (!daemon_ || daemon_->ready || main_held_) &&
                              (!slurmdbd_ || slurmdbd_->ready) && !reconfigure_pending_;
         auto tick = std::chrono::milliseconds(settled ? 1000 : 200);
-        if (applied_->role == "controller") {
+        // The node table is polled while slurmctld runs (before, or after a
+        // systemctl stop, there is nothing to poll).
+        if (applied_->role == "controller" && daemon_ && daemon_->proc && daemon_->ready) {
           auto until_poll = std::chrono::duration_cast<std::chrono::milliseconds>(
               next_poll_ - clock_.SteadyNow());
           tick = std::clamp(until_poll, std::chrono::milliseconds(10), tick);
@@ -241,6 +249,14 @@ void SlurmNode::Loop() {
       }
       if (stopping_) break;
       desired = desired_;
+      wishes.intents = intents_;
+      wishes.restarts.swap(restart_requests_);
+      wishes.kicks.swap(kick_requests_);
+      wishes.reloads.swap(reload_requests_);
+      wishes.disabled = disabled_;
+      wishes.auto_start = auto_start_;
+      wishes.version = wish_version_;
+      poked_ = false;
     }
     if (NeedsApply(desired, applied_) && desired->role == "none") {
       // Nothing to run (Apply wrote the motd and the marker); daemons of an earlier
@@ -249,6 +265,7 @@ void SlurmNode::Loop() {
       reconfigure_pending_ = false;
       applied_ = desired;
       SetState("none", "");
+      PublishUnits(wishes, Wanted{});
       continue;
     }
     if (NeedsApply(desired, applied_)) {
@@ -257,8 +274,13 @@ void SlurmNode::Loop() {
       if (!s.ok()) {
         spdlog::error("cannot apply the Slurm configuration: {}", s.message());
         SetState("failed", std::string(s.message()));
+        // systemctl hears the last states now, not after its whole wait; its
+        // restarts wait for a pass that can do them.
+        PublishUnits(wishes, ComputeWanted(wishes));
         // Retried on the next change or after a pause; the spec stays desired.
         MutexLock lock(mu_);
+        restart_requests_.insert(wishes.restarts.begin(), wishes.restarts.end());
+        kick_requests_.insert(wishes.kicks.begin(), wishes.kicks.end());
         lock.WaitFor(cv_, std::chrono::seconds(2), [&]() REQUIRES(mu_) { return stopping_; });
         continue;
       }
@@ -275,24 +297,40 @@ void SlurmNode::Loop() {
       // Only now: a slurmctld being restarted for the new node set must not be
       // reported running with the new hash (hpodd starts new workers' slurmd on it).
       const Daemon& main = daemon_ ? *daemon_ : *munged_;
-      SetState(main.ready ? "running" : "starting", "");
+      main_held_ = daemon_ && !ComputeWanted(wishes).main;
+      SetState(main.ready ? "running" : (main_held_ && !main.proc ? "held" : "starting"), "");
     }
-    if (!applied_ || applied_->role == "none") continue;
-    Supervise(*munged_);
-    if (sshd_) Supervise(*sshd_);
-    if (mariadb_) Supervise(*mariadb_);
-    if (slurmdbd_ && ((munged_->ready && mariadb_->ready) || slurmdbd_->proc)) {
-      Supervise(*slurmdbd_);
+    if (!applied_ || applied_->role == "none") {
+      PublishUnits(wishes, Wanted{});
+      continue;
+    }
+    const Wanted wanted = ComputeWanted(wishes);
+    RestartRequested(wishes);
+    StartRequested(wishes);
+    Keep(*munged_, wanted.munged);
+    if (sshd_) Keep(*sshd_, wanted.sshd);
+    if (mariadb_) Keep(*mariadb_, wanted.mariadb);
+    // Each waits for the one before it only while that one is wanted: a
+    // systemctl stop of slurmdbd leaves a started slurmctld to run without it,
+    // as systemd's ordering would.
+    const bool db_ready = !mariadb_ || mariadb_->ready || !wanted.mariadb;
+    if (slurmdbd_ && ((munged_->ready && db_ready) || slurmdbd_->proc || !wanted.slurmdbd)) {
+      Keep(*slurmdbd_, wanted.slurmdbd);
     }
     if (daemon_) {
       // slurmctld and slurmd authenticate through munged from their first message;
       // with accounting, slurmctld starts once slurmdbd knows the cluster.
-      const bool dbd_ready = !slurmdbd_ || slurmdbd_->ready;
-      if ((munged_->ready && dbd_ready) || daemon_->proc) Supervise(*daemon_);
+      const bool dbd_ready = !slurmdbd_ || slurmdbd_->ready || !wanted.slurmdbd;
+      if ((munged_->ready && dbd_ready) || daemon_->proc || !wanted.main) {
+        Keep(*daemon_, wanted.main);
+      }
+      main_held_ = !wanted.main;
+      if (main_held_ && !daemon_->proc) SetState("held", "");
     } else if (munged_->ready) {
       SetState("running", "");  // login: clients only
     }
-    if (applied_->role == "controller" && daemon_->ready) {
+    PublishUnits(wishes, wanted);
+    if (applied_->role == "controller" && daemon_->proc && daemon_->ready) {
       if (reconfigure_pending_) {
         auto r = RunCommand({.argv = {options_.scontrol, "reconfigure"},
                              .env = {{"SLURM_CONF", options_.conf_dir + "/slurm.conf"}},
@@ -469,6 +507,7 @@ Status SlurmNode::StartDaemon(Daemon& d) {
   if (!p.ok()) return p.status();
   d.proc = std::move(*p);
   d.ready = false;
+  d.failure.clear();
   d.started_at = clock_.SteadyNow();
   d.started_epoch = epoch;
   spdlog::info("started {} (pid {})", d.name, d.proc->pid());
@@ -539,6 +578,7 @@ void SlurmNode::Supervise(Daemon& d) {
     }
     if (Status s = StartDaemon(d); !s.ok()) {
       PauseBeforeRestart(d, now);
+      d.failure = std::string(s.message());
       if (&d == sshd_.get()) {
         spdlog::warn("cannot start sshd: {}", s.message());
       } else {

@@ -1,8 +1,12 @@
 #pragma once
 
-// The node's Slurm daemons, run and watched by the agent once the node's
-// lifecycle scripts succeeded and hpodd sent the node its Slurm role (`slurm`
-// message, PROTOCOL.md):
+// The node's Slurm daemons, run and watched by the agent once hpodd sent the node
+// its Slurm role (`slurm` message, PROTOCOL.md; it comes before the lifecycle
+// script runs, so slurm.conf is there for it, as on HyperPod). munged (and sshd)
+// start at once; slurmctld or slurmd (and MariaDB and slurmdbd) once the scripts
+// succeeded (SetAutoStart) and hpodd does not hold the node, or as soon as the
+// node's systemctl starts them (units.h, slurm_units.cc: a script's start and
+// hpod's are the same daemon):
 //  - every node: munged (as user munge, foreground) with the cluster's key, kept on
 //    the node's own disk at 0400 munge:munge;
 //  - controller: slurm.conf, gres.conf, plugstack.conf written to /opt/slurm/etc
@@ -39,12 +43,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "hpod/agent/slurm_accounting.h"
 #include "hpod/agent/ssh_node.h"
+#include "hpod/agent/units.h"
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/clock.h"
@@ -85,6 +91,8 @@ struct SlurmSpec {
   std::string ssh_known_hosts;
   // The controller's: MariaDB and slurmdbd before slurmctld (slurm_accounting.h).
   bool accounting = false;
+  // Configure, but start no slurmctld/slurmd of hpod's own (PROTOCOL.md, slurm).
+  bool hold = false;
 };
 
 // kInvalidArgument naming the field for a malformed message (api::agentproto::
@@ -135,6 +143,23 @@ class SlurmNode {
 
   // Makes `spec` the desired state (idempotent; the same spec again is a no-op).
   void Apply(SlurmSpec spec);
+  // Lets hpod start slurmctld/slurmd (and, with accounting, MariaDB and
+  // slurmdbd) of its own accord: the agent sets it once the node's lifecycle
+  // scripts succeeded. Before that a spec is written and munged (and sshd) run,
+  // but Slurm's daemons start only when the node's systemctl asks (units.h), as
+  // on HyperPod, where the lifecycle script starts them.
+  void SetAutoStart(bool on);
+  // Waits up to `timeout` for a first spec (any role, "none" included) to be
+  // applied; whether one was.
+  bool WaitForRole(std::chrono::milliseconds timeout);
+  // The node's systemctl (units.h, slurm_units.cc): records the request, then
+  // waits up to request.wait_ms for started units to be active and stopped ones
+  // gone; returns the units' states (all of them for kQuery without units).
+  // FailedPrecondition for a start of a unit this node's role does not run.
+  StatusOr<std::vector<UnitState>> ControlUnits(const UnitRequest& request);
+  // Ends every wait of ControlUnits and WaitForRole now, and those to come (the
+  // agent is stopping: its local socket joins the threads that wait).
+  void CancelWaits();
   // daemon "none|starting|running|restarting|failed"; role "" before the first Apply.
   api::agentproto::SlurmStatus State() const;
   // "a.b.c.d:6817" of the controller this node's slurmd or clients talk to; "" on
@@ -162,7 +187,39 @@ class SlurmNode {
     // The node's wall clock just before the fork (slurm_state's slurmd_started).
     double started_epoch = 0;
     bool ready = false;
+    std::string failure;  // why its last start failed; "" once one succeeded
   };
+  // What the worker reads of the units' requests once per pass.
+  struct UnitWishes {
+    std::map<std::string, UnitIntent> intents;
+    std::set<std::string> restarts;
+    std::set<std::string> kicks;    // started now: no restart pause, no old failure
+    std::set<std::string> reloads;  // SIGHUP, as the units' ExecReload
+    std::set<std::string> disabled;
+    bool auto_start = false;
+    uint64_t version = 0;
+    UnitIntent Of(const std::string& unit) const {
+      auto it = intents.find(unit);
+      return it == intents.end() ? UnitIntent::kAuto : it->second;
+    }
+  };
+  // slurm_units.cc: which daemons run now, by what hpod and the node's systemctl
+  // want (units.h); the daemon that stands for a unit (nullptr: none on this
+  // role); the units' states for ControlUnits.
+  struct Wanted {
+    bool munged = true, sshd = true, mariadb = false, slurmdbd = false, main = false;
+  };
+  Wanted ComputeWanted(const UnitWishes& wishes) const;
+  Daemon* DaemonOf(const std::string& unit) const;
+  // Keeps d running when wanted (Supervise), else stops it (a user's stop).
+  void Keep(Daemon& d, bool wanted);
+  void RestartRequested(const UnitWishes& wishes);
+  void StartRequested(const UnitWishes& wishes);
+  void PublishUnits(const UnitWishes& wishes, const Wanted& wanted);
+  bool WantedUnit(const std::string& unit, const Wanted& wanted) const;
+  std::vector<std::string> LogsOf(const std::string& unit) const;
+  UnitState UnitStateOf(const std::string& unit, const UnitWishes& wishes,
+                        const Wanted& wanted) const;
   void Loop();
   Status ApplySpec(const SlurmSpec& spec, bool* restart_ctld, bool* reconfigure);
   void Supervise(Daemon& d);
@@ -201,6 +258,20 @@ class SlurmNode {
   bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<bool> resend_nodes_{false};
   api::agentproto::SlurmStatus state_ GUARDED_BY(mu_);
+  // Units (units.h): what the node's systemctl asked, and the states the worker
+  // published after its last pass (publish_gen_ counts the passes).
+  std::map<std::string, UnitIntent> intents_ GUARDED_BY(mu_);
+  std::set<std::string> restart_requests_ GUARDED_BY(mu_);
+  std::set<std::string> kick_requests_ GUARDED_BY(mu_);
+  std::set<std::string> reload_requests_ GUARDED_BY(mu_);
+  bool waits_cancelled_ GUARDED_BY(mu_) = false;
+  std::set<std::string> disabled_ GUARDED_BY(mu_);
+  bool auto_start_ GUARDED_BY(mu_) = false;
+  bool poked_ GUARDED_BY(mu_) = false;
+  std::map<std::string, UnitState> units_ GUARDED_BY(mu_);
+  // Each request bumps wish_version_; the worker publishes the version it read.
+  uint64_t wish_version_ GUARDED_BY(mu_) = 0;
+  uint64_t published_version_ GUARDED_BY(mu_) = 0;
 
   // Worker thread only.
   std::optional<SlurmSpec> applied_;
@@ -211,6 +282,7 @@ class SlurmNode {
   std::unique_ptr<Daemon> slurmdbd_;
   std::unique_ptr<Daemon> daemon_;  // slurmctld or slurmd
   bool reconfigure_pending_ = false;
+  bool main_held_ = false;  // slurmctld/slurmd not wanted now (hold, lifecycle, systemctl)
   int restarts_ = 0;
   std::optional<std::vector<slurm::SlurmNodeState>> last_nodes_;
   std::chrono::steady_clock::time_point next_poll_{};

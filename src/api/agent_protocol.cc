@@ -36,6 +36,7 @@ StatusOr<SlurmStatus> ParseSlurmStatus(const Json& j, Ctx ctx) {
   r.Int("restarts", &s.restarts);
   r.Str("message", &s.message);
   r.Num("slurmd_started", &s.slurmd_started);
+  r.Bool("held", &s.held);
   return r.Done(std::move(s));
 }
 
@@ -127,6 +128,7 @@ Json SlurmStatus::ToJson() const {
          {"restarts", restarts},
          {"message", message}};
   if (slurmd_started) j["slurmd_started"] = *slurmd_started;
+  if (held) j["held"] = true;
   return j;
 }
 
@@ -485,6 +487,7 @@ StatusOr<SlurmRole> SlurmRole::FromJson(const Json& j) {
   r.Str("ssh_host_key", &s.ssh_host_key);
   r.Str("ssh_known_hosts", &s.ssh_known_hosts);
   r.Bool("accounting", &s.accounting);
+  r.Bool("hold", &s.hold);
   return r.Done(std::move(s));
 }
 Json SlurmRole::ToJson() const {
@@ -503,6 +506,7 @@ Json SlurmRole::ToJson() const {
   if (!ssh_host_key.empty()) j["ssh_host_key"] = ssh_host_key;
   if (!ssh_known_hosts.empty()) j["ssh_known_hosts"] = ssh_known_hosts;
   if (accounting) j["accounting"] = true;
+  if (hold) j["hold"] = true;
   return Typed(kType, std::move(j));
 }
 

@@ -73,6 +73,10 @@ struct SlurmStatus {
   // agents older than the field. hpodd compares it only with SlurmdStartTime,
   // which comes from the same clock (slurm_reconciler.h, SlurmdOfThisInstance).
   std::optional<double> slurmd_started{};
+  // The node holds the configuration of a `slurm` message with `hold` (its files
+  // written, munged up, no slurmctld/slurmd of hpod's start). Out of ToJson when
+  // false.
+  bool held = false;
 
   static StatusOr<SlurmStatus> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
@@ -485,6 +489,12 @@ struct SlurmRole {
   // The controller's: run MariaDB and slurmdbd before slurmctld (slurm.conf
   // names slurmdbd). Out of ToJson when false.
   bool accounting = false;
+  // Write the configuration and start munged (and sshd), but not slurmctld or
+  // slurmd until a later message without it (a node whose lifecycle scripts
+  // still run gets its slurm.conf before them, as on HyperPod; a worker waits
+  // for the controller). A start the node's own `systemctl` asks for goes ahead
+  // regardless. Out of ToJson when false.
+  bool hold = false;
 
   static StatusOr<SlurmRole> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

@@ -14,7 +14,7 @@ using nlohmann::json;
 
 LifecycleState FullLifecycle() { return {"Failed", 3, "Lifecycle script on_create.sh exited"}; }
 SlurmStatus FullSlurm() {
-  return {"compute", "abc", "restarting", 2, "slurmd was killed", 1700000000.5};
+  return {"compute", "abc", "restarting", 2, "slurmd was killed", 1700000000.5, true};
 }
 SlurmNodeEntry FullNode() { return {"ip-10-0-0-1", "IDLE+DRAIN", "hpod: removing", "None"}; }
 S3Config FullS3() {
@@ -70,6 +70,7 @@ SlurmRole FullSlurmRole() {
           {{"ip-10-0-0-1", "10.0.0.1"}, {"ip-10-0-0-2", "10.0.0.2"}},
           "-----BEGIN OPENSSH PRIVATE KEY-----\n...",
           "ip-10-0-0-1,10.0.0.1 ssh-ed25519 AAAA\n",
+          true,
           true};
 }
 Config FullConfig() {

@@ -263,6 +263,21 @@ void NodeReconciler::FromAgent(const NodeRecord& n,
   if (a != agents.end()) lifecycle = api::Parse<LifecycleState>(a->second.lifecycle_state);
   double age = clock_.NowEpochSeconds() - n.launch_time;
   const std::optional<SlurmPlan>& plan = slurm.plan;
+  if (a != agents.end() && lifecycle != LifecycleState::kSucceeded &&
+      lifecycle != LifecycleState::kFailed && plan) {
+    if (plan->mode == Mode::kError && !was_running) {
+      // The roles cannot be worked out (provisioning_parameters.json): the node
+      // fails now, not after a script that waits for a slurm.conf never coming.
+      change->status = ClusterInstanceStatus::kFailure;
+      change->message = plan->error;
+      return;
+    }
+    // While its lifecycle scripts run, the node already gets its Slurm part (its
+    // agent waits for it before the script starts: slurm.conf is in place first,
+    // as on HyperPod); Slurm's daemons start once the scripts succeeded, or when
+    // a script starts them with systemctl (PROTOCOL.md, slurm).
+    if (plan->mode == Mode::kNone || plan->Ready()) slurm_.SyncNode(slurm, n);
+  }
   if (lifecycle == LifecycleState::kSucceeded) {
     change->status = ClusterInstanceStatus::kRunning;
     if (plan && plan->mode == Mode::kError && !was_running) {

@@ -333,7 +333,7 @@ StatusOr<SlurmPlan> BuildSlurmPlan(store::Store& store, const std::string& clust
 }
 
 json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOptions& options,
-                  const std::string& avoid_start_time) {
+                  const std::string& avoid_start_time, bool hold) {
   auto it = plan.role_of.find(node.instance_id);
   slurm::NodeRole role = it == plan.role_of.end() ? slurm::NodeRole::kCompute : it->second;
   std::string role_name = slurm::RoleName(role);
@@ -352,6 +352,7 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   m.motd = Motd(role_name, plan.controller_name, !options.spank_plugin.empty());
   if (role == slurm::NodeRole::kCompute) m.avoid_start_time = avoid_start_time;
   m.accounting = options.accounting && role == slurm::NodeRole::kController;
+  m.hold = hold;
   if (role != slurm::NodeRole::kCompute) {
     m.files = {{"slurm.conf", plan.files.slurm_conf},
                {"plugstack.conf", plan.files.plugstack_conf}};

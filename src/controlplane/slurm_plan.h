@@ -124,8 +124,10 @@ nlohmann::json ProvisioningParametersFor(const std::vector<store::GroupRecord>& 
 
 // The `slurm` message for one node of a ready plan. `avoid_start_time`: for a
 // compute node that replaces one a recovery marked, that row's SlurmdStartTime.
+// `hold`: configure only, start no slurmd yet (PROTOCOL.md, slurm).
 nlohmann::json SlurmMessage(const SlurmPlan& plan, const store::NodeRecord& node,
-                            const SlurmOptions& options, const std::string& avoid_start_time = "");
+                            const SlurmOptions& options, const std::string& avoid_start_time = "",
+                            bool hold = false);
 
 // For a cluster without Slurm (Mode::kNone): the `slurm` message of role "none"
 // (the agent writes this motd and makes Slurm's commands say there is no Slurm),

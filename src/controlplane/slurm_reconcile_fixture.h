@@ -86,6 +86,21 @@ class FakeSlurmAgents final : public SlurmAgents {
                             {"restarts", 0},
                             {"message", ""}};
     if (slurmd_started) states_[instance_id]["slurmd_started"] = *slurmd_started;
+    if (m.value("hold", false)) states_[instance_id]["held"] = true;
+  }
+  // The agent has not reported its Slurm state yet (it just connected, or hpodd
+  // restarted and lost it).
+  // What an agent reports as it connects, before any role.
+  void Connected(const std::string& instance_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (states_.count(instance_id) == 0) {
+      states_[instance_id] = {
+          {"role", ""}, {"conf_hash", ""}, {"daemon", "none"}, {"restarts", 0}, {"message", ""}};
+    }
+  }
+  void Forget(const std::string& instance_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    states_.erase(instance_id);
   }
   void SetReport(const std::string& reporter,
                  const std::vector<std::pair<std::string, std::string>>& nodes) {
@@ -215,7 +230,9 @@ class SlurmReconcileTest : public ::testing::Test {
   }
 
   // Every node's lifecycle scripts succeeded.
-  void SucceedLifecycle() {
+  void SucceedLifecycle() { SetLifecycle("Succeeded"); }
+  // Every node's agent is connected and its lifecycle scripts are in `state`.
+  void SetLifecycle(const std::string& state) {
     ASSERT_TRUE(h_.store_
                     ->Write([&](store::WriteTx& tx) -> Status {
                       HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(id_));
@@ -223,8 +240,9 @@ class SlurmReconcileTest : public ::testing::Test {
                         store::AgentRecord a;
                         a.instance_id = n.instance_id;
                         a.cluster_id = id_;
-                        a.lifecycle_state = "Succeeded";
+                        a.lifecycle_state = state;
                         HPOD_RETURN_IF_ERROR(tx.PutAgent(a));
+                        agents_.Connected(n.instance_id);
                       }
                       return OkStatus();
                     })

@@ -44,19 +44,27 @@ TEST_F(SlurmReconcileTest, NodesAreRunningOnceTheirSlurmIsUp) {
   std::string key = m["munge_key"];
   EXPECT_EQ(ValueOr(GetSetting(MungeKeySetting(id_)), ""), key);
   EXPECT_FALSE(m.contains("ssh_host_key")) << "not without cluster_sshd";
-  // Workers wait until slurmctld runs this configuration (a configless slurmd
-  // started earlier would fail to fetch it).
-  for (const auto& w : workers) EXPECT_TRUE(agents_.Sent(w.instance_id).empty());
+  EXPECT_FALSE(m.value("hold", false)) << "the controller is never held";
+  // Workers are configured but held until slurmctld runs this configuration (a
+  // configless slurmd started earlier would fail to fetch it).
+  for (const auto& w : workers) {
+    auto to_w = agents_.Sent(w.instance_id);
+    ASSERT_FALSE(to_w.empty()) << w.instance_id;
+    EXPECT_TRUE(to_w.back().value("hold", false));
+    EXPECT_EQ(to_w.back()["conf_hash"], m["conf_hash"]);
+    agents_.Ack(w.instance_id, "held");
+  }
   for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Pending") << n.group_name;
 
   // slurmctld still starting: the controller is Pending and is not sent the
-  // configuration again (its agent has it); workers still wait.
+  // configuration again (its agent has it); workers, held, neither.
   size_t before = agents_.Sent(ctl.instance_id).size();
+  size_t before_w = agents_.Sent(workers[0].instance_id).size();
   agents_.Ack(ctl.instance_id, "starting");
   Pass(1);
   EXPECT_EQ(Node(ctl.instance_id)->status, "Pending");
   EXPECT_EQ(agents_.Sent(ctl.instance_id).size(), before);
-  for (const auto& w : workers) EXPECT_TRUE(agents_.Sent(w.instance_id).empty());
+  EXPECT_EQ(agents_.Sent(workers[0].instance_id).size(), before_w);
 
   // slurmctld runs: the controller is Running and the workers get their role.
   agents_.Ack(ctl.instance_id);
@@ -73,6 +81,7 @@ TEST_F(SlurmReconcileTest, NodesAreRunningOnceTheirSlurmIsUp) {
     EXPECT_EQ(to_w.back()["conf_hash"], m["conf_hash"]);
     EXPECT_EQ(to_w.back()["munge_key"], key);  // one key for the whole cluster
     EXPECT_FALSE(to_w.back().contains("files"));
+    EXPECT_FALSE(to_w.back().value("hold", false));
     EXPECT_EQ(Node(w.instance_id)->status, "Pending");
   }
   // Until they report the configuration it is sent again on every pass.
@@ -104,6 +113,48 @@ TEST_F(SlurmReconcileTest, NodesAreRunningOnceTheirSlurmIsUp) {
   Pass();
   for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Running") << n.group_name;
   EXPECT_EQ(ClusterStatus(), "InService");
+}
+
+TEST_F(SlurmReconcileTest, NodesGetTheirSlurmPartWhileTheirScriptsRun) {
+  Create({Typed(Harness::Group("ctl", 1), "Controller"), Typed(Harness::Group("w", 1), "Compute")});
+  SetLifecycle("Running");
+  Pass();
+  NodeRecord ctl = NodesOf("ctl").at(0);
+  NodeRecord w = NodesOf("w").at(0);
+  // slurm.conf before the scripts, as on HyperPod: the controller's part
+  // unheld (its agent starts slurmctld when the scripts succeed or start it),
+  // the worker's held.
+  ASSERT_FALSE(agents_.Sent(ctl.instance_id).empty());
+  EXPECT_FALSE(agents_.Sent(ctl.instance_id).back().value("hold", false));
+  ASSERT_FALSE(agents_.Sent(w.instance_id).empty());
+  EXPECT_TRUE(agents_.Sent(w.instance_id).back().value("hold", false));
+  agents_.Ack(w.instance_id, "held");
+  // A script started slurmctld (systemctl enable --now): the worker is let go,
+  // but nobody is Running before its scripts succeeded.
+  agents_.Ack(ctl.instance_id);
+  Pass();
+  EXPECT_FALSE(agents_.Sent(w.instance_id).back().value("hold", false));
+  agents_.Ack(w.instance_id);
+  for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Pending") << n.group_name;
+
+  // A worker that ran unheld is never held again: a restarting slurmctld (or a
+  // new configuration it does not run yet) leaves the worker's slurmd alone.
+  const size_t sent = agents_.Sent(w.instance_id).size();
+  agents_.Ack(ctl.instance_id, "restarting");
+  Pass(1);
+  EXPECT_EQ(agents_.Sent(w.instance_id).size(), sent);
+  // Nor before its agent reported again (hpodd restarted, the agent reconnects):
+  // nothing says it never ran, so nothing is sent.
+  agents_.Forget(w.instance_id);
+  Pass(1);
+  EXPECT_EQ(agents_.Sent(w.instance_id).size(), sent);
+  agents_.Ack(w.instance_id);
+
+  SucceedLifecycle();
+  agents_.Ack(ctl.instance_id);
+  agents_.SetReport(ctl.instance_id, {{w.hostname, "IDLE"}});
+  Pass();
+  for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Running") << n.group_name;
 }
 
 TEST_F(SlurmReconcileTest, EachNodeNameHasItsOwnKeptSshHostKeyAndEveryNodeKnowsAll) {
@@ -152,7 +203,9 @@ TEST_F(SlurmReconcileTest, ProvisioningParametersNamingAnUnknownGroupFailTheClus
                     {{{"instance_group_name", "w"}, {"partition_name", "dev"}},
                      {{"instance_group_name", "gpu-workers"}, {"partition_name", "dev"}}}}})
                  .dump());
-  SucceedLifecycle();
+  // While the scripts still run: the nodes fail at once (their agents would
+  // otherwise wait for a slurm.conf that can never come).
+  SetLifecycle("Running");
   Pass(4);
   json d = h_.Describe("demo");
   EXPECT_EQ(d["ClusterStatus"], "Failed");

@@ -138,18 +138,36 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
   auto role = plan.role_of.find(n.instance_id);
   if (role == plan.role_of.end()) return false;  // no address yet
   nlohmann::json state = agents_->SlurmState(n.instance_id);
-  bool current = state.is_object() && state.value("conf_hash", "") == plan.conf_hash;
-  if (!current && role->second != slurm::NodeRole::kController) {
-    // Workers and login nodes wait for slurmctld to run this configuration: a
-    // configless slurmd that starts earlier fails to fetch it and retries only a
+  const bool is_object = state.is_object();
+  const bool has_hash = is_object && state.value("conf_hash", "") == plan.conf_hash;
+  const bool held = is_object && state.value("held", false);
+  bool ctl_ready = true;
+  if (role->second != slurm::NodeRole::kController) {
+    // Workers and login nodes start Slurm once slurmctld runs this configuration:
+    // a configless slurmd that starts earlier fails to fetch it and retries only a
     // second later, and one the controller does not know yet is refused.
     nlohmann::json ctl = agents_->SlurmState(plan.controller_instance);
-    if (!ctl.is_object() || ctl.value("conf_hash", "") != plan.conf_hash ||
-        ctl.value("daemon", "") != "running") {
-      pass.busy = true;
-      return false;
-    }
+    ctl_ready = ctl.is_object() && ctl.value("conf_hash", "") == plan.conf_hash &&
+                ctl.value("daemon", "") == "running";
   }
+  if (!ctl_ready) {
+    pass.busy = true;
+    // A node that ran Slurm unheld keeps its configuration until slurmctld runs
+    // the new one; one that never did is configured now, held (its munged and
+    // slurm.conf in place while its lifecycle scripts run, as on HyperPod). No
+    // report yet (the agent just connected, or hpodd restarted) says neither:
+    // wait for it, or a running slurmd could be held.
+    const bool never_ran = is_object && (state.value("conf_hash", "").empty() || held);
+    if (never_ran && !(has_hash && held)) {
+      auto stale = pass.stale_start.find(n.instance_id);
+      agents_->Send(n.instance_id,
+                    SlurmMessage(plan, n, options_.slurm,
+                                 stale == pass.stale_start.end() ? "" : stale->second,
+                                 /*hold=*/true));
+    }
+    return false;
+  }
+  const bool current = has_hash && !held;
   if (!current && role->second == slurm::NodeRole::kCompute && !MoveNodeAddr(pass, n)) {
     pass.busy = true;
     return false;

@@ -95,6 +95,11 @@ class SlurmReconciler {
   // is up (controller: slurmctld answers; compute: registered). In a cluster
   // without Slurm (Mode::kNone) it tells the node so (NoSlurmMessage) until the
   // agent reports role "none", and returns whether it has.
+  // Called from the moment the node's agent is connected, before its lifecycle
+  // scripts ran: a worker or login node that never ran Slurm yet gets its part
+  // held (configured, no slurmd) until slurmctld runs this configuration; once
+  // it ran unheld, a new configuration waits for slurmctld instead (so a
+  // restarting controller never stops a worker's slurmd).
   bool SyncNode(Pass& pass, const store::NodeRecord& n);
   // Whether a node being removed may be terminated now; queues its drain while
   // Slurm still has it undrained.

@@ -318,6 +318,36 @@ def slurm_cluster(d, name, workers=3, timeout=240):
                               if n["InstanceGroupName"] == "workers"), target
 
 
+class ClusterView:
+    """Helpers over one cluster of `d` named `name` (its ARN read once): the
+    session target of a node, a file of its /fsx, a node's address."""
+
+    def __init__(self, d, name):
+        self.d = d
+        self.name = name
+        self.arn = d.hpod_json("describe-cluster", "--cluster-name", name)["ClusterArn"]
+        self.cluster_id = self.arn.split("/")[-1]
+
+    def target(self, node):
+        return "sagemaker-cluster:%s_%s-%s" % (self.cluster_id, node["InstanceGroupName"],
+                                               node["InstanceId"])
+
+    def fsx_path(self, name):
+        return os.path.join(self.d.fsx_root, self.cluster_id, name)
+
+    def fsx(self, name):
+        """A file of the cluster's /fsx ("" while it does not exist)."""
+        try:
+            with open(self.fsx_path(name)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def ip_of(self, node):
+        return self.d.hpod_json("describe-cluster-node", "--cluster-name", self.name, "--node-id",
+                                node["InstanceId"])["NodeDetails"]["PrivatePrimaryIp"]
+
+
 def wait_for_files(directory, prefix, count, timeout=120):
     """Until `count` files named prefix* are in `directory` (a gate's arrivals),
     or the timeout; returns how many there are."""

@@ -126,7 +126,7 @@ class HyperPodNodeTest(unittest.TestCase):
             cls.d.hpod("create-cluster", "--cluster-name", "hp", "--instance-groups",
                        "file://" + spec)
             cls.d.wait_status("hp", "InService", timeout=240)
-            cls.arn = cls.d.hpod_json("describe-cluster", "--cluster-name", "hp")["ClusterArn"]
+            cls.view = nodestest.ClusterView(cls.d, "hp")
         except BaseException:
             cls.d.cleanup()
             raise
@@ -140,23 +140,16 @@ class HyperPodNodeTest(unittest.TestCase):
         return self.d.nodes("hp")
 
     def target(self, node):
-        return "sagemaker-cluster:%s_%s-%s" % (self.arn.split("/")[-1], node["InstanceGroupName"],
-                                               node["InstanceId"])
+        return self.view.target(node)
 
     def controller(self):
         return [n for n in self.node_list() if n["InstanceGroupName"] == "controller-machine"][0]
 
     def fsx(self, name):
-        """A file of the cluster's /fsx ("" while it does not exist)."""
-        try:
-            with open(os.path.join(self.d.fsx_root, self.arn.split("/")[-1], name)) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return self.view.fsx(name)
 
     def ip_of(self, node):
-        return self.d.hpod_json("describe-cluster-node", "--cluster-name", "hp", "--node-id",
-                                node["InstanceId"])["NodeDetails"]["PrivatePrimaryIp"]
+        return self.view.ip_of(node)
 
     def test_1_lifecycle_script_finds_its_address_and_installs_on_its_own_root(self):
         for node in self.node_list():
@@ -280,7 +273,7 @@ class HyperPodNodeTest(unittest.TestCase):
                           "--wrap 'srun bash -c \"id -un > /fsx/alice/rank-\\$SLURM_PROCID\"'",
                           timeout=120)
         self.assertEqual(job.returncode, 0, job.stderr)
-        home = os.path.join(self.d.fsx_root, self.arn.split("/")[-1], "alice")
+        home = self.view.fsx_path("alice")
         for rank in ("rank-0", "rank-1"):
             path = os.path.join(home, rank)
             with open(path) as f:

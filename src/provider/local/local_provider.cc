@@ -350,7 +350,10 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
                 {"hostname", n.hostname},
                 {"private_ip", n.ip},
                 // In the node's private /run (node_init.cc), where srun finds it.
-                {"local_socket", "/run/hpod-agent/agent.sock"}};
+                {"local_socket", "/run/hpod-agent/agent.sock"},
+                // PID 1 is node-init: the agent answers for the node's units
+                // (docs/systemctl.md); it checks for a root of the node's own.
+                {"systemctl", true}};
   if (network_agents()) {
     // A machine of its own: it joins with its launch's token and its own machine
     // id (PrepareDisk writes it on its disk).

@@ -261,6 +261,7 @@ TEST_F(LocalProviderTest, WritesAgentAndNodeInitConfig) {
   EXPECT_EQ(agent["state_dir"], "/var/lib/hpod-agent");
   EXPECT_EQ(agent["hostname"], "ip-10-77-0-10");
   EXPECT_EQ(agent["private_ip"], "10.77.0.10");
+  EXPECT_EQ(agent["systemctl"], true);  // node-init is PID 1: the agent's systemctl
   auto init = nlohmann::json::parse(ReadFile(dir + "/node-init.json"));
   EXPECT_EQ(init["agent_socket_dir"], "/var/lib/hpod");
   EXPECT_EQ(init["hosts_file"], (dir_ / "local/clusters/c1/hosts").string());

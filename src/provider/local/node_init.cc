@@ -301,7 +301,11 @@ int RunNodeInit(const NodeInitConfig& c) {
     Status s =
         WriteFileAtomic(kSharedRootMarker,
                         "this node shares the host's root filesystem (see node-init.log)\n", 0644);
-    if (!s.ok()) Log("writing %s: %s", kSharedRootMarker, s.message().c_str());
+    if (!s.ok()) {
+      // Without it the agent would take the host's root for the node's own.
+      Log("writing %s: %s", kSharedRootMarker, s.message().c_str());
+      return 1;
+    }
   } else {
     if (Status s = EnterNodeRoot(root); !s.ok()) {
       Log("%s", s.message().c_str());
