@@ -70,6 +70,7 @@ RUN_PKGS=(
   openssh-server              # sshd on every local node: SSH between the cluster's nodes (docs/ssh.md)
   slurmdbd mariadb-server     # Slurm accounting on each cluster's controller (docs/slurm.md)
   gettext-base                # envsubst: HyperPod's start_slurm.sh fills slurmd.service with it
+  pdsh                        # pdsh -R ssh across the nodes, as MPI launchers and users fan out
 )
 
 missing=()

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "hpod/agent/ami_user.h"
 #include "hpod/agent/fs_util.h"
 #include "hpod/agent/health/checks.h"
 #include "hpod/agent/machine_facts.h"
@@ -208,6 +209,10 @@ int Agent::Run() {
       !std::filesystem::exists(options_.slurm.shared_root_marker, no_systemd_ec)) {
     if (Status s = InstallSystemctl(options_.systemctl_link_dir, options_.unit_dir); !s.ok()) {
       spdlog::warn("no systemctl for this node's units: {}", s.message());
+    }
+    // Before the lifecycle script, which may set up its keys (ami_user.h).
+    if (Status s = EnsureAmiUser(); !s.ok()) {
+      spdlog::warn("no user {} on this node: {}", kAmiUser, s.message());
     }
   }
   if (health_) health_->Start();

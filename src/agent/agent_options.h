@@ -50,8 +50,9 @@ struct AgentOptions {
   std::string local_socket;
   // "systemctl": true — the node's PID 1 is not systemd (a local provider's node
   // with its own root): the agent links systemctl and journalctl into
-  // systemctl_link_dir to answer for its units (units.h, docs/systemctl.md) and
-  // writes their unit files where HyperPod's AMI has them.
+  // systemctl_link_dir to answer for its units (units.h, docs/systemctl.md),
+  // writes their unit files where HyperPod's AMI has them, and makes the AMI's
+  // user `ubuntu` (ami_user.h).
   bool systemctl = false;
   // The health checks (docs/node-health.md); the file's optional health_* keys
   // (PROTOCOL.md, "Agent config file"). An interval of 0 turns them off.

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -18,6 +17,7 @@
 #include <thread>
 
 #include "hpod/agent/slurm_node.h"
+#include "hpod/agent/user_lookup.h"
 #include "hpod/base/signals.h"
 #include "hpod/base/subprocess.h"
 
@@ -63,19 +63,16 @@ class SessionChild {
       return PermissionDeniedError("this caller may open sessions as a regular user only");
     }
     if (!request.user.empty()) {
-      struct passwd pw;
-      struct passwd* found = nullptr;
-      std::vector<char> buf(16384);
-      ::getpwnam_r(request.user.c_str(), &pw, buf.data(), buf.size(), &found);
-      if (found == nullptr) return NotFoundError("no user '" + request.user + "' on this node");
-      if (request.unprivileged && pw.pw_uid < kFirstRegularUid) {
+      std::optional<UserEntry> pw = LookupUser(request.user);
+      if (!pw) return NotFoundError("no user '" + request.user + "' on this node");
+      if (request.unprivileged && pw->uid < kFirstRegularUid) {
         return PermissionDeniedError("'" + request.user + "' is a system account (uid " +
-                                     std::to_string(pw.pw_uid) +
+                                     std::to_string(pw->uid) +
                                      "); a key of the user role opens sessions as regular users "
                                      "only");
       }
       // The user's home, as a login does.
-      cwd = std::filesystem::is_directory(pw.pw_dir, ec) ? pw.pw_dir : "/";
+      cwd = std::filesystem::is_directory(pw->home, ec) ? pw->home : "/";
     }
     const std::map<std::string, std::string> extra_env = SessionEnvironment(kNoSlurmMarker);
     if (request.pty) {

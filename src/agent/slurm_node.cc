@@ -1,7 +1,6 @@
 #include "hpod/agent/slurm_node.h"
 
 #include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 #include "hpod/agent/hosts_file.h"
 #include "hpod/agent/machine_facts.h"
 #include "hpod/agent/slurm_layout.h"
+#include "hpod/agent/user_lookup.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/crypto.h"
 #include "hpod/slurm/config.h"
@@ -33,21 +33,7 @@ constexpr char kUserConfText[] =
     "# Settings here override hpod's (the last value wins). Apply changes with\n"
     "# `scontrol reconfigure` on the controller.\n";
 
-struct Owner {
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
-
-std::optional<Owner> LookupUser(const std::string& user) {
-  if (user.empty()) return std::nullopt;
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-    return std::nullopt;
-  }
-  return Owner{pw.pw_uid, pw.pw_gid};
-}
+using Owner = UserEntry;
 
 // mkdir -p, then the mode and (when given) owner of the last component.
 Status MakeDir(const std::string& path, mode_t mode, std::optional<Owner> owner) {
@@ -281,6 +267,7 @@ void SlurmNode::Loop() {
         MutexLock lock(mu_);
         restart_requests_.insert(wishes.restarts.begin(), wishes.restarts.end());
         kick_requests_.insert(wishes.kicks.begin(), wishes.kicks.end());
+        reload_requests_.insert(wishes.reloads.begin(), wishes.reloads.end());
         lock.WaitFor(cv_, std::chrono::seconds(2), [&]() REQUIRES(mu_) { return stopping_; });
         continue;
       }

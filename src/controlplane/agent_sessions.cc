@@ -99,9 +99,12 @@ http::UpgradeResult AgentService::HandleClientSessionUpgrade(
     s->client = socket;
     pending.swap(s->to_client);
     agent_done = s->agent_done;
+    // Queued before the handshake completes; delivered first. Under the lock:
+    // once `client` is set the agent side may close it (its on_close), and a
+    // frame queued after that close would be dropped (the error that says why a
+    // session ended at once).
+    for (auto& frame : pending) socket->Send(std::move(frame), true);
   }
-  // Queued before the handshake completes; delivered first.
-  for (auto& frame : pending) socket->Send(std::move(frame), true);
   if (agent_done) {
     socket->Close("session ended");
     EndSession(id);
@@ -125,8 +128,9 @@ http::UpgradeResult AgentService::AgentSessionUpgrade(const std::string& session
     s = it->second;
     s->agent = socket;
     pending.swap(s->to_agent);
+    // Under the lock, as for the client: never after the other side's close.
+    for (auto& frame : pending) socket->Send(std::move(frame), true);
   }
-  for (auto& frame : pending) socket->Send(std::move(frame), true);
   return RelayCallbacks(s, /*from_client=*/false);
 }
 

@@ -295,6 +295,24 @@ int RunNodeInit(const NodeInitConfig& c) {
     }
   }
   for (auto& [i, fd] : source_fds) ::close(fd);
+  // A program the node cannot see by its path (a build tree under the host's
+  // /tmp, now covered) is bound into the node's own /run and run from there, so
+  // its path (/proc/self/exe) is one the node's processes can use too: the agent
+  // links the node's systemctl to it (src/agent/systemctl_shim.h). Bound before
+  // the root is entered: a mount cannot be made from the host's detached tree.
+  std::string exec_path = c.program[0];
+  if (program_fd >= 0 && ::access((root + c.program[0]).c_str(), X_OK) != 0) {
+    const std::string target = root + kProgramInNode;
+    int f = ::open(target.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+    if (f >= 0) ::close(f);
+    const std::string source = "/proc/self/fd/" + std::to_string(program_fd);
+    if (f >= 0 && ::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) == 0) {
+      exec_path = kProgramInNode;
+    } else {
+      Log("binding %s to %s: %s (running it from its descriptor)", c.program[0].c_str(),
+          target.c_str(), strerror(errno));
+    }
+  }
   if (root.empty()) {
     // The agent reads this before it writes /etc/ssh or runs MariaDB: on the
     // host's root those would be the host's own (kSharedRootMarker).
@@ -353,7 +371,7 @@ int RunNodeInit(const NodeInitConfig& c) {
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (::chdir("/") != 0) _exit(127);
     for (const auto& [k, v] : c.env) ::setenv(k.c_str(), v.c_str(), 1);
-    ::execvp(argv[0], argv.data());
+    ::execvp(exec_path.c_str(), argv.data());
     // Not visible inside the node (a host path under /tmp): run the file opened
     // before the mounts. (fexecve cannot run scripts from a close-on-exec fd.)
     if (errno == ENOENT && program_fd >= 0) ::fexecve(program_fd, argv.data(), environ);

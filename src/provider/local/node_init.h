@@ -83,6 +83,9 @@ inline constexpr char kGpuStandInDirInNode[] = "/run/hpod-gpus";
 // files alone (no sshd setup, no MariaDB), since they are the host's. The agent
 // spells the same path (slurm_node.h, kSharedRootMarker).
 inline constexpr char kSharedRootMarker[] = "/run/hpod-shared-root";
+// Where node-init binds the program it runs when the node cannot see it by its
+// own path (a build tree under the host's /tmp).
+inline constexpr char kProgramInNode[] = "/run/hpod-node-program";
 // The node's own kernel log (nodes share the host's kernel, so /dev/kmsg is not
 // theirs) and the fake NVML library's script, both on the node disk in the agent's
 // state dir: <node_disk>/state/kmsg on the host.
