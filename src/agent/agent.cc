@@ -395,7 +395,9 @@ void Agent::OnConfig(const Json& message) {
     }
     if (lifecycle_.Run(*spec, resource_config, provisioning).state ==
         api::LifecycleState::kSucceeded) {
-      SendProvisioningParameters();  // again: a script may have rewritten it
+      // Again, as before this change: hpodd keeps the first file it got, so this
+      // counts only where the report before the script was lost.
+      SendProvisioningParameters();
       slurm_->SetAutoStart(true);
     }
   });

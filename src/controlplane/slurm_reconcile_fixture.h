@@ -88,8 +88,6 @@ class FakeSlurmAgents final : public SlurmAgents {
     if (slurmd_started) states_[instance_id]["slurmd_started"] = *slurmd_started;
     if (m.value("hold", false)) states_[instance_id]["held"] = true;
   }
-  // The agent has not reported its Slurm state yet (it just connected, or hpodd
-  // restarted and lost it).
   // What an agent reports as it connects, before any role.
   void Connected(const std::string& instance_id) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -98,6 +96,8 @@ class FakeSlurmAgents final : public SlurmAgents {
           {"role", ""}, {"conf_hash", ""}, {"daemon", "none"}, {"restarts", 0}, {"message", ""}};
     }
   }
+  // The agent has not reported its Slurm state yet (it just connected, or hpodd
+  // restarted and lost it).
   void Forget(const std::string& instance_id) {
     std::lock_guard<std::mutex> lock(mu_);
     states_.erase(instance_id);
