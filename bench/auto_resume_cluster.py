@@ -5,12 +5,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 
 # auto_resume.py imports nodes_bench first: it puts tests/e2e on sys.path and
 # sets HPOD_BIN_DIR, which hpodtest reads.
-from recovery import clear_live, live  # noqa: E402
+from recovery import clear_live, live, run_in_node, sinfo_states  # noqa: E402
 from slurm_bench import event_time  # noqa: E402
 import hpodtest  # noqa: E402
 import nodestest  # noqa: E402
@@ -120,18 +119,10 @@ class Cluster:
             return ""
 
     def on_controller(self, *argv, timeout=15):
-        cmd = ["nsenter", "-t", str(self.d.node_pid(self.controller)), "-n", "-u", "-m", "-p",
-               "--"] + list(argv)
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            return p.returncode, p.stdout
-        except subprocess.TimeoutExpired:
-            return 124, ""
+        return run_in_node(self.d, self.controller, *argv, timeout=timeout)
 
     def sinfo(self):
-        rc, out = self.on_controller("sinfo", "-h", "-N", "-o", "%N %T")
-        return dict(l.split()[:2] for l in out.splitlines() if len(l.split()) >= 2) if rc == 0 \
-            else {}
+        return sinfo_states(self.d, self.controller)
 
     def job_state(self, job):
         """squeue's state of the job; '' once it left the queue."""

@@ -91,6 +91,26 @@ def clear_live():
         sys.stdout.flush()
 
 
+def run_in_node(d, instance_id, *argv, timeout=15):
+    """Runs argv in a node's namespaces; returns (rc, stdout), (124, "") when it
+    ran past `timeout`."""
+    cmd = ["nsenter", "-t", str(d.node_pid(instance_id)), "-n", "-u", "-m", "-p", "--"] + list(argv)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout
+    except subprocess.TimeoutExpired:
+        return 124, ""
+
+
+def sinfo_states(d, controller):
+    """{Slurm node name: state} from the controller's `sinfo -h -N -o '%N %T'`
+    (down* etc.); {} when it fails."""
+    rc, out = run_in_node(d, controller, "sinfo", "-h", "-N", "-o", "%N %T")
+    if rc != 0:
+        return {}
+    return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+
+
 class BenchDaemon(nodestest.NodesDaemon):
     """NodesDaemon.start() with hpodd's own heartbeat defaults (2 s interval, 6 s
     timeout): the e2e tests' 1 s interval would flatter heartbeat detection."""
@@ -134,21 +154,10 @@ class Cluster:
                            if n["InstanceGroupName"] == "controller-machine"][0]
 
     def on_controller(self, *argv, timeout=15):
-        """Runs argv in the controller node's namespaces; returns (rc, stdout)."""
-        cmd = ["nsenter", "-t", str(self.d.node_pid(self.controller)), "-n", "-u", "-m", "-p",
-               "--"] + list(argv)
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            return p.returncode, p.stdout
-        except subprocess.TimeoutExpired:
-            return 124, ""
+        return run_in_node(self.d, self.controller, *argv, timeout=timeout)
 
     def sinfo(self):
-        """{Slurm node name: state} from `sinfo -h -N -o '%N %T'` (down* etc.)."""
-        rc, out = self.on_controller("sinfo", "-h", "-N", "-o", "%N %T")
-        if rc != 0:
-            return {}
-        return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+        return sinfo_states(self.d, self.controller)
 
     def srun_ok(self, hostnames):
         rc, out = self.on_controller("srun", "-N3", "--immediate=2", "hostname", timeout=20)
