@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "hpod/agent/agent.h"
 #include "hpod/agent/agent_options.h"
@@ -22,6 +23,8 @@
 #include "hpod/agent/machine_facts.h"
 #include "hpod/agent/service_handoff.h"
 #include "hpod/agent/systemctl_shim.h"
+#include "hpod/agent/systemd_handover.h"
+#include "hpod/agent/systemd_unit.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/logging.h"
 #include "hpod/base/signals.h"
@@ -89,6 +92,10 @@ int main(int argc, char** argv) {
     const char* socket = std::getenv("HPOD_AGENT_SOCKET");
     return hpod::agent::SystemctlShimMain(argc, argv,
                                           socket ? socket : hpod::agent::kLocalSocketPath);
+  }
+  // What a pool host's handed units run (systemd_handover.h, systemd_unit.h).
+  if (argc >= 2 && std::string_view(argv[1]) == "systemd-unit") {
+    return hpod::agent::SystemdUnitMain(argc, argv);
   }
   CLI::App app{"hpod-agent: the hpod node agent"};
   std::string config_path = "/var/lib/hpod-agent/agent.json";
@@ -179,6 +186,10 @@ int main(int argc, char** argv) {
           [&] {
             hpod::agent::PoolHostOptions pool;
             pool.reboot_command = reboot_command;
+            // systemd runs this machine: its Slurm and munge units go to the
+            // node agent while a node is served (systemd_handover.h).
+            if (hpod::agent::SystemdRunsThisMachine())
+              pool.systemd_unit_dir = "/etc/systemd/system";
             hpod::Status s = hpod::agent::RunSpareHost(
                 *joined, state_dir, [&] { return stopped.load(); }, pool);
             if (s.ok()) return 0;

@@ -54,6 +54,11 @@ struct AgentOptions {
   // writes their unit files where HyperPod's AMI has them, and makes the AMI's
   // user `ubuntu` (ami_user.h).
   bool systemctl = false;
+  // A pool host run by systemd, whose Slurm and munge units are handed to this
+  // agent (systemd_handover.h): the systemctl that starts such a unit whenever
+  // the agent's daemon becomes active (so `systemctl status slurmd` shows hpod's
+  // slurmd however it started). Empty: none.
+  std::string handed_units_systemctl;
   // The health checks (docs/node-health.md); the file's optional health_* keys
   // (PROTOCOL.md, "Agent config file"). An interval of 0 turns them off.
   health::HealthOptions health;

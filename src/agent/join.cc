@@ -194,6 +194,7 @@ Status RunSpareHost(const JoinedState& state, const std::string& state_dir,
   tenure.state_dir = state_dir;
   tenure.server = state.server;
   tenure.node_template = options.node_template;
+  tenure.systemd_unit_dir = options.systemd_unit_dir;
   TenureRunner tenures(tenure);
   auto status = [&](const std::string& message) {
     return proto::HostStatus{tenures.Current(), message, tenures.Running(), tenures.CheckFailed()}

@@ -20,9 +20,9 @@
 #include <optional>
 #include <string>
 
+#include "hpod/agent/agent_options.h"
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
-#include "hpod/agent/agent_options.h"
 #include "hpod/base/status.h"
 #include "hpod/base/thread_annotations.h"
 
@@ -50,7 +50,7 @@ struct JoinOptions {
   std::string server;  // https://HOST:PORT of hpodd's --agent-listen
   std::string token;   // hpodjoin1.<pin>.<id>.<secret>
   std::string state_dir;
-  nlohmann::json facts;  // CollectMachineFacts
+  nlohmann::json facts;       // CollectMachineFacts
   std::string instance_type;  // --instance-type; empty: the token's
   std::chrono::milliseconds timeout{30000};
 };
@@ -74,6 +74,9 @@ struct PoolHostOptions {
   // What `reboot` runs (bash -c): systemd's reboot; a machine without systemd
   // (the test rig's init) names its own.
   std::string reboot_command = "systemctl reboot";
+  // Where a machine run by systemd gets the drop-ins that hand its Slurm and
+  // munge units to the node agent (tenure.h); empty: none (no systemd, tests).
+  std::string systemd_unit_dir;
 };
 // A pool host, as above; `options` says how it reboots and runs its nodes.
 Status RunSpareHost(const JoinedState& state, const std::string& state_dir,

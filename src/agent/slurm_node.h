@@ -124,6 +124,10 @@ struct SlurmNodeOptions {
   std::string sshd = "/usr/sbin/sshd";
   SshPaths ssh;
   AccountingOptions accounting;
+  // Called on the worker thread with a unit's name (units.h) each time it
+  // becomes active, unless a systemctl stop holds it; empty: nothing. A pool
+  // host's agent tells systemd (AgentOptions::handed_units_systemctl).
+  std::function<void(const std::string& unit)> on_unit_active;
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds restart_backoff_initial{500};
   std::chrono::milliseconds restart_backoff_max{30000};

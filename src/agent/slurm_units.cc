@@ -294,16 +294,24 @@ void SlurmNode::PublishUnits(const UnitWishes& wishes, const Wanted& wanted) {
     next[unit] = UnitStateOf(unit, wishes, wanted);
   }
   const double now = clock_.NowEpochSeconds();
-  MutexLock lock(mu_);
-  for (auto& [unit, state] : next) {
-    auto before = units_.find(unit);
-    state.since = before != units_.end() && before->second.active == state.active
-                      ? before->second.since
-                      : now;
+  std::vector<std::string> became_active;
+  {
+    MutexLock lock(mu_);
+    for (auto& [unit, state] : next) {
+      auto before = units_.find(unit);
+      const bool same = before != units_.end() && before->second.active == state.active;
+      state.since = same ? before->second.since : now;
+      if (!same && state.active == "active" && wishes.Of(unit) != UnitIntent::kStop) {
+        became_active.push_back(unit);
+      }
+    }
+    units_ = std::move(next);
+    published_version_ = std::max(published_version_, wishes.version);
+    cv_.notify_all();
   }
-  units_ = std::move(next);
-  published_version_ = std::max(published_version_, wishes.version);
-  cv_.notify_all();
+  if (options_.on_unit_active) {
+    for (const std::string& unit : became_active) options_.on_unit_active(unit);
+  }
 }
 
 }  // namespace hpod::agent

@@ -67,21 +67,6 @@ StatusOr<Json> Ask(const std::string& path, const Json& request, int timeout_ms)
   return j;
 }
 
-StatusOr<std::vector<UnitState>> Units(const std::string& path, const UnitRequest& request) {
-  HPOD_ASSIGN_OR_RETURN(Json answer,
-                        Ask(path, request.ToJson(), static_cast<int>(request.wait_ms) + 10000));
-  std::vector<UnitState> out;
-  auto units = answer.find("units");
-  if (units == answer.end() || !units->is_array()) {
-    return InternalError("a malformed answer from the hpod agent");
-  }
-  for (const Json& u : *units) {
-    HPOD_ASSIGN_OR_RETURN(UnitState s, UnitState::FromJson(u));
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 std::string FormatTime(double epoch) {
   std::time_t t = static_cast<std::time_t>(epoch);
   std::tm tm{};
@@ -188,7 +173,7 @@ int Fail(const std::string& what, const Status& s) {
 StatusOr<bool> IsActive(const std::string& socket, const std::string& unit) {
   UnitRequest q;
   q.units = {unit};
-  HPOD_ASSIGN_OR_RETURN(std::vector<UnitState> units, Units(socket, q));
+  HPOD_ASSIGN_OR_RETURN(std::vector<UnitState> units, AskUnits(socket, q));
   return !units.empty() && units[0].active == "active";
 }
 
@@ -262,12 +247,12 @@ int Systemctl(int argc, char** argv, const std::string& socket) {
       UnitRequest one = request;
       one.units = {unit};
       if (!*active) one.verb = UnitVerb::kStart;
-      auto done = Units(socket, one);
+      auto done = AskUnits(socket, one);
       if (!done.ok()) rc = Fail("systemctl " + a.verb, done.status());
     }
     return rc;
   }
-  auto units = Units(socket, request);
+  auto units = AskUnits(socket, request);
   if (!units.ok()) return Fail("systemctl " + a.verb, units.status());
   int rc = 0;
   if (change) {
@@ -399,7 +384,7 @@ int Journalctl(int argc, char** argv, const std::string& socket) {
     }
     request.units.push_back(*name);
   }
-  auto units = Units(socket, request);
+  auto units = AskUnits(socket, request);
   if (!units.ok()) return Fail("journalctl", units.status());
   std::vector<std::string> argv_tail = {"tail", "-n", lines < 0 ? "+1" : std::to_string(lines)};
   if (follow) argv_tail.push_back("-F");
@@ -433,6 +418,21 @@ constexpr char kUnitHeader[] =
 
 }  // namespace
 
+StatusOr<std::vector<UnitState>> AskUnits(const std::string& path, const UnitRequest& request) {
+  HPOD_ASSIGN_OR_RETURN(Json answer,
+                        Ask(path, request.ToJson(), static_cast<int>(request.wait_ms) + 10000));
+  std::vector<UnitState> out;
+  auto units = answer.find("units");
+  if (units == answer.end() || !units->is_array()) {
+    return InternalError("a malformed answer from the hpod agent");
+  }
+  for (const Json& u : *units) {
+    HPOD_ASSIGN_OR_RETURN(UnitState s, UnitState::FromJson(u));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 bool IsSystemctlName(const char* argv0) {
   if (argv0 == nullptr) return false;
   std::string base = fs::path(argv0).filename().string();
@@ -445,8 +445,10 @@ int SystemctlShimMain(int argc, char** argv, const std::string& socket_path) {
                               : Systemctl(argc, argv, socket_path);
 }
 
-std::string UnitFileText(const std::string& unit) {
-  std::string text = kUnitHeader;
+std::string UnitFileText(const std::string& unit) { return kUnitHeader + UnitFileBody(unit); }
+
+std::string UnitFileBody(const std::string& unit) {
+  std::string text;
   if (unit == "slurmctld") {
     text +=
         "[Unit]\nDescription=Slurm controller daemon\n"

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "hpod/agent/units.h"
 #include "hpod/base/status.h"
 
 namespace hpod::agent {
@@ -29,6 +30,12 @@ bool IsSystemctlName(const char* argv0);
 // exit code. Output goes to stdout/stderr.
 int SystemctlShimMain(int argc, char** argv, const std::string& socket_path);
 
+// One request to the agent at `socket_path` (its local socket): the units'
+// states after it. kUnavailable when no agent listens there; the agent's refusal
+// (an unknown unit, a start this node's role does not run) as kFailedPrecondition.
+StatusOr<std::vector<UnitState>> AskUnits(const std::string& socket_path,
+                                          const UnitRequest& request);
+
 // Links <link_dir>/systemctl and <link_dir>/journalctl to this program
 // (/proc/self/exe), replacing only links and nothing else, and writes
 // slurmctld.service, slurmd.service and slurmdbd.service into `unit_dir` where
@@ -36,7 +43,9 @@ int SystemctlShimMain(int argc, char** argv, const std::string& socket_path);
 // slurmd.service with envsubst and moves the controller's aside).
 Status InstallSystemctl(const std::string& link_dir, const std::string& unit_dir);
 
-// The unit file written for `unit` (slurmctld, slurmd, slurmdbd).
+// The unit file written for `unit` (slurmctld, slurmd, slurmdbd), and the same
+// without its header comment (a pool host's gets its own: systemd_handover.h).
 std::string UnitFileText(const std::string& unit);
+std::string UnitFileBody(const std::string& unit);
 
 }  // namespace hpod::agent

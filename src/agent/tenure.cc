@@ -101,10 +101,11 @@ void TenureRunner::StopAgent() {
 
 Status TenureRunner::End(const std::string& instance_id) {
   const std::string dir = TenureDir(instance_id);
-  spdlog::info("ending the tenure of {}: stopping its node agent and Slurm, wiping {}",
-               instance_id, dir);
+  spdlog::info("ending the tenure of {}: stopping its node agent and Slurm, wiping {}", instance_id,
+               dir);
   if (running_ == instance_id) StopAgent();
   if (options_.kill_job_steps) KillJobSteps();
+  if (!options_.systemd_unit_dir.empty()) (void)ReturnUnits(Handover(dir));  // it logs
   // HyperPod's fault flag is the instance's: the host's next tenure starts clean.
   if (!options_.node_template.health.flag_file.empty()) {
     std::error_code flag;
@@ -149,6 +150,13 @@ Status TenureRunner::Start(const std::string& instance_id,
   }
   for (const auto& [link, sub] : options_.links) Link(link, (dir / sub).string());
   if (mounted) HPOD_RETURN_IF_ERROR(WriteFileAtomic((dir / "fsx-mounted").string(), "", 0644));
+  if (!options_.systemd_unit_dir.empty()) {
+    // Before the node agent and its scripts: their systemctl reaches hpod's daemons.
+    if (Status s = HandOverUnits(Handover(dir.string())); !s.ok()) {
+      spdlog::warn("cannot hand the machine's Slurm and munge units to the node agent: {}",
+                   s.message());
+    }
+  }
   AgentOptions o = options_.node_template;
   o.instance_id = instance_id;
   o.endpoint = options_.server;
@@ -157,6 +165,7 @@ Status TenureRunner::Start(const std::string& instance_id,
   o.config_dir = (dir / "config").string();
   o.lifecycle_root = (dir / "lifecycle").string();
   o.local_socket = options_.local_socket;
+  if (!options_.systemd_unit_dir.empty()) o.handed_units_systemctl = options_.systemctl;
   o.slurm.conf_dir = (dir / "slurm-etc").string();
   o.slurm.spool_dir = (dir / "spool").string();
   o.slurm.log_dir = (dir / "log").string();
@@ -171,6 +180,17 @@ Status TenureRunner::Start(const std::string& instance_id,
   });
   running_ = instance_id;
   return OkStatus();
+}
+
+SystemdHandoverOptions TenureRunner::Handover(const std::string& dir) const {
+  SystemdHandoverOptions h;
+  h.unit_dir = options_.systemd_unit_dir;
+  h.systemctl = options_.systemctl;
+  std::error_code ec;
+  h.agent_program = fs::read_symlink("/proc/self/exe", ec).string();
+  h.socket = options_.local_socket;
+  h.state_file = (fs::path(dir) / "systemd-units").string();
+  return h;
 }
 
 void KillJobSteps() {

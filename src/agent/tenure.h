@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "hpod/agent/agent.h"
+#include "hpod/agent/systemd_handover.h"
 #include "hpod/base/status.h"
 
 namespace hpod::agent {
@@ -60,6 +61,11 @@ struct TenureOptions {
   // Whether ending a tenure kills the machine's job steps (KillJobSteps); unit
   // tests, which share the machine with other tests' Slurm jobs, turn it off.
   bool kill_job_steps = true;
+  // Non-empty on a machine whose PID 1 is systemd: for each tenure, Slurm's and
+  // munge's units there are handed to the node agent (systemd_handover.h), with
+  // drop-ins in this directory (/etc/systemd/system), and handed back at its end.
+  std::string systemd_unit_dir;
+  std::string systemctl = "systemctl";
   // Overrides for the node agent (tests: fake Slurm programs, short intervals).
   AgentOptions node_template;
 };
@@ -94,6 +100,8 @@ class TenureRunner {
   Status Start(const std::string& instance_id,
                const std::optional<api::agentproto::SharedFilesystem>& shared_fs);
   void StopAgent();
+  // The handover of the tenure in `dir` (systemd_unit_dir set).
+  SystemdHandoverOptions Handover(const std::string& dir) const;
 
   const TenureOptions options_;
   std::string running_;  // the instance whose node agent runs; "" for none

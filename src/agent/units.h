@@ -73,7 +73,8 @@ struct UnitState {
   // Why it is not running, when hpod holds it ("waiting for the lifecycle
   // scripts to succeed") or it failed.
   std::string message;
-  // The files `journalctl -u` reads, oldest first.
+  // The files `journalctl -u` reads; the last is the daemon's stdout and stderr
+  // (what a pool host's journal gets: systemd_unit.h).
   std::vector<std::string> logs;
 
   nlohmann::json ToJson() const;

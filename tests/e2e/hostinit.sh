@@ -49,6 +49,73 @@ done
 chmod 1777 /tmp
 mkdir -p /var/lib/hpod-agent
 mount --bind "$disk/hpod-agent" /var/lib/hpod-agent
+
+# HOSTRIG_INIT=systemd: the machine runs real systemd (Debian's) as its PID 1
+# instead of the loop below, and hpod-agent.service as the package installs it
+# (HOSTRIG_AGENT_UNIT: packaging/hpod-agent.service), not yet enabled: the
+# first `hpod-agent join` typed in the host hands the agent to it. The host's
+# /etc/systemd/system is its own (kept on its disk), so what systemctl enable,
+# the agent's drop-ins or a lifecycle script write there stays on the host.
+# systemd gets a cgroup namespace rooted at hpr-<name> in each hierarchy
+# (hostrig.sweep() removes them) and none of
+# Debian's static .wants or generators: it starts the journal and what is
+# enabled here (munge, as Debian enables it; the agent once joined; what a
+# script enables), and nothing that would act on the real machine (udev,
+# sysctl, the clock, fstab).
+if [[ ${HOSTRIG_INIT:-} == systemd ]]; then
+  # systemd names the machine from /etc/hostname, as a real one's is.
+  echo "$name" >"$disk/hostname"
+  mount --bind "$disk/hostname" /etc/hostname
+  mkdir -p "$disk/systemd-etc/hpod-agent.service.d"
+  mount --bind "$disk/systemd-etc" /etc/systemd/system
+  [[ -e /etc/systemd/system/hpod-agent.service ]] ||
+    cp "$HOSTRIG_AGENT_UNIT" /etc/systemd/system/hpod-agent.service
+  printf '%s\n' "# The rig's agent is a copy in /opt/hpod/bin (the package's is /usr/bin)," \
+    "# and its log goes where hostrig reads it." "[Service]" "ExecStart=" \
+    "ExecStart=/opt/hpod/bin/hpod-agent join --foreground --state-dir /var/lib/hpod-agent" \
+    "StandardOutput=append:/var/log/hpod-rig/agent.log" "StandardError=inherit" \
+    >/etc/systemd/system/hpod-agent.service.d/rig.conf
+  # Enabled units start at boot (multi-user.target), munge as Debian enables it.
+  printf '%s\n' "[Unit]" "Description=hpod test rig host" \
+    "Wants=systemd-journald.socket systemd-journald.service multi-user.target" \
+    "After=multi-user.target" >/etc/systemd/system/hpod-rig.target
+  mkdir -p /etc/systemd/system/multi-user.target.wants
+  ln -sfn /lib/systemd/system/munge.service /etc/systemd/system/multi-user.target.wants/
+  mkdir -p /var/log/hpod-rig
+  mount --bind "$disk/log" /var/log/hpod-rig
+  : >>"$disk/log/systemd.log"
+  mount --bind "$disk/log/systemd.log" /dev/console # systemd's own messages
+  # PID 1 in the host's cgroup namespace: its own cgroup tree, then systemd.
+  printf '%s\n' '#!/bin/bash' 'set -e' \
+    'mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup' \
+    'mkdir /sys/fs/cgroup/systemd /sys/fs/cgroup/unified' \
+    'mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd' \
+    'mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified' \
+    'for d in /usr/lib/systemd/system/*.wants /usr/lib/systemd/system-generators; do' \
+    '  mount -t tmpfs -o mode=755,ro tmpfs "$d"' \
+    'done' \
+    'export container=hpod-rig' \
+    'exec /lib/systemd/systemd --unit=hpod-rig.target --log-target=console' \
+    >/opt/hpod/bin/rig-systemd
+  chmod 755 /opt/hpod/bin/rig-systemd
+  # In every hierarchy the machine has (systemd mounts the controllers it finds
+  # and would otherwise make its slices in the machine's root cgroups).
+  for h in /sys/fs/cgroup/*; do
+    [[ -L $h ]] || ! mountpoint -q "$h" && continue
+    mkdir -p "$h/hpr-$name"
+    for f in cpuset.cpus cpuset.mems; do # an empty cpuset takes no process
+      [[ -e $h/$f ]] && cat "$h/$f" >"$h/hpr-$name/$f"
+    done
+    echo $$ >"$h/hpr-$name/cgroup.procs"
+  done
+  # What Debian's munge package made, on the host's own /var/lib and /var/log.
+  install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
+  mount -t tmpfs -o mode=755 tmpfs /var/tmp # the disk's path hidden, as below
+  echo "host $name up (systemd), boot id $(cat /proc/sys/kernel/random/boot_id)" \
+    >>/var/log/hpod-rig/agent.log
+  exec unshare --cgroup /opt/hpod/bin/rig-systemd
+fi
+
 exec 3>>"$disk/log/agent.log"
 mount -t tmpfs -o mode=755 tmpfs /var/tmp  # last: the disk's path is hidden too
 echo "host $name up, boot id $(cat /proc/sys/kernel/random/boot_id)" >&3

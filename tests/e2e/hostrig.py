@@ -30,6 +30,7 @@ import nodestest
 HERE = os.path.dirname(os.path.abspath(__file__))
 INIT = os.path.join(HERE, "hostinit.sh")
 SFTP_SERVE = os.path.join(HERE, "sftp_serve.py")
+AGENT_UNIT = os.path.join(HERE, "..", "..", "packaging", "hpod-agent.service")
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"  # what sftp_serve.py runs per connection
 PREFIX = "hpr"
 BRIDGE = PREFIX + "br"
@@ -57,6 +58,19 @@ def sweep():
         link = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
         if link.startswith(PREFIX):
             run("ip", "link", "del", link, check=False)
+    # The cgroups a systemd host's namespace was rooted at (hostinit.sh), once
+    # their processes are gone: the deepest first.
+    for hierarchy in os.listdir("/sys/fs/cgroup"):
+        top = os.path.join("/sys/fs/cgroup", hierarchy)
+        for entry in os.listdir(top) if os.path.isdir(top) else []:
+            if not entry.startswith(PREFIX + "-"):
+                continue
+            for dirpath, _, _ in sorted(os.walk(os.path.join(top, entry)),
+                                        key=lambda w: -w[0].count("/")):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    pass
     if os.path.exists(STATE):
         with open(STATE) as f:
             block = f.read().strip()
@@ -99,6 +113,22 @@ class Host:
     def agent_pids(self):
         out = self.sh("pgrep -x hpod-agent || true").stdout.split()
         return [int(p) for p in out]
+
+    def wait_for_systemd(self, timeout=30):
+        """Until the host's systemd (boot(systemd=True)) finished starting up."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            state = self.sh("systemctl is-system-running 2>/dev/null || true").stdout.strip()
+            if state in ("running", "degraded"):
+                return state
+            time.sleep(0.2)
+        raise RuntimeError("systemd on %s did not start: %s" % (self.name, state))
+
+    def join_by_hand(self, server, token, instance_type):
+        """What an admin types on the machine: the first join, which hands the
+        agent to the packaged hpod-agent.service (service_handoff.h)."""
+        return self.sh("/opt/hpod/bin/hpod-agent join --server %s --token %s "
+                       "--instance-type %s" % (server, token, instance_type))
 
     def reboot(self):
         os.kill(self.pid1(), signal.SIGUSR1)
@@ -156,16 +186,21 @@ class Rig:
             run("ip", "-n", h.netns, "link", "set", "eth0", "up")
             run("ip", "link", "set", hv, "master", BRIDGE, "up")
 
-    def boot(self, host, agent, server, token, instance_type, spank=""):
+    def boot(self, host, agent, server, token, instance_type, spank="", systemd=False):
         """Starts the host's PID 1 (hostinit.sh), which joins with `token` once;
-        `spank` (a path) is installed as /opt/hpod/lib/spank_hpod.so."""
+        `spank` (a path) is installed as /opt/hpod/lib/spank_hpod.so. With
+        `systemd`, PID 1 is Debian's systemd with the packaged hpod-agent.service,
+        which nothing runs until join_by_hand()."""
         os.makedirs(host.disk, exist_ok=True)
+        env = dict(os.environ)
+        if systemd:
+            env.update(HOSTRIG_INIT="systemd", HOSTRIG_AGENT_UNIT=AGENT_UNIT)
         with open(os.path.join(host.disk, "init.log"), "a") as out:  # the child keeps its copy
             host.init = subprocess.Popen(
                 ["nsenter", "--net=/run/netns/" + host.netns, "unshare", "--uts", "--mount",
                  "--pid", "--fork", "--mount-proc", "--propagation", "private", INIT, host.disk,
                  host.name, agent, server, token, instance_type, spank],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
         host.pid1()
         return host
 
