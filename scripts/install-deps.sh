@@ -71,6 +71,7 @@ RUN_PKGS=(
   slurmdbd mariadb-server     # Slurm accounting on each cluster's controller (docs/slurm.md)
   gettext-base                # envsubst: HyperPod's start_slurm.sh fills slurmd.service with it
   pdsh                        # pdsh -R ssh across the nodes, as MPI launchers and users fan out
+  openmpi-bin                 # mpirun: its rsh launcher starts ranks on the other nodes over ssh
 )
 
 missing=()

@@ -16,11 +16,12 @@ enable --now slurmd`. On hpod's nodes systemctl is the agent's (PID 1 is not
 systemd): the daemons the scripts start are the ones hpod supervises, one
 process each. Then: sinfo and srun, a user of shared_users.txt submits a job,
 ssh between nodes as that user and as root, sacct, a stop that hpod does not
-undo, the AMI's user `ubuntu`, pdsh as a user, and kill-node under an
+undo, the AMI's user `ubuntu`, pdsh and mpirun as a user, and kill-node under an
 --auto-resume job: the replacement ran the same
 scripts, has the same host key and the user, joins accounting, and the job
 resumes and completes with both attempts in sacct. Needs root and Debian's
-slurm, slurmdbd, mariadb-server, sudo, openssh-server, gettext-base and pdsh."""
+slurm, slurmdbd, mariadb-server, sudo, openssh-server, gettext-base, pdsh and
+openmpi-bin."""
 import json
 import os
 import subprocess
@@ -169,7 +170,7 @@ class HyperPodScriptsTest(unittest.TestCase):
             raise unittest.SkipTest("Debian's slurmctld/slurmd/munge are not installed "
                                     "(scripts/install-deps.sh installs them)")
         for path in ("/usr/bin/sudo", "/usr/sbin/sshd", "/usr/sbin/slurmdbd",
-                     "/usr/sbin/mariadbd", "/usr/bin/envsubst", "/usr/bin/pdsh"):
+                     "/usr/sbin/mariadbd", "/usr/bin/envsubst", "/usr/bin/pdsh", "/usr/bin/mpirun"):
             if not os.path.exists(path):
                 raise unittest.SkipTest(path + " is not installed "
                                         "(scripts/install-deps.sh installs it)")
@@ -304,6 +305,12 @@ class HyperPodScriptsTest(unittest.TestCase):
         self.assertEqual((p.returncode, p.stdout.split()),
                          (0, [x for n in sorted(self.workers(), key=self.name)
                               for x in (self.name(n) + ":", "alice")]), p.stderr)
+        # mpirun launches its daemons on the other nodes over ssh (Open MPI's rsh
+        # launcher), as a user: one rank on each worker.
+        p = self.d.in_node(ctl["InstanceId"], "su alice -c 'mpirun --host %s -np 2 hostname' | sort"
+                           % names, check=False, timeout=120)
+        self.assertEqual((p.returncode, p.stdout.split()),
+                         (0, sorted(self.name(n) for n in self.workers())), p.stderr)
         # Accounting lists the user's job.
         jobid = job.stdout.strip()
         self.wait("sacct lists alice's job",
