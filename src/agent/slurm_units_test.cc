@@ -2,6 +2,10 @@
 // before the lifecycle scripts succeeded, under hpodd's hold, and after a
 // systemctl stop or start.
 
+#include <algorithm>
+#include <csignal>
+#include <mutex>
+
 #include "hpod/agent/slurm_node.h"
 #include "hpod/agent/slurm_node_test_fixture.h"
 
@@ -138,6 +142,63 @@ TEST_F(SlurmNodeTest, AStartBeforeTheRoleArrivesWaitsForIt) {
   // The start stands: slurmd runs though the scripts have not succeeded.
   ASSERT_TRUE(WaitForDaemon("running", "h1"));
   ASSERT_TRUE(WaitFor([&] { return Count("slurmd.argv") == 1; }));
+}
+
+TEST_F(SlurmNodeTest, AReloadSendsTheRunningDaemonSighupAndRestartsNothing) {
+  // A slurmd that records each SIGHUP (the units' ExecReload) and keeps running.
+  WriteTestFile(tmp_ / "bin/slurmd",
+                "#!/bin/bash\n"
+                "trap 'echo hup >> " +
+                    rec_ + "/slurmd.hup' HUP\n" + "echo $$ > " + rec_ + "/slurmd.pid.tmp && mv " +
+                    rec_ + "/slurmd.pid.tmp " + rec_ +
+                    "/slurmd.pid\n"
+                    "while true; do sleep 0.05; done\n",
+                0755);
+  Start();
+  node_->Apply(Spec("compute", "h1"));
+  ASSERT_TRUE(WaitForDaemon("running", "h1"));
+  ASSERT_TRUE(WaitFor([&] { return PidOf("slurmd") > 0; }));
+  const int pid = PidOf("slurmd");
+  UnitState reloaded = One(node_->ControlUnits(Request(UnitVerb::kReload, {"slurmd"})));
+  EXPECT_EQ(reloaded.active, "active");
+  ASSERT_TRUE(WaitFor([&] { return Count("slurmd.hup") == 1; }));
+  EXPECT_EQ(PidOf("slurmd"), pid);
+  EXPECT_EQ(::kill(pid, 0), 0) << "the daemon runs on";
+  EXPECT_EQ(node_->State().restarts, 0);
+  // A stopped unit has nothing to reload: systemd fails that reload too.
+  One(node_->ControlUnits(Request(UnitVerb::kStop, {"slurmd"})));
+  auto refused = node_->ControlUnits(Request(UnitVerb::kReload, {"slurmd"}));
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message(), "Unit slurmd.service is not active, cannot reload.");
+  EXPECT_EQ(Count("slurmd.hup"), 1u);
+}
+
+TEST_F(SlurmNodeTest, EachTimeAUnitBecomesActiveTheCallbackHearsOfItButNotAfterAStop) {
+  std::mutex mu;
+  std::vector<std::string> heard;
+  options_.on_unit_active = [&](const std::string& unit) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.push_back(unit);
+  };
+  auto times = [&](const std::string& unit) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::count(heard.begin(), heard.end(), unit);
+  };
+  Start();
+  node_->Apply(Spec("compute", "h1"));
+  ASSERT_TRUE(WaitForDaemon("running", "h1"));
+  ASSERT_TRUE(WaitFor([&] { return times("slurmd") == 1 && times("munge") == 1; }));
+  // hpod restarts a slurmd that died: active again, heard again.
+  ASSERT_TRUE(WaitFor([&] { return PidOf("slurmd") > 0; }));
+  ::kill(PidOf("slurmd"), SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return times("slurmd") == 2; }));
+  One(node_->ControlUnits(Request(UnitVerb::kStop, {"slurmd"})));
+  for (int i = 0; i < 3; ++i) node_->ControlUnits(Request(UnitVerb::kQuery, {}));
+  EXPECT_EQ(times("slurmd"), 2);
+  One(node_->ControlUnits(Request(UnitVerb::kStart, {"slurmd"})));
+  ASSERT_TRUE(WaitFor([&] { return times("slurmd") == 3; }));
+  EXPECT_EQ(times("munge"), 1);
+  EXPECT_EQ(times("slurmctld"), 0);
 }
 
 }  // namespace
