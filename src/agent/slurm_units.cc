@@ -250,6 +250,7 @@ UnitState SlurmNode::UnitStateOf(const std::string& unit, const UnitWishes& wish
   u.enabled = wishes.disabled.count(unit) == 0;
   u.logs = LogsOf(unit);
   const UnitIntent intent = wishes.Of(unit);
+  u.stopped = intent == UnitIntent::kStop;
   const Daemon* d = DaemonOf(unit);
   if (d == nullptr) {
     if (!applied_ && intent == UnitIntent::kStart) {
@@ -310,7 +311,15 @@ void SlurmNode::PublishUnits(const UnitWishes& wishes, const Wanted& wanted) {
     cv_.notify_all();
   }
   if (options_.on_unit_active) {
-    for (const std::string& unit : became_active) options_.on_unit_active(unit);
+    for (const std::string& unit : became_active) {
+      {
+        // A systemctl stop that came during this pass wins over the callback's start.
+        MutexLock lock(mu_);
+        auto it = intents_.find(unit);
+        if (it != intents_.end() && it->second == UnitIntent::kStop) continue;
+      }
+      options_.on_unit_active(unit);
+    }
   }
 }
 

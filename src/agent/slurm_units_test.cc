@@ -82,8 +82,10 @@ TEST_F(SlurmNodeTest, ASystemctlStopIsNotUndoneUntilAStart) {
   ASSERT_TRUE(WaitFor([&] { return PidOf("slurmd") > 0; }));
   const int first = PidOf("slurmd");
 
+  EXPECT_FALSE(One(node_->ControlUnits(Request(UnitVerb::kQuery, {"slurmd"}))).stopped);
   UnitState stopped = One(node_->ControlUnits(Request(UnitVerb::kStop, {"slurmd"})));
   EXPECT_EQ(stopped.active, "inactive");
+  EXPECT_TRUE(stopped.stopped) << "what a pool host's unit ends on (systemd_unit.h)";
   EXPECT_EQ(stopped.pid, 0);
   EXPECT_NE(stopped.message.find("stopped by systemctl"), std::string::npos);
   EXPECT_NE(::kill(first, 0), 0) << "slurmd still runs";

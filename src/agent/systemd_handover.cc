@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "hpod/agent/fs_util.h"
 #include "hpod/agent/systemctl_shim.h"
@@ -121,15 +122,19 @@ std::string HandoverDropIn(std::string_view unit, const SystemdHandoverOptions& 
          program + " systemd-unit reload " + u + " --socket " + socket +
          "\n"
          "Restart=no\n"
-         // A start waits for hpodd's configuration (a worker for its controller)
-         // and, at boot, for the agent to come up.
-         "TimeoutStartSec=infinity\n";
+         // A start waits for the daemon: a worker's slurmd for its controller,
+         // slurmctld for MariaDB's first setup. 15 minutes covers a controller's
+         // lifecycle script; past it the start fails (hpod still runs the daemon,
+         // and the unit follows it again when it is up).
+         "TimeoutStartSec=900\n";
 }
 
 namespace {
 
-// The state file: "active UNIT" and "enabled UNIT" lines for what the machine
-// ran and enabled before its first handover.
+// The state file: for each unit, "seen UNIT" once its state before the first
+// handover is recorded, with "active UNIT" and "enabled UNIT" when it ran and
+// was enabled then. Written before the unit is touched, so a handover that
+// fails half-way still knows what to give back.
 std::set<std::string> ReadRemembered(const std::string& path) {
   std::set<std::string> out;
   if (auto text = ReadFile(path); text.ok()) {
@@ -138,6 +143,21 @@ std::set<std::string> ReadRemembered(const std::string& path) {
       if (!line.empty()) out.insert(line);
   }
   return out;
+}
+
+Status WriteRemembered(const std::string& path, const std::set<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return WriteFileAtomic(path, text, 0644);
+}
+
+// systemctl is-active's words for a unit that runs or is coming up.
+bool Running(const std::string& is_active) {
+  return is_active == "active" || is_active == "activating" || is_active == "reloading";
+}
+
+bool Enabled(const std::string& is_enabled) {
+  return is_enabled == "enabled" || is_enabled == "enabled-runtime";
 }
 
 // HyperPod's AMI has Slurm's unit files in /etc/systemd/system, and AWS's
@@ -155,21 +175,29 @@ std::string AmiUnitFile(std::string_view unit) {
 }  // namespace
 
 Status HandOverUnits(const SystemdHandoverOptions& o) {
+  if (o.agent_program.empty() || o.agent_program[0] != '/') {
+    return FailedPreconditionError("the agent's own program path is unknown ('" + o.agent_program +
+                                   "'): no unit can ask it");
+  }
   std::set<std::string> remembered = ReadRemembered(o.state_file);
-  bool changed = false;
   for (std::string_view unit : kHandedUnits) {
     const std::string u(unit), dropin = DropInPath(o, unit);
     if (OursAt(dropin)) continue;  // handed over already (an agent restart, a reboot)
     const std::string service = u + ".service";
-    if (Ask(o, {"is-active", service}) == "active") {
+    const bool was_running = Running(Ask(o, {"is-active", service}));
+    if (!remembered.count("seen " + u)) {
+      remembered.insert("seen " + u);
+      if (was_running) remembered.insert("active " + u);
+      if (Enabled(Ask(o, {"is-enabled", service}))) remembered.insert("enabled " + u);
+      HPOD_RETURN_IF_ERROR(WriteRemembered(o.state_file, remembered));
+    }
+    if (was_running) {
       // Debian's munged holds the socket hpod's needs; a daemon of the machine's
       // own Slurm would serve another cluster.
       spdlog::info("stopping the machine's {} while it serves the node (started again after)",
                    service);
-      if (Status s = Run(o, {"stop", service}); !s.ok()) return s;
-      remembered.insert("active " + u);
+      HPOD_RETURN_IF_ERROR(Run(o, {"stop", service}));
     }
-    if (Ask(o, {"is-enabled", service}) == "enabled") remembered.insert("enabled " + u);
     std::error_code ec;
     if (unit != "munge" && !fs::exists(UnitFilePath(o, unit), ec)) {
       HPOD_RETURN_IF_ERROR(WriteFileAtomic(UnitFilePath(o, unit), AmiUnitFile(unit), 0644));
@@ -184,13 +212,10 @@ Status HandOverUnits(const SystemdHandoverOptions& o) {
                                            0644));
     }
     HPOD_RETURN_IF_ERROR(WriteFileAtomic(dropin, HandoverDropIn(unit, o), 0644));
-    changed = true;
   }
-  std::string state;
-  for (const std::string& line : remembered) state += line + "\n";
-  HPOD_RETURN_IF_ERROR(WriteFileAtomic(o.state_file, state, 0644));
-  if (changed) HPOD_RETURN_IF_ERROR(Run(o, {"daemon-reload"}));
-  return OkStatus();
+  // Every time, not only after a write: a handover that failed before its
+  // reload left drop-ins systemd has not read.
+  return Run(o, {"daemon-reload"});
 }
 
 Status ReturnUnits(const SystemdHandoverOptions& o) {
@@ -202,44 +227,50 @@ Status ReturnUnits(const SystemdHandoverOptions& o) {
   };
   const std::set<std::string> remembered = ReadRemembered(o.state_file);
   bool changed = false;
+  std::vector<std::string> services;
   for (std::string_view unit : kHandedUnits) {
-    const std::string u(unit), dropin = DropInPath(o, unit);
+    const std::string u(unit), dropin = DropInPath(o, unit), service = u + ".service";
+    services.push_back(service);
     if (!OursAt(dropin)) continue;
-    const std::string service = u + ".service";
     // Its main process follows an agent that has stopped: the stop only ends it
     // (ExecStop finds no agent and has nothing to do).
     note(Run(o, {"stop", service}));
-    // An enable of the tenure's (a script's `enable --now`) goes with it.
-    if (!remembered.count("enabled " + u) && Ask(o, {"is-enabled", service}) == "enabled") {
-      note(Run(o, {"disable", service}));
+    // The machine's enable state before the tenure, whatever a script did.
+    if (remembered.count("seen " + u)) {
+      const bool before = remembered.count("enabled " + u) > 0;
+      if (Enabled(Ask(o, {"is-enabled", service})) != before) {
+        note(Run(o, {before ? "enable" : "disable", service}));
+      }
     }
     std::error_code ec;
     fs::remove(dropin, ec);
     if (ec) note(InternalError("cannot remove " + dropin + ": " + ec.message()));
     fs::remove(fs::path(dropin).parent_path(), ec);  // only when empty
-    if (OursAt(UnitFilePath(o, unit))) fs::remove(UnitFilePath(o, unit), ec);
     changed = true;
   }
-  // Copies of hpod's files a script moved aside (start_slurm.sh's
-  // slurmd_DO_NOT_START_ON_CONTROLLER.service) carry the marker too.
+  // hpod's unit files, and copies of them a script moved aside (start_slurm.sh's
+  // slurmd_DO_NOT_START_ON_CONTROLLER.service): each begins with the marker.
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(o.unit_dir, ec)) {
+  for (fs::directory_iterator it(o.unit_dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code type;
-    if (!e.is_symlink(type) && e.is_regular_file(type) && OursAt(e.path().string())) {
-      fs::remove(e.path(), type);
+    if (!it->is_symlink(type) && it->is_regular_file(type) && OursAt(it->path().string())) {
+      fs::remove(it->path(), type);
+      if (type) note(InternalError("cannot remove " + it->path().string() + ": " + type.message()));
       changed = true;
     }
   }
   if (changed) {
     note(Run(o, {"daemon-reload"}));
-    (void)Systemctl(o, {"reset-failed"});
+    std::vector<std::string> reset = {"reset-failed"};
+    reset.insert(reset.end(), services.begin(), services.end());
+    (void)Systemctl(o, reset);  // these units only: the machine's other failures stay
   }
   for (std::string_view unit : kHandedUnits) {
     if (!remembered.count("active " + std::string(unit))) continue;
     spdlog::info("starting the machine's {}.service again", unit);
     note(Run(o, {"start", std::string(unit) + ".service"}));
   }
-  fs::remove(o.state_file, ec);
+  if (first.ok()) fs::remove(o.state_file, ec);  // kept for a retry otherwise
   return first;
 }
 

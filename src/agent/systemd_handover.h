@@ -12,15 +12,15 @@
 // tenure is) replaces the unit's ExecStart with `hpod-agent systemd-unit start
 // UNIT` (systemd_unit.h), which asks the node agent over its local socket, as the
 // node's own systemctl does on a local node, then stays as the unit's main
-// process and copies the daemon's log to the journal. So `systemctl
+// process and copies the daemon's output to the journal. So `systemctl
 // start|stop|restart|reload|status|is-active` and `journalctl -u` act on and show
 // hpod's one daemon; an `enable` brings it back at boot through the agent.
 // Slurm's unit files go where HyperPod's AMI has them (AWS's start_slurm.sh
 // fills slurmd.service with envsubst) unless the machine has its own there.
 // A unit that was active before the tenure is stopped first and started again
-// when the tenure ends; an enable of the tenure's is undone, and every file
-// hpod wrote (each begins with "# hpod-agent tenure:") removed: the host is left as
-// it was.
+// when the tenure ends; each unit gets its enable state from before back, and
+// every file hpod wrote (each begins with "# hpod-agent tenure:") is removed:
+// the host is left as it was.
 //
 // Thread contract: the functions run commands (systemctl) and write files; call
 // them from one thread at a time (the host agent's tenure thread).
@@ -43,9 +43,9 @@ struct SystemdHandoverOptions {
   // agent's local socket they ask.
   std::string agent_program;
   std::string socket;
-  // Where what ran and was enabled before the tenure is remembered ("active
-  // munge", "enabled munge" lines), so that its end restores it, even after a
-  // reboot (the tenure's directory).
+  // Where what ran and was enabled before the first handover is remembered, so
+  // that the tenure's end restores it, even after a reboot (the host agent's
+  // state dir: the machine's, as the drop-ins are).
   std::string state_file;
 };
 
@@ -55,17 +55,19 @@ bool SystemdRunsThisMachine(const std::string& marker = "/run/systemd/system");
 // The drop-in that hands `unit` to the agent.
 std::string HandoverDropIn(std::string_view unit, const SystemdHandoverOptions& options);
 
-// Stops every unit of kHandedUnits that runs under its own definition (and
-// remembers it, and whether it was enabled), writes the drop-ins and the AMI's
-// unit files (a bare munge.service where the machine has none), then
-// `systemctl daemon-reload`. Idempotent: a unit whose drop-in is already there
-// is neither stopped nor remembered again.
+// Remembers whether each unit of kHandedUnits runs and is enabled (before
+// touching it), stops one that runs under its own definition, writes the
+// drop-ins and the AMI's unit files (a bare munge.service where the machine
+// has none), then `systemctl daemon-reload`. Idempotent: a unit whose drop-in
+// is already there is neither stopped nor remembered again. kFailedPrecondition
+// without an absolute agent_program.
 Status HandOverUnits(const SystemdHandoverOptions& options);
 
 // The tenure's end (its node agent already stopped): stops the handed units,
-// disables those the tenure enabled, removes every file of hpod's in unit_dir,
-// daemon-reload, starts the units that ran before. Idempotent; failures are
-// logged and the rest is still done (the first is returned).
+// gives each its enable state from before, removes every file of hpod's in
+// unit_dir, daemon-reload, resets the handed units' failed state, starts the
+// units that ran before. Idempotent; failures are logged and the rest is still
+// done (the first is returned, and state_file is kept for the next try).
 Status ReturnUnits(const SystemdHandoverOptions& options);
 
 }  // namespace hpod::agent

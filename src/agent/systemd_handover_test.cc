@@ -27,7 +27,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // A systemctl that keeps the machine's units as files: <state>/<unit>.active,
-// <unit>.enabled, <unit>.loaded; every call is a line of <state>/calls.
+// <unit>.enabled, <unit>.loaded (a stop fails while <unit>.stop-fails exists);
+// every call is a line of <state>/calls.
 constexpr char kFakeSystemctl[] = R"(#!/bin/bash
 state=$(dirname "$0")/state
 echo "$*" >>"$state/calls"
@@ -38,7 +39,9 @@ case $verb in
   is-active) [[ -e $state/$unit.active ]] && { echo active; exit 0; }; echo inactive; exit 3 ;;
   is-enabled) [[ -e $state/$unit.enabled ]] && { echo enabled; exit 0; }; echo disabled; exit 1 ;;
   start) touch "$state/$unit.active" ;;
-  stop) rm -f "$state/$unit.active" ;;
+  stop) [[ -e $state/$unit.stop-fails ]] && { echo "Job for $unit failed" >&2; exit 1; }
+        rm -f "$state/$unit.active" ;;
+  enable) touch "$state/$unit.enabled" ;;
   disable) rm -f "$state/$unit.enabled" ;;
   show) [[ -e $state/$unit.loaded ]] && echo loaded || echo not-found ;;
   daemon-reload|reset-failed) ;;
@@ -104,6 +107,7 @@ TEST_F(SystemdHandoverTest, TheDropInAsksTheAgentAndResetsWhatWouldActOnTheDaemo
 TEST_F(SystemdHandoverTest, TheMachinesMungeStepsAsideAndComesBackWithTheHostAsItWas) {
   Machine("munge", /*active=*/true, /*enabled=*/true);
   Machine("slurmd", false, false);  // Debian's slurmd package: installed, not running
+  Machine("slurmctld", false, true);
   ASSERT_TRUE(WriteFileAtomic(tmp_ / "etc/slurmctld.service", "mine\n", 0644).ok());
   ASSERT_TRUE(HandOverUnits(o_).ok());
   auto calls = Calls();
@@ -121,13 +125,17 @@ TEST_F(SystemdHandoverTest, TheMachinesMungeStepsAsideAndComesBackWithTheHostAsI
   EXPECT_FALSE(fs::exists(tmp_ / "etc/munge.service")) << "the machine has one";
 
   // An agent restart (or a reboot) mid-tenure: nothing stopped or remembered again.
+  const std::string remembered = *ReadFile(o_.state_file);
   ASSERT_TRUE(HandOverUnits(o_).ok());
   calls = Calls();
   EXPECT_EQ(Count(calls, "stop munge.service"), 0u);
-  EXPECT_EQ(Count(calls, "daemon-reload"), 0u);
+  EXPECT_EQ(Count(calls, "is-active munge.service"), 0u);
+  EXPECT_EQ(*ReadFile(o_.state_file), remembered);
 
-  // The tenure: a script enabled slurmd, hpod's munge runs under the unit.
+  // The tenure: a script enabled slurmd and disabled slurmctld; hpod's munge
+  // runs under the unit.
   Touch("slurmd.enabled");
+  fs::remove(tmp_ / "state/slurmctld.enabled");
   Touch("munge.active");
   ASSERT_TRUE(WriteFileAtomic(tmp_ / "etc/slurmd.service",
                               "# hpod-agent tenure: as start_slurm.sh's envsubst leaves it\n", 0644)
@@ -143,7 +151,13 @@ TEST_F(SystemdHandoverTest, TheMachinesMungeStepsAsideAndComesBackWithTheHostAsI
   calls = Calls();
   EXPECT_FALSE(fs::exists(tmp_ / "etc/slurmd_DO_NOT_START_ON_CONTROLLER.service"));
   EXPECT_EQ(Count(calls, "disable slurmd.service"), 1u) << "enabled during the tenure";
+  EXPECT_EQ(Count(calls, "enable slurmctld.service"), 1u) << "disabled during the tenure";
   EXPECT_EQ(Count(calls, "disable munge.service"), 0u) << "enabled before it";
+  EXPECT_EQ(Count(calls,
+                  "reset-failed munge.service slurmdbd.service slurmctld.service "
+                  "slurmd.service"),
+            1u)
+      << "the handed units' failures only";
   EXPECT_EQ(calls.back(), "start munge.service") << "running before it";
   EXPECT_TRUE(Has("munge.active"));
   EXPECT_FALSE(fs::exists(tmp_ / "etc/slurmd.service.d"));
@@ -154,6 +168,25 @@ TEST_F(SystemdHandoverTest, TheMachinesMungeStepsAsideAndComesBackWithTheHostAsI
   // Idempotent: a second end does nothing.
   ASSERT_TRUE(ReturnUnits(o_).ok());
   EXPECT_TRUE(Calls().empty());
+}
+
+TEST_F(SystemdHandoverTest, AHandoverThatFailsHalfWayStillKnowsWhatToGiveBack) {
+  Machine("munge", /*active=*/true, /*enabled=*/true);
+  Touch("munge.stop-fails");
+  EXPECT_FALSE(HandOverUnits(o_).ok());
+  EXPECT_TRUE(Has("munge.active"));
+  fs::remove(tmp_ / "state/munge.stop-fails");
+  ASSERT_TRUE(HandOverUnits(o_).ok());
+  EXPECT_FALSE(Has("munge.active"));
+  EXPECT_EQ(Count(Calls(), "daemon-reload"), 1u);
+  ASSERT_TRUE(ReturnUnits(o_).ok());
+  EXPECT_TRUE(Has("munge.active")) << "it ran before the first try";
+}
+
+TEST_F(SystemdHandoverTest, NoProgramPathNoHandover) {
+  o_.agent_program = "";
+  EXPECT_EQ(HandOverUnits(o_).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(fs::is_empty(tmp_ / "etc"));
 }
 
 TEST_F(SystemdHandoverTest, AMachineWithoutMungeGetsABareUnitThatLeavesWithTheTenure) {
@@ -172,6 +205,24 @@ class SystemdUnitTest : public ::testing::Test {
     socket_ = tmp_ / "agent.sock";
     log_ = tmp_ / "slurmd.log";
     ASSERT_TRUE(WriteFileAtomic(log_, "before the start\n", 0644).ok());
+    Serve();
+    notify_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string path = tmp_ / "notify";
+    std::strcpy(addr.sun_path, path.c_str());
+    ASSERT_EQ(::bind(notify_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+    ::setenv("MAINPID", "4242", 1);  // as systemd sets it for ExecStop
+  }
+  void TearDown() override {
+    ::unsetenv("NOTIFY_SOCKET");
+    ::unsetenv("MAINPID");
+    ::close(notify_);
+    if (server_) server_->Stop();
+  }
+  // The fake agent: starts and stops one slurmd, whose output is log_.
+  void Serve() {
     server_ = std::make_unique<LocalSocketServer>(
         socket_, [this](const json& request, uid_t) -> StatusOr<json> {
           auto r = UnitRequest::FromJson(request);
@@ -183,28 +234,26 @@ class SystemdUnitTest : public ::testing::Test {
           }
           if (r->verb == UnitVerb::kStart) {
             active_ = "active";
+            stopped_ = false;
             std::ofstream(log_, std::ios::app) << "slurmd started\n";
           }
-          if (r->verb == UnitVerb::kStop) active_ = "inactive";
+          if (r->verb == UnitVerb::kStop) active_ = "inactive", stopped_ = true;
           UnitState s;
           s.name = r->units.at(0);
           s.active = active_;
+          s.stopped = stopped_;
           s.logs = {tmp_ / "slurmd.logfile", log_};
           return UnitsAnswer({s});
         });
     ASSERT_TRUE(server_->Start().ok());
-    notify_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    const std::string path = tmp_ / "notify";
-    std::strcpy(addr.sun_path, path.c_str());
-    ASSERT_EQ(::bind(notify_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
   }
-  void TearDown() override {
-    ::unsetenv("NOTIFY_SOCKET");
-    ::close(notify_);
-    if (server_) server_->Stop();
+  void Set(const std::string& active) {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = active;
+  }
+  std::vector<std::string> Verbs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return verbs_;
   }
   int Run(std::vector<std::string> args) {
     args.insert(args.begin(), {"hpod-agent", "systemd-unit"});
@@ -213,10 +262,15 @@ class SystemdUnitTest : public ::testing::Test {
     for (std::string& a : args) argv.push_back(a.data());
     return SystemdUnitMain(static_cast<int>(argv.size()), argv.data());
   }
+  // The next datagram to systemd's notify socket, waiting up to 2 s.
   std::string Notified() {
-    char buf[512];
-    ssize_t n = ::recv(notify_, buf, sizeof(buf), MSG_DONTWAIT);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    for (int i = 0; i < 100; ++i) {
+      char buf[512];
+      ssize_t n = ::recv(notify_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) return std::string(buf, static_cast<size_t>(n));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return "";
   }
 
   testing::TempDir tmp_;
@@ -225,19 +279,15 @@ class SystemdUnitTest : public ::testing::Test {
   std::mutex mu_;
   std::vector<std::string> verbs_;
   std::string active_ = "inactive";
+  bool stopped_ = false;
   int notify_ = -1;
 };
 
-TEST_F(SystemdUnitTest, StartIsReadyThenCopiesTheLogUntilTheAgentStopsIt) {
+TEST_F(SystemdUnitTest, StartIsReadyThenCopiesTheOutputUntilAStop) {
   ::testing::internal::CaptureStdout();
   std::atomic<int> rc{-1};
   std::thread follower([&] { rc = Run({"start", "slurmd.service"}); });
-  // READY=1 once the agent answered the start.
-  std::string ready;
-  for (int i = 0; i < 100 && ready.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ready = Notified();
-  }
+  const std::string ready = Notified();
   EXPECT_EQ(ready.rfind("READY=1\n", 0), 0u) << ready;
   std::ofstream(log_, std::ios::app) << "a line while it runs\n";
   std::ofstream(tmp_ / "slurmd.logfile", std::ios::app) << "its log file stays a file\n";
@@ -248,9 +298,59 @@ TEST_F(SystemdUnitTest, StartIsReadyThenCopiesTheLogUntilTheAgentStopsIt) {
   EXPECT_EQ(rc.load(), 0);
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(out, "slurmd started\na line while it runs\n") << "the journal gets what came after";
-  std::lock_guard<std::mutex> lock(mu_);
-  EXPECT_EQ(verbs_.at(1), "start");
-  EXPECT_EQ(verbs_.back(), "query");
+  EXPECT_EQ(Verbs().at(1), "start");
+}
+
+TEST_F(SystemdUnitTest, AnAgentThatRestartsDoesNotEndTheUnit) {
+  std::atomic<int> rc{-1};
+  std::thread follower([&] { rc = Run({"start", "slurmd"}); });
+  ASSERT_EQ(Notified().rfind("READY=1\n", 0), 0u);
+  // The agent goes away, then comes back without its role yet: slurmd reads
+  // inactive, but no stop asked for that.
+  server_->Stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  Set("inactive");
+  Serve();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(rc.load(), -1);
+  // Its main process ended by itself: systemd's ExecStop then has no $MAINPID,
+  // and stops nothing.
+  ::unsetenv("MAINPID");
+  const size_t asked = Verbs().size();
+  EXPECT_EQ(Run({"stop", "slurmd"}), 0);
+  const std::vector<std::string> verbs = Verbs();
+  for (size_t i = asked; i < verbs.size(); ++i) EXPECT_NE(verbs[i], "stop");
+  ::setenv("MAINPID", "4242", 1);
+  EXPECT_EQ(Run({"stop", "slurmd"}), 0);
+  follower.join();
+  EXPECT_EQ(rc.load(), 0);
+}
+
+TEST_F(SystemdUnitTest, ADaemonHpodRunsIsFollowedNotStarted) {
+  Set("active");
+  std::atomic<int> rc{-1};
+  std::thread follower([&] { rc = Run({"start", "slurmd"}); });
+  ASSERT_EQ(Notified().rfind("READY=1\n", 0), 0u);
+  EXPECT_EQ(Run({"stop", "slurmd"}), 0);
+  follower.join();
+  for (const std::string& v : Verbs()) EXPECT_NE(v, "start") << "no start pins hpod's daemon";
+}
+
+TEST_F(SystemdUnitTest, WithoutAnAgentItIsReadyAtOnceAndStartsWhenTheAgentComes) {
+  server_->Stop();
+  server_.reset();
+  std::atomic<int> rc{-1};
+  std::thread follower([&] { rc = Run({"start", "slurmd"}); });
+  EXPECT_EQ(Notified(), "READY=1\nSTATUS=waiting for the hpod agent") << "boot goes on";
+  Serve();
+  for (int i = 0; i < 150 && Verbs().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(Verbs().size(), 2u);
+  EXPECT_EQ(Verbs().at(1), "start");
+  EXPECT_EQ(Run({"stop", "slurmd"}), 0);
+  follower.join();
+  EXPECT_EQ(rc.load(), 0);
 }
 
 TEST_F(SystemdUnitTest, RefusalsFailTheUnitAndAStopWithoutAnAgentHasNothingToDo) {

@@ -4,10 +4,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -60,28 +62,34 @@ class LogCopier {
   void Copy(const std::vector<std::string>& logs) {
     for (const std::string& log : logs) {
       auto [it, fresh] = offsets_.emplace(log, 0);
-      std::ifstream in(log, std::ios::binary);
-      if (!in) continue;
-      in.seekg(0, std::ios::end);
-      const auto size = static_cast<uint64_t>(in.tellg());
+      const uint64_t size = SizeOf(log);
       if (size < it->second) it->second = 0;  // rotated or truncated
       if (size == it->second) continue;
+      std::ifstream in(log, std::ios::binary);
+      if (!in) continue;
       in.seekg(static_cast<std::streamoff>(it->second));
-      std::string chunk(size - it->second, '\0');
+      // At most kChunk a pass: a daemon that floods its log is copied over
+      // several passes, never in one allocation of the whole file.
+      std::string chunk(std::min<uint64_t>(size - it->second, kChunk), '\0');
       in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      chunk.resize(static_cast<size_t>(in.gcount()));
-      // Whole lines only: the rest waits for its newline.
-      const size_t end = chunk.rfind('\n');
-      if (end == std::string::npos) continue;
+      chunk.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+      // Whole lines only: the rest waits for its newline (or for a full chunk).
+      size_t end = chunk.rfind('\n');
+      if (end == std::string::npos) {
+        if (chunk.size() < kChunk) continue;
+        end = chunk.size() - 1;
+      }
       WriteAll(STDOUT_FILENO, chunk.substr(0, end + 1));
       it->second += end + 1;
     }
   }
 
  private:
+  static constexpr uint64_t kChunk = 1 << 20;
   static uint64_t SizeOf(const std::string& path) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    return in ? static_cast<uint64_t>(in.tellg()) : 0;
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    return ec ? 0 : static_cast<uint64_t>(size);
   }
   std::map<std::string, uint64_t> offsets_;
 };
@@ -94,67 +102,98 @@ std::vector<std::string> OutputOf(const UnitState& u) {
   return {u.logs.back()};
 }
 
-// The unit's state; waits while no agent listens (it restarts, or the machine
-// boots and the unit starts first). Other errors are returned.
-StatusOr<UnitState> StateOf(const std::string& socket, const std::string& unit, bool* waited) {
+// One query for the unit's state; kUnavailable while no agent listens.
+StatusOr<UnitState> StateOf(const std::string& socket, const std::string& unit) {
   UnitRequest q;
   q.units = {unit};
-  for (;;) {
-    auto units = AskUnits(socket, q);
-    if (units.ok()) {
-      if (units->empty()) return InternalError("the hpod agent did not report " + unit);
-      return units->front();
-    }
-    if (units.status().code() != StatusCode::kUnavailable) return units.status();
-    if (!*waited) {
-      std::fprintf(stderr, "waiting for the hpod agent at %s\n", socket.c_str());
-      Notify("STATUS=waiting for the hpod agent");
-      *waited = true;
-    }
-    std::this_thread::sleep_for(kPoll);
-  }
+  HPOD_ASSIGN_OR_RETURN(std::vector<UnitState> units, AskUnits(socket, q));
+  if (units.empty()) return InternalError("the hpod agent did not report " + unit);
+  return units.front();
+}
+
+std::string StatusLine(const UnitState& u) {
+  if (u.active == "active") return "run by hpod-agent";
+  return u.message.empty() ? u.active : u.active + ": " + u.message;
 }
 
 int Start(const std::string& socket, const std::string& unit) {
-  bool waited = false;
-  auto before = StateOf(socket, unit, &waited);
-  if (!before.ok()) {
-    std::fprintf(stderr, "%s: %s\n", unit.c_str(), std::string(before.status().message()).c_str());
+  // READY=1 once the daemon is active, or at once while no agent listens: at
+  // boot, or while the agent restarts, the unit must not hold up the machine's
+  // targets (or a script's systemctl) until hpodd answers; it follows the
+  // daemon once the agent is back.
+  bool ready = false;
+  auto state = StateOf(socket, unit);
+  if (!state.ok() && state.status().code() == StatusCode::kUnavailable) {
+    std::fprintf(stderr, "waiting for the hpod agent at %s\n", socket.c_str());
+    Notify("READY=1\nSTATUS=waiting for the hpod agent");
+    ready = true;
+    while (!state.ok() && state.status().code() == StatusCode::kUnavailable) {
+      std::this_thread::sleep_for(kPoll);
+      state = StateOf(socket, unit);
+    }
+  }
+  if (!state.ok()) {
+    std::fprintf(stderr, "%s: %s\n", unit.c_str(), std::string(state.status().message()).c_str());
     return 1;
   }
   LogCopier logs;
-  logs.Mark(OutputOf(*before));
-  UnitRequest start;
-  start.verb = UnitVerb::kStart;
-  start.units = {unit};
-  auto started = AskUnits(socket, start);
-  if (!started.ok() || started->empty()) {
-    std::fprintf(stderr, "%s: %s\n", unit.c_str(),
-                 started.ok() ? "no answer" : std::string(started.status().message()).c_str());
-    return 1;
+  logs.Mark(OutputOf(*state));
+  // Only a unit that is not running or coming up is started: a daemon hpod
+  // started of its own accord stays hpod's to run (no start pins it).
+  if (state->active == "inactive" || state->active == "failed") {
+    UnitRequest start;
+    start.verb = UnitVerb::kStart;
+    start.units = {unit};
+    auto started = AskUnits(socket, start);
+    if (!started.ok() || started->empty()) {
+      std::fprintf(stderr, "%s: %s\n", unit.c_str(),
+                   started.ok() ? "no answer" : std::string(started.status().message()).c_str());
+      return 1;
+    }
+    state = started->front();
   }
-  logs.Copy(OutputOf(started->front()));
-  if (started->front().active == "failed") {
-    std::fprintf(stderr, "%s failed: %s\n", unit.c_str(), started->front().message.c_str());
-    return 1;
-  }
-  // As the node's systemctl on a local node: a start that waits on hpodd (a
-  // worker held until its controller runs) stands, and the unit follows.
-  std::string status =
-      started->front().active == "active" ? "run by hpod-agent" : started->front().message;
-  Notify("READY=1\nSTATUS=" + status);
-  for (;;) {
-    std::this_thread::sleep_for(kPoll);
-    auto now = StateOf(socket, unit, &waited);
-    if (!now.ok()) continue;
-    logs.Copy(OutputOf(*now));
-    if (now->active == "inactive") return 0;  // stopped (ExecStop, or hpod)
-    const std::string next = now->active == "active" ? "run by hpod-agent" : now->message;
-    if (next != status) Notify("STATUS=" + (status = next));
+  std::string status;
+  std::string failure;
+  for (bool first = true;; first = false) {
+    if (!first) {
+      std::this_thread::sleep_for(kPoll);
+      auto now = StateOf(socket, unit);
+      if (!now.ok()) continue;  // the agent restarts: wait for it
+      state = *now;
+    }
+    logs.Copy(OutputOf(*state));
+    // Ends on a stop only (ExecStop, or a systemctl stop on the agent's side):
+    // an agent that restarts reports its units inactive until hpodd sent the
+    // role again, and that is no reason to end.
+    if (state->active == "inactive" && state->stopped) {
+      if (ready) return 0;
+      std::fprintf(stderr, "%s was stopped before it came up\n", unit.c_str());
+      return 1;
+    }
+    if (state->active == "failed" && state->message != failure) {
+      failure = state->message;  // hpod retries; the journal says why meanwhile
+      std::fprintf(stderr, "%s failed: %s\n", unit.c_str(), failure.c_str());
+    }
+    const std::string next = StatusLine(*state);
+    if (!ready && state->active == "active") {
+      Notify("READY=1\nSTATUS=" + next);
+      ready = true;
+      status = next;
+    } else if (next != status) {
+      Notify("STATUS=" + next);
+      status = next;
+    }
   }
 }
 
 int Change(const std::string& socket, const std::string& unit, UnitVerb verb) {
+  if (verb == UnitVerb::kStop) {
+    // systemd runs ExecStop also after the main process ended by itself, and
+    // then without $MAINPID: that end was no user's stop (the agent's own
+    // restart, say), so nothing is stopped.
+    const char* main = std::getenv("MAINPID");
+    if (main == nullptr || main[0] == '\0') return 0;
+  }
   UnitRequest r;
   r.verb = verb;
   r.units = {unit};

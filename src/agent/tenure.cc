@@ -105,7 +105,7 @@ Status TenureRunner::End(const std::string& instance_id) {
                dir);
   if (running_ == instance_id) StopAgent();
   if (options_.kill_job_steps) KillJobSteps();
-  if (!options_.systemd_unit_dir.empty()) (void)ReturnUnits(Handover(dir));  // it logs
+  if (!options_.systemd_unit_dir.empty()) (void)ReturnUnits(Handover());  // it logs failures
   // HyperPod's fault flag is the instance's: the host's next tenure starts clean.
   if (!options_.node_template.health.flag_file.empty()) {
     std::error_code flag;
@@ -152,7 +152,7 @@ Status TenureRunner::Start(const std::string& instance_id,
   if (mounted) HPOD_RETURN_IF_ERROR(WriteFileAtomic((dir / "fsx-mounted").string(), "", 0644));
   if (!options_.systemd_unit_dir.empty()) {
     // Before the node agent and its scripts: their systemctl reaches hpod's daemons.
-    if (Status s = HandOverUnits(Handover(dir.string())); !s.ok()) {
+    if (Status s = HandOverUnits(Handover()); !s.ok()) {
       spdlog::warn("cannot hand the machine's Slurm and munge units to the node agent: {}",
                    s.message());
     }
@@ -182,14 +182,24 @@ Status TenureRunner::Start(const std::string& instance_id,
   return OkStatus();
 }
 
-SystemdHandoverOptions TenureRunner::Handover(const std::string& dir) const {
+SystemdHandoverOptions TenureRunner::Handover() const {
   SystemdHandoverOptions h;
   h.unit_dir = options_.systemd_unit_dir;
   h.systemctl = options_.systemctl;
   std::error_code ec;
-  h.agent_program = fs::read_symlink("/proc/self/exe", ec).string();
+  // After a package upgrade the running program's link reads "… (deleted)";
+  // the drop-ins name the path, where the new program now is. Empty on an
+  // error: HandOverUnits refuses it.
+  std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (self.size() > kDeleted.size() && self.ends_with(kDeleted)) {
+    self.resize(self.size() - kDeleted.size());
+  }
+  h.agent_program = ec ? "" : self;
   h.socket = options_.local_socket;
-  h.state_file = (fs::path(dir) / "systemd-units").string();
+  // The machine's, not the tenure's: the drop-ins are the machine's too, and
+  // what ran before must be given back even if a tenure's directory is lost.
+  h.state_file = (fs::path(options_.state_dir) / "systemd-units").string();
   return h;
 }
 

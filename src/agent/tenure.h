@@ -100,8 +100,8 @@ class TenureRunner {
   Status Start(const std::string& instance_id,
                const std::optional<api::agentproto::SharedFilesystem>& shared_fs);
   void StopAgent();
-  // The handover of the tenure in `dir` (systemd_unit_dir set).
-  SystemdHandoverOptions Handover(const std::string& dir) const;
+  // How this machine's units are handed to its node agents (systemd_unit_dir set).
+  SystemdHandoverOptions Handover() const;
 
   const TenureOptions options_;
   std::string running_;  // the instance whose node agent runs; "" for none

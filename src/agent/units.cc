@@ -93,9 +93,10 @@ StatusOr<UnitRequest> UnitRequest::FromJson(const Json& j) {
 }
 
 Json UnitState::ToJson() const {
-  return Json{{"name", name},   {"description", description}, {"active", active},
-              {"sub", sub},     {"enabled", enabled},         {"pid", pid},
-              {"since", since}, {"message", message},         {"logs", logs}};
+  return Json{{"name", name},      {"description", description}, {"active", active},
+              {"sub", sub},        {"enabled", enabled},         {"pid", pid},
+              {"since", since},    {"message", message},         {"logs", logs},
+              {"stopped", stopped}};
 }
 
 StatusOr<UnitState> UnitState::FromJson(const Json& j) {
@@ -109,6 +110,7 @@ StatusOr<UnitState> UnitState::FromJson(const Json& j) {
   s.sub = StringOr(j, "sub", "dead");
   s.message = StringOr(j, "message");
   if (auto it = j.find("enabled"); it != j.end() && it->is_boolean()) s.enabled = *it;
+  if (auto it = j.find("stopped"); it != j.end() && it->is_boolean()) s.stopped = *it;
   if (auto it = j.find("pid"); it != j.end() && it->is_number_integer()) s.pid = *it;
   if (auto it = j.find("since"); it != j.end() && it->is_number()) s.since = *it;
   if (auto it = j.find("logs"); it != j.end() && it->is_array()) {

@@ -68,6 +68,9 @@ struct UnitState {
   // running | start-pending (waiting on hpod or a dependency) | auto-restart | dead
   std::string sub = "dead";
   bool enabled = true;
+  // A systemctl stop holds it (UnitIntent::kStop): hpod does not start it. An
+  // inactive unit that is not `stopped` is one hpod has yet to start.
+  bool stopped = false;
   int64_t pid = 0;
   double since = 0;  // epoch seconds of the last change of `active`
   // Why it is not running, when hpod holds it ("waiting for the lifecycle

@@ -70,6 +70,7 @@ TEST(UnitsTest, StateRoundTrips) {
   s.pid = 42;
   s.since = 1700000000.5;
   s.message = "m";
+  s.stopped = true;
   s.logs = {"/var/log/slurm/slurmctld.log"};
   auto back = UnitState::FromJson(s.ToJson());
   ASSERT_TRUE(back.ok());

@@ -56,8 +56,10 @@ mount --bind "$disk/hpod-agent" /var/lib/hpod-agent
 # first `hpod-agent join` typed in the host hands the agent to it. The host's
 # /etc/systemd/system is its own (kept on its disk), so what systemctl enable,
 # the agent's drop-ins or a lifecycle script write there stays on the host.
-# systemd gets a cgroup namespace rooted at hpr-<name> in each hierarchy
-# (hostrig.sweep() removes them) and none of
+# systemd runs in hybrid mode (the machine's name=systemd hierarchy; hostrig
+# refuses a machine without it) in a cgroup namespace rooted at hpr-<name> in
+# each hierarchy, under the rig's own cgroups (hostrig.sweep() removes them),
+# and gets none of
 # Debian's static .wants or generators: it starts the journal and what is
 # enabled here (munge, as Debian enables it; the agent once joined; what a
 # script enables), and nothing that would act on the real machine (udev,
@@ -81,6 +83,8 @@ if [[ ${HOSTRIG_INIT:-} == systemd ]]; then
     "After=multi-user.target" >/etc/systemd/system/hpod-rig.target
   mkdir -p /etc/systemd/system/multi-user.target.wants
   ln -sfn /lib/systemd/system/munge.service /etc/systemd/system/multi-user.target.wants/
+  # journald's /dev/log link would land in the machine's /dev.
+  ln -sfn /dev/null /etc/systemd/system/systemd-journald-dev-log.socket
   mkdir -p /var/log/hpod-rig
   mount --bind "$disk/log" /var/log/hpod-rig
   : >>"$disk/log/systemd.log"
@@ -98,16 +102,22 @@ if [[ ${HOSTRIG_INIT:-} == systemd ]]; then
     'exec /lib/systemd/systemd --unit=hpod-rig.target --log-target=console' \
     >/opt/hpod/bin/rig-systemd
   chmod 755 /opt/hpod/bin/rig-systemd
-  # In every hierarchy the machine has (systemd mounts the controllers it finds
-  # and would otherwise make its slices in the machine's root cgroups).
-  for h in /sys/fs/cgroup/*; do
-    [[ -L $h ]] || ! mountpoint -q "$h" && continue
-    mkdir -p "$h/hpr-$name"
+  # A cgroup of its own in every hierarchy the machine has mounted, under the one
+  # this init runs in (systemd mounts the controllers it finds, rooted there).
+  while IFS=: read -r _ ctrls path; do
+    case $ctrls in
+      "") dir=/sys/fs/cgroup/unified ;;
+      name=systemd) dir=/sys/fs/cgroup/systemd ;;
+      name=*) continue ;;
+      *) dir=/sys/fs/cgroup/$ctrls ;;
+    esac
+    mountpoint -q "$dir" || continue
+    mkdir -p "$dir$path/hpr-$name"
     for f in cpuset.cpus cpuset.mems; do # an empty cpuset takes no process
-      [[ -e $h/$f ]] && cat "$h/$f" >"$h/hpr-$name/$f"
+      [[ -e $dir$path/$f ]] && cat "$dir$path/$f" >"$dir$path/hpr-$name/$f"
     done
-    echo $$ >"$h/hpr-$name/cgroup.procs"
-  done
+    echo $$ >"$dir$path/hpr-$name/cgroup.procs"
+  done </proc/self/cgroup
   # What Debian's munge package made, on the host's own /var/lib and /var/log.
   install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
   mount -t tmpfs -o mode=755 tmpfs /var/tmp # the disk's path hidden, as below

@@ -62,11 +62,11 @@ def sweep():
     # their processes are gone: the deepest first.
     for hierarchy in os.listdir("/sys/fs/cgroup"):
         top = os.path.join("/sys/fs/cgroup", hierarchy)
-        for entry in os.listdir(top) if os.path.isdir(top) else []:
-            if not entry.startswith(PREFIX + "-"):
-                continue
-            for dirpath, _, _ in sorted(os.walk(os.path.join(top, entry)),
-                                        key=lambda w: -w[0].count("/")):
+        if os.path.islink(top) or not os.path.ismount(top):
+            continue
+        ours = [d for d, _, _ in os.walk(top) if os.path.basename(d).startswith(PREFIX + "-")]
+        for root in ours:
+            for dirpath, _, _ in sorted(os.walk(root), key=lambda w: -w[0].count("/")):
                 try:
                     os.rmdir(dirpath)
                 except OSError:
@@ -77,6 +77,13 @@ def sweep():
         if block:
             run("ip", "route", "del", "unreachable", block, check=False)
         os.remove(STATE)
+
+
+def systemd_possible():
+    """Whether boot(systemd=True) can run here: Debian's systemd, and the
+    machine's cgroups in hybrid mode (a mounted name=systemd hierarchy), in which
+    hostinit.sh gives each host a cgroup namespace of its own."""
+    return os.path.exists("/lib/systemd/systemd") and os.path.ismount("/sys/fs/cgroup/systemd")
 
 
 class Host:
@@ -193,6 +200,8 @@ class Rig:
         which nothing runs until join_by_hand()."""
         os.makedirs(host.disk, exist_ok=True)
         env = dict(os.environ)
+        if systemd and not systemd_possible():
+            raise RuntimeError("a systemd host needs the machine's name=systemd cgroup hierarchy")
         if systemd:
             env.update(HOSTRIG_INIT="systemd", HOSTRIG_AGENT_UNIT=AGENT_UNIT)
         with open(os.path.join(host.disk, "init.log"), "a") as out:  # the child keeps its copy

@@ -13,7 +13,8 @@ enable --now slurmctld`; slurmd.service filled with envsubst, daemon-reload,
    (the cluster's key; Debian's stepped aside), one slurmd, `journalctl -u slurmd`
    shows slurmd's own log, and Slurm works across the hosts;
 2. `systemctl stop slurmd` stops hpod's slurmd and hpod leaves it stopped;
-   start and restart bring one back, and srun works again;
+   start and restart bring one back, and srun works again; restarting
+   hpod-agent.service (an upgrade) leaves the units running;
 3. after a reboot through hpod, the unit the script enabled starts at boot and
    waits for the agent: still one slurmd, and Slurm works;
 4. deleting the cluster hands the units back: no drop-in or unit file of hpod's
@@ -91,6 +92,9 @@ class PoolSystemdTest(unittest.TestCase):
                        "/usr/sbin/slurmd", "/usr/bin/envsubst"):
             if not os.path.exists(binary):
                 raise unittest.SkipTest(binary + " is not installed or built")
+        if not hostrig.systemd_possible():
+            raise unittest.SkipTest("the rig's systemd hosts need Debian's systemd and the "
+                                    "machine's cgroups in hybrid mode (/sys/fs/cgroup/systemd)")
         cls.rig = hostrig.Rig(2)
         try:
             probe = socket.socket()
@@ -104,11 +108,12 @@ class PoolSystemdTest(unittest.TestCase):
                                  "--instance-type", TYPE, output="text").strip()
             for h in cls.rig.hosts:
                 cls.rig.boot(h, AGENT, cls.d.agent_url, token, TYPE, systemd=True)
+            cls.debian_munged = {}
             for h in cls.rig.hosts:
                 h.wait_for_systemd()
                 # Debian's munge.service runs before the machine joins.
-                cls.debian_munged = h.sh("systemctl is-active munge; pgrep -u munge -a munged"
-                                         ).stdout.split("\n")
+                cls.debian_munged[h.name] = h.sh(
+                    "systemctl is-active munge; pgrep -u munge -a munged").stdout.split("\n")
                 h.join_by_hand(cls.d.agent_url, token, TYPE)
             cls.lcs = tempfile.mkdtemp(prefix="hpod-pool-systemd-lcs-", dir="/var/tmp")
             for name, text in (("on_create.sh", ON_CREATE), ("start_slurm.sh", START_SLURM),
@@ -178,9 +183,9 @@ class PoolSystemdTest(unittest.TestCase):
         return p.returncode == 0 and p.stdout.strip() == worker.name
 
     def test_1_the_scripts_systemctl_starts_hpods_daemons_under_systemd(self):
-        self.assertEqual(self.debian_munged[0], "active")
-        self.assertIn("/usr/sbin/munged", self.debian_munged[1])
         for h in self.rig.hosts:
+            self.assertEqual(self.debian_munged[h.name][0], "active")
+            self.assertIn("/usr/sbin/munged", self.debian_munged[h.name][1])
             self.assertEqual(h.sh("systemctl is-enabled hpod-agent; systemctl is-active "
                                   "hpod-agent").stdout.split(), ["enabled", "active"])
         self.wait_for("two Spare hosts", lambda: [
@@ -247,6 +252,21 @@ class PoolSystemdTest(unittest.TestCase):
         self.wait_for("srun on the worker again",
                       lambda: self.srun_works(self.controller, w), timeout=60)
 
+    def test_2b_an_agent_restart_leaves_the_units_running(self):
+        # An upgrade restarts hpod-agent.service: the node agent goes and comes
+        # back, its units read inactive until hpodd sends the role again, and no
+        # unit takes that for a stop.
+        w = self.worker
+        follower = w.sh("systemctl show -p MainPID --value slurmd").stdout.strip()
+        w.sh("systemctl restart hpod-agent")
+        self.wait_for("srun on the worker after the agent's restart",
+                      lambda: self.srun_works(self.controller, w), timeout=60)
+        self.one_daemon(w, "slurmd")
+        self.assertEqual(w.sh("systemctl is-active slurmd munge").stdout.split(),
+                         ["active", "active"])
+        self.assertEqual(w.sh("systemctl show -p MainPID --value slurmd").stdout.strip(),
+                         follower, "the unit rode through the restart")
+
     def test_3_after_a_reboot_the_enabled_units_come_back_through_the_agent(self):
         w = self.worker
         hosts = {h["Hostname"]: h for h in self.hpod("list-hosts")["Hosts"]}
@@ -271,6 +291,9 @@ class PoolSystemdTest(unittest.TestCase):
         self.wait_for("slurmd.service active after the boot", lambda: w.sh(
             "systemctl is-active slurmd", check=False).stdout.strip() == "active", timeout=60)
         self.one_daemon(w, "slurmd")
+        # It started before the agent could answer, and waited for it.
+        self.assertIn("waiting for the hpod agent",
+                      w.sh("journalctl --no-pager -u slurmd").stdout)
         self.assertIn("hpod-agent systemd-unit start slurmd", w.sh(
             "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value slurmd)/cmdline").stdout)
         self.assertEqual(len(w.sh("pgrep -a munged").stdout.strip().split("\n")), 1)
