@@ -172,6 +172,16 @@ class Daemon:
             out = p.stdout
         return p.returncode, out, p.stderr
 
+    def hpod(self, *args, output="json"):
+        """Runs the hpod CLI against this daemon (`--output output`); its stdout.
+        AssertionError with hpod's own line when it fails."""
+        p = subprocess.run([HPOD_CLI, "--endpoint-url", self.endpoint, "--output", output] +
+                           list(args), capture_output=True, text=True, env=self.env(),
+                           timeout=60)
+        if p.returncode != 0:
+            raise AssertionError("hpod %s: %s" % (args, p.stderr))
+        return p.stdout
+
     def boto3(self):
         import boto3
         import botocore.config

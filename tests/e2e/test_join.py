@@ -53,11 +53,7 @@ class JoinTest(unittest.TestCase):
     # -- helpers ---------------------------------------------------------------
 
     def hpod(self, *args):
-        p = subprocess.run([hpodtest.HPOD_CLI, "--endpoint-url", self.d.endpoint, "--output",
-                            "json"] + list(args), capture_output=True, text=True,
-                           env=self.d.env(), timeout=60)
-        self.assertEqual(p.returncode, 0, "hpod %s: %s" % (args, p.stderr))
-        return json.loads(p.stdout)
+        return json.loads(self.d.hpod(*args))
 
     def token(self, **fields):
         args = ["hpod-create-join-token"]

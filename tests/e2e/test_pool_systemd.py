@@ -138,12 +138,7 @@ class PoolSystemdTest(unittest.TestCase):
 
     @classmethod
     def hpod_cls(cls, *args, output="json"):
-        p = subprocess.run([hpodtest.HPOD_CLI, "--endpoint-url", cls.d.endpoint, "--output",
-                            output] + list(args), capture_output=True, text=True,
-                           env=cls.d.env(), timeout=60)
-        if p.returncode != 0:
-            raise AssertionError("hpod %s: %s" % (args, p.stderr))
-        return p.stdout
+        return cls.d.hpod(*args, output=output)
 
     def hpod(self, *args):
         return json.loads(self.hpod_cls(*args))
