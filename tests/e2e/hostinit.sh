@@ -43,6 +43,11 @@ if [[ -n $spank ]]; then
   mkdir -p /opt/hpod/lib
   cp "$spank" /opt/hpod/lib/spank_hpod.so
 fi
+# The packaged unit for a systemd host (below), taken while the tree it lies in
+# is visible (a CI clone under /tmp is hidden next).
+if [[ ${HOSTRIG_INIT:-} == systemd ]]; then
+  cp "$HOSTRIG_AGENT_UNIT" "$disk/hpod-agent.service.package"
+fi
 for d in /tmp /run /var/lib /var/log /var/spool /home /srv; do
   mount -t tmpfs -o mode=755 tmpfs "$d"
 done
@@ -71,7 +76,7 @@ if [[ ${HOSTRIG_INIT:-} == systemd ]]; then
   mkdir -p "$disk/systemd-etc/hpod-agent.service.d"
   mount --bind "$disk/systemd-etc" /etc/systemd/system
   [[ -e /etc/systemd/system/hpod-agent.service ]] ||
-    cp "$HOSTRIG_AGENT_UNIT" /etc/systemd/system/hpod-agent.service
+    cp "$disk/hpod-agent.service.package" /etc/systemd/system/hpod-agent.service
   printf '%s\n' "# The rig's agent is a copy in /opt/hpod/bin (the package's is /usr/bin)," \
     "# and its log goes where hostrig reads it." "[Service]" "ExecStart=" \
     "ExecStart=/opt/hpod/bin/hpod-agent join --foreground --state-dir /var/lib/hpod-agent" \

@@ -134,8 +134,14 @@ class Host:
     def join_by_hand(self, server, token, instance_type):
         """What an admin types on the machine: the first join, which hands the
         agent to the packaged hpod-agent.service (service_handoff.h)."""
-        return self.sh("/opt/hpod/bin/hpod-agent join --server %s --token %s "
-                       "--instance-type %s" % (server, token, instance_type))
+        # A join that does not hand off keeps the agent in the foreground: bounded,
+        # and the unit must then run it.
+        out = self.sh("timeout 40 /opt/hpod/bin/hpod-agent join --server %s --token %s "
+                      "--instance-type %s" % (server, token, instance_type), check=False)
+        if out.returncode != 0:
+            raise RuntimeError("the join on %s did not hand the agent to hpod-agent.service "
+                               "(exit %d): %s" % (self.name, out.returncode, out.stderr[-2000:]))
+        return out
 
     def reboot(self):
         os.kill(self.pid1(), signal.SIGUSR1)
