@@ -21,6 +21,8 @@ OPERATIONS = [
     "ListClusterNodes", "DescribeClusterNode", "BatchDeleteClusterNodes",
     "BatchRebootClusterNodes", "BatchReplaceClusterNodes",
     "ListClusterEvents", "DescribeClusterEvent",
+    # SageMaker's tagging, served for cluster ARNs (a cluster's Tags).
+    "AddTags", "ListTags", "DeleteTags",
 ]
 KEEP_SHAPE_KEYS = {"type", "members", "required", "member", "key", "value", "min", "max",
                    "pattern", "enum", "union", "exception", "timestampFormat", "box"}

@@ -42,8 +42,17 @@ TEST(ParseCommandLineTest, EveryVerbWithItsRequiredMembers) {
     Json want = Json::object();
     for (const std::string& r : op->input->required) {
       args.push_back("--" + XformName(r));
-      args.push_back("v-" + r);
-      want[r] = "v-" + r;
+      const api::Shape* shape = op->input->FindMember(r)->shape;
+      if (shape->type == api::ShapeType::kList && shape->member->type == api::ShapeType::kString) {
+        args.push_back("v-" + r);  // one item (DeleteTags' TagKeys)
+        want[r] = Json::array({"v-" + r});
+      } else if (shape->type == api::ShapeType::kList) {
+        args.push_back("[]");  // JSON for a list of structures (AddTags' Tags)
+        want[r] = Json::array();
+      } else {
+        args.push_back("v-" + r);
+        want[r] = "v-" + r;
+      }
     }
     StatusOr<Invocation> inv = Parse(args);
     ASSERT_TRUE(inv.ok()) << verb << ": " << inv.status().ToString();
@@ -342,15 +351,15 @@ TEST(ParseCommandLineTest, CreateJoinToken) {
 TEST(ParseDurationSecondsTest, UnitsPartsAndBounds) {
   using internal::ParseDurationSeconds;
   const std::pair<const char*, int64_t> good[] = {
-      {"1", 1},         {"3600", 3600}, {"90s", 90},   {"30m", 1800},     {"1h", 3600},
-      {"7d", 604800},   {"1h30m", 5400}, {"1d1h1m1s", 90061}, {"30d", 2592000}, {"007s", 7}};
+      {"1", 1},       {"3600", 3600},  {"90s", 90},         {"30m", 1800},    {"1h", 3600},
+      {"7d", 604800}, {"1h30m", 5400}, {"1d1h1m1s", 90061}, {"30d", 2592000}, {"007s", 7}};
   for (const auto& [text, want] : good) {
     StatusOr<int64_t> got = ParseDurationSeconds("--ttl", text, 1, 2592000);
     ASSERT_TRUE(got.ok()) << text << ": " << got.status().ToString();
     EXPECT_EQ(*got, want) << text;
   }
-  for (const char* text : {"", "x", "1x", "s", "1H", " 1h", "1h ", "-1h", "+1h", "1.5h", "1h30",
-                           "1hh", "1e3"}) {
+  for (const char* text :
+       {"", "x", "1x", "s", "1H", " 1h", "1h ", "-1h", "+1h", "1.5h", "1h30", "1hh", "1e3"}) {
     StatusOr<int64_t> got = ParseDurationSeconds("--ttl", text, 1, 2592000);
     ASSERT_FALSE(got.ok()) << text;
     EXPECT_TRUE(IsUsageError(got.status())) << text;

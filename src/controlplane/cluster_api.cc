@@ -22,8 +22,8 @@ using ordered_json = nlohmann::ordered_json;
 namespace {
 
 // Cluster-level members kept verbatim in ClusterRecord::spec.
-const char* const kClusterSpecMembers[] = {"VpcConfig", "Tags", "NodeRecovery", "Orchestrator",
-                                           "ClusterRole", "HpodSharedFilesystem",
+const char* const kClusterSpecMembers[] = {"VpcConfig",    "Tags",        "NodeRecovery",
+                                           "Orchestrator", "ClusterRole", "HpodSharedFilesystem",
                                            "HpodPool"};
 
 struct Unsupported {
@@ -159,7 +159,7 @@ bool ClusterApi::IsReadOnly(const std::string& op) {
       "HpodStartSession",      "HpodGetNodeLogs",      "HpodListSlurmNodes",
       "HpodDescribeRecovery",  "HpodListRecoveries",   "HpodDescribeJobGoodput",
       "HpodGetCallerIdentity", "HpodListTrainingRuns", "HpodGetTrainingMetrics",
-      "HpodListHosts",         "HpodDescribeHost"};
+      "HpodListHosts",         "HpodDescribeHost",     "ListTags"};
   return kReadOnly.count(op) > 0;
 }
 
@@ -177,6 +177,9 @@ StatusOr<ordered_json> ClusterApi::Call(const api::Operation& op, const json& re
   if (n == "BatchReplaceClusterNodes") return BatchReplaceClusterNodes(req);
   if (n == "ListClusterEvents") return ListClusterEvents(req);
   if (n == "DescribeClusterEvent") return DescribeClusterEvent(req);
+  if (n == "AddTags") return AddTags(req);
+  if (n == "ListTags") return ListTags(req);
+  if (n == "DeleteTags") return DeleteTags(req);
   return UnimplementedError("operation " + n + " is not implemented")
       .WithAwsType("UnknownOperationException");
 }
@@ -199,6 +202,7 @@ StatusOr<store::ClusterRecord> ClusterApi::FindCluster(store::ReadTx& tx,
 
 StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
   HPOD_RETURN_IF_ERROR(CheckSupportedClusterFields(req));
+  if (req.contains("Tags")) HPOD_RETURN_IF_ERROR(CheckTags(req["Tags"]));
   if (!req.contains("InstanceGroups") || req["InstanceGroups"].empty()) {
     return InvalidArgumentError("InstanceGroups is required: define at least one instance group");
   }

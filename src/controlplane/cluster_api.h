@@ -60,6 +60,10 @@ class ClusterApi {
   Result BatchRecoverClusterNodes(const nlohmann::json& req, const std::string& operation);
   Result ListClusterEvents(const nlohmann::json& req);
   Result DescribeClusterEvent(const nlohmann::json& req);
+  // cluster_api_tags.cc: a cluster's Tags, by its ARN.
+  Result AddTags(const nlohmann::json& req);
+  Result ListTags(const nlohmann::json& req);
+  Result DeleteTags(const nlohmann::json& req);
 
   store::Store& store_;
   const Clock& clock_;
@@ -73,6 +77,9 @@ class ClusterApi {
 // and why (a field is never silently ignored). `path` prefixes member names.
 Status CheckSupportedClusterFields(const nlohmann::json& req);
 Status CheckSupportedGroupFields(const nlohmann::json& group, const std::string& path);
+// A TagList's rules beyond the model's: unique keys, none beginning with
+// "aws:" (reserved). kInvalidArgument naming the key.
+Status CheckTags(const nlohmann::json& tags);
 // A file:// lifecycle source under a directory the provider's nodes have their
 // own of (a host path they cannot see) is a ValidationException naming the group,
 // the path and what to do, instead of a node failing minutes later with "No

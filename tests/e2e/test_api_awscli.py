@@ -76,6 +76,23 @@ class AwsCliJourneyTest(hpodtest.CliTestCase):
         self.assertEqual(desc["VpcConfig"], VPC)
         self.assertEqual(desc["NodeRecovery"], "Automatic")  # the default
         self.assertNotIn("Tags", desc)  # not a DescribeClusterResponse member
+        # The tags: CreateCluster's, then AddTags, ListTags and DeleteTags by the ARN.
+        arn = created["ClusterArn"]
+        self.assertEqual(self.cli("list-tags", "--resource-arn", arn),
+                         {"Tags": [{"Key": "team", "Value": "ml"}, {"Key": "env", "Value": "e2e"}]})
+        added = self.cli("add-tags", "--resource-arn", arn, "--tags", "Key=team,Value=infra",
+                         "Key=cost,Value=42")
+        self.assertEqual(added["Tags"], [{"Key": "team", "Value": "infra"},
+                                         {"Key": "cost", "Value": "42"}])
+        self.cli("delete-tags", "--resource-arn", arn, "--tag-keys", "env", "absent")
+        self.assertEqual(self.cli("list-tags", "--resource-arn", arn)["Tags"],
+                         [{"Key": "team", "Value": "infra"}, {"Key": "cost", "Value": "42"}])
+        self.assertIn("reserved", self.cli_error(
+            "AddTags", "ValidationException", "add-tags", "--resource-arn", arn, "--tags",
+            "Key=aws:owner,Value=x"))
+        self.assertIn("is not a cluster ARN", self.cli_error(
+            "ListTags", "ValidationException", "list-tags", "--resource-arn",
+            "arn:aws:sagemaker:us-west-2:123456789012:notebook-instance/nb"))
         self.assertNotIn("FailureMessage", desc)
         groups = {g["InstanceGroupName"]: g for g in desc["InstanceGroups"]}
         self.assertEqual([g["InstanceGroupName"] for g in desc["InstanceGroups"]],

@@ -91,6 +91,20 @@ class Boto3JourneyTest(Boto3Base):
                          [("controller-machine", 1, 1, "InService"), ("compute", 2, 2, "InService")])
         self.assertEqual(desc["InstanceGroups"][0]["SlurmConfig"], {"NodeType": "Controller"})
 
+        # Tags by the cluster's ARN: CreateCluster's, added, paged (one page), deleted.
+        self.assertEqual(sm.list_tags(ResourceArn=arn)["Tags"], [{"Key": "project", "Value": "e2e"}])
+        self.assertEqual(sm.add_tags(ResourceArn=arn, Tags=[{"Key": "owner", "Value": "alice"}])[
+            "Tags"], [{"Key": "owner", "Value": "alice"}])
+        pages = list(sm.get_paginator("list_tags").paginate(ResourceArn=arn))
+        self.assertEqual([t for p in pages for t in p["Tags"]],
+                         [{"Key": "project", "Value": "e2e"}, {"Key": "owner", "Value": "alice"}])
+        sm.delete_tags(ResourceArn=arn, TagKeys=["project"])
+        self.assertEqual(sm.list_tags(ResourceArn=arn)["Tags"], [{"Key": "owner", "Value": "alice"}])
+        self.client_error(sm.add_tags, "ValidationException", ResourceArn=arn,
+                          Tags=[{"Key": "aws:owner", "Value": "x"}])
+        self.client_error(sm.list_tags, "ResourceNotFound",
+                          ResourceArn=arn[:arn.rfind("/") + 1] + "000000000000")
+
         nodes = sm.list_cluster_nodes(ClusterName="b3-journey",
                                       IncludeNodeLogicalIds=True)["ClusterNodeSummaries"]
         self.assertEqual(len(nodes), 3)
@@ -163,6 +177,7 @@ class Boto3JourneyTest(Boto3Base):
                           InstanceGroups=[group("login", 1, "ml.m5.large")])
         self.client_error(sm.delete_cluster, "ResourceNotFound", ClusterName="b3-journey")
         self.client_error(sm.list_cluster_events, "ResourceNotFound", ClusterName="b3-journey")
+        self.client_error(sm.list_tags, "ResourceNotFound", ResourceArn=arn)
         self.assertEqual(sm.list_clusters()["ClusterSummaries"], [])
         self.assertEqual(self.d.fake_nodes(), {})
 
