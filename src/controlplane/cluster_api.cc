@@ -504,13 +504,14 @@ StatusOr<ordered_json> ClusterApi::BatchDeleteClusterNodes(const json& req) {
     return OkStatus();
   }));
   wake_(cluster_id);
+  constexpr char kShape[] = "BatchDeleteClusterNodesResponse";
   if (req.contains("NodeIds")) {
-    out["Failed"] = failed;
-    out["Successful"] = ok;
+    SetListMember(out, kShape, "Failed", failed);
+    SetListMember(out, kShape, "Successful", ok);
   }
   if (req.contains("NodeLogicalIds")) {
-    out["FailedNodeLogicalIds"] = failed_logical;
-    out["SuccessfulNodeLogicalIds"] = ok_logical;
+    SetListMember(out, kShape, "FailedNodeLogicalIds", failed_logical);
+    SetListMember(out, kShape, "SuccessfulNodeLogicalIds", ok_logical);
   }
   return out;
 }

@@ -21,6 +21,7 @@
 #include "hpod/api/validate.h"
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/recovery.h"
+#include "hpod/controlplane/render.h"
 #include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
@@ -172,13 +173,14 @@ StatusOr<ordered_json> ClusterApi::BatchRecoverClusterNodes(const json& req,
   }));
   if (accepted_any) wake_(cluster_id);
   ordered_json out = ordered_json::object();
+  const std::string shape = op->output->name;  // Batch{Reboot,Replace}ClusterNodesResponse
   if (req.contains("NodeIds")) {
-    out["Successful"] = ok;
-    out["Failed"] = failed;
+    SetListMember(out, shape.c_str(), "Successful", ok);
+    SetListMember(out, shape.c_str(), "Failed", failed);
   }
   if (req.contains("NodeLogicalIds")) {
-    out["FailedNodeLogicalIds"] = failed_logical;
-    out["SuccessfulNodeLogicalIds"] = ok_logical;
+    SetListMember(out, shape.c_str(), "FailedNodeLogicalIds", failed_logical);
+    SetListMember(out, shape.c_str(), "SuccessfulNodeLogicalIds", ok_logical);
   }
   return out;
 }

@@ -119,7 +119,8 @@ TEST(ClusterApiRecoveryTest, ControllerIsNotReplacedButMayBeRebooted) {
   auto ids = CreateDemo(h);
   const std::string ctl = ids["ctl"][0];
   json r = Call(h, kReplace, {{"ClusterName", "demo"}, {"NodeIds", {ctl}}});
-  EXPECT_EQ(r["Successful"], json::array());
+  // The model's Successful holds at least one id: none accepted leaves it out.
+  EXPECT_FALSE(r.contains("Successful"));
   ASSERT_EQ(r["Failed"].size(), 1u);
   EXPECT_EQ(r["Failed"][0]["ErrorCode"], "InvalidInstanceStatus");
   EXPECT_NE(r["Failed"][0]["Message"].get<std::string>().find("controller"), std::string::npos);
@@ -167,11 +168,11 @@ TEST(ClusterApiRecoveryTest, SecondRequestIsInstanceIdInUseAndRecoversOnce) {
   // Named twice in one call: answered once.
   json first = Call(h, kReplace, {{"ClusterName", "demo"}, {"NodeIds", {w, w}}});
   EXPECT_EQ(first["Successful"], json::array({w}));
-  EXPECT_EQ(first["Failed"], json::array());
+  EXPECT_EQ(first["Failed"], json::array()) << "this Failed may be empty (min 0 in the model)";
   // Asked again (either way) while the first is in progress.
   for (const char* op : {kReplace, kReboot}) {
     json again = Call(h, op, {{"ClusterName", "demo"}, {"NodeIds", {w}}});
-    EXPECT_EQ(again["Successful"], json::array()) << op;
+    EXPECT_FALSE(again.contains("Successful")) << op;
     ASSERT_EQ(again["Failed"].size(), 1u) << op;
     EXPECT_EQ(again["Failed"][0]["ErrorCode"], "InstanceIdInUse");
   }

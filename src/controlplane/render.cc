@@ -16,6 +16,14 @@ const api::Shape& ShapeNamed(const char* name) {
 
 }  // namespace
 
+void SetListMember(ordered_json& out, const char* response_shape, const std::string& member,
+                   ordered_json list) {
+  const api::Member* m = ShapeNamed(response_shape).FindMember(member);
+  if (m == nullptr) std::abort();  // a member the model has not: a build defect
+  if (list.empty() && m->shape->min.value_or(0) >= 1) return;
+  out[member] = std::move(list);
+}
+
 ordered_json InModelOrder(const api::Shape& shape, const nlohmann::json& value) {
   switch (shape.type) {
     case api::ShapeType::kStructure: {

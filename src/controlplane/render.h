@@ -34,6 +34,12 @@ ordered_json RenderNodeDetails(const store::NodeRecord& node, const store::Group
 // ClusterEventSummary / ClusterEventDetail.
 ordered_json RenderEvent(const store::EventRecord& event, bool detail);
 
+// Sets `list` as `member` of `out`, a `response_shape` being built, unless it is
+// empty and the model says that list holds at least one item: SageMaker then
+// leaves the member out (BatchDeleteClusterNodes' Successful when none was).
+void SetListMember(ordered_json& out, const char* response_shape, const std::string& member,
+                   ordered_json list);
+
 // True for node statuses that count as a live member of its group.
 bool IsLiveNode(const store::NodeRecord& node);
 

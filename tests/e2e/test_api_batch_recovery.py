@@ -133,7 +133,7 @@ class BatchRecoveryTest(hpodtest.CliTestCase):
         ctl = self.nodes["controller-machine"][0]
         worker = self.nodes["workers"][0]
         out = self.run_op(REPLACE, "--node-ids", UNKNOWN_ID, ctl)
-        self.assertEqual(out["Successful"], [])
+        self.assertNotIn("Successful", out)  # at least one id in the model, so left out
         failed = {f["NodeId"]: f for f in out["Failed"]}
         self.assertEqual(set(failed), {UNKNOWN_ID, ctl})
         self.assertEqual(failed[UNKNOWN_ID]["ErrorCode"], "InstanceIdNotFound")
@@ -148,7 +148,7 @@ class BatchRecoveryTest(hpodtest.CliTestCase):
         # Asked again: in use while that reboot is in progress (the fake provider
         # runs no Slurm, so it may stay there), accepted anew once it is done.
         again = self.run_op(REPLACE, "--node-ids", worker)
-        if again["Successful"] != [worker]:
+        if again.get("Successful") != [worker]:
             self.assertEqual([f["ErrorCode"] for f in again["Failed"]], ["InstanceIdInUse"], again)
 
         table = self.run_op(REPLACE, "--node-ids", UNKNOWN_ID, "--output", "table")
