@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 
 #include "hpod/agent/ami_user.h"
@@ -14,7 +13,6 @@
 #include "hpod/agent/session.h"
 #include "hpod/agent/systemctl_shim.h"
 #include "hpod/agent/systemd_handover.h"
-#include "hpod/base/subprocess.h"
 
 namespace hpod::agent {
 namespace {
@@ -124,20 +122,7 @@ Agent::Agent(AgentOptions options, const Clock& clock)
   if (slurm.munge_dir.empty()) slurm.munge_dir = options_.state_dir + "/munge";
   if (!options_.handed_units_systemctl.empty()) {
     slurm.on_unit_active = [systemctl = options_.handed_units_systemctl](const std::string& unit) {
-      if (std::find(std::begin(kHandedUnits), std::end(kHandedUnits), unit) ==
-          std::end(kHandedUnits)) {
-        return;
-      }
-      // --no-block: the unit's start asks this agent, which answers on another
-      // thread; an active unit is left as it is.
-      SubprocessOptions start;
-      start.argv = {systemctl, "start", "--no-block", unit + ".service"};
-      start.timeout = std::chrono::seconds(10);
-      auto r = RunCommand(start);
-      if (!r.ok() || r->exit_code != 0) {
-        spdlog::warn("systemd does not show {}.service as hpod's: {}", unit,
-                     r.ok() ? r->stderr_data : std::string(r.status().message()));
-      }
+      ShowHandedUnitActive(systemctl, unit);
     };
   }
   slurm_ = std::make_unique<SlurmNode>(

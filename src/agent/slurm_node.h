@@ -220,6 +220,8 @@ class SlurmNode {
   void RestartRequested(const UnitWishes& wishes);
   void StartRequested(const UnitWishes& wishes);
   void PublishUnits(const UnitWishes& wishes, const Wanted& wanted);
+  // The states the worker published for `units` (all, when empty).
+  std::vector<UnitState> PublishedUnits(const std::vector<std::string>& units) const REQUIRES(mu_);
   bool WantedUnit(const std::string& unit, const Wanted& wanted) const;
   std::vector<std::string> LogsOf(const std::string& unit) const;
   UnitState UnitStateOf(const std::string& unit, const UnitWishes& wishes,

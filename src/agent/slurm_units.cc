@@ -82,6 +82,13 @@ void SlurmNode::CancelWaits() {
 StatusOr<std::vector<UnitState>> SlurmNode::ControlUnits(const UnitRequest& request) {
   const bool start = StartLike(request.verb, request.now);
   const bool stop = StopLike(request.verb, request.now);
+  if (request.verb == UnitVerb::kQuery && request.wait_ms == 0) {
+    // What the last pass published, without poking the worker: a pool host's
+    // handed units ask every second (systemd_unit.h), and the worker publishes
+    // on its own tick anyway.
+    MutexLock lock(mu_);
+    return PublishedUnits(request.units);
+  }
   MutexLock lock(mu_);
   if (stopping_ || waits_cancelled_) return UnavailableError("the hpod agent is stopping");
   if ((start || request.verb == UnitVerb::kReload) && desired_) {
@@ -139,14 +146,18 @@ StatusOr<std::vector<UnitState>> SlurmNode::ControlUnits(const UnitRequest& requ
     return true;
   };
   if (start || stop) lock.WaitFor(cv_, std::chrono::milliseconds(request.wait_ms), done);
+  return PublishedUnits(request.units);
+}
+
+std::vector<UnitState> SlurmNode::PublishedUnits(const std::vector<std::string>& units) const {
   std::vector<UnitState> out;
-  if (request.units.empty()) {
+  if (units.empty()) {
     for (std::string_view name : kUnitNames) {
       auto it = units_.find(std::string(name));
       if (it != units_.end()) out.push_back(it->second);
     }
   } else {
-    for (const std::string& unit : request.units) {
+    for (const std::string& unit : units) {
       auto it = units_.find(unit);
       UnitState s;
       s.name = unit;

@@ -146,6 +146,23 @@ TEST_F(SlurmNodeTest, AStartBeforeTheRoleArrivesWaitsForIt) {
   ASSERT_TRUE(WaitFor([&] { return Count("slurmd.argv") == 1; }));
 }
 
+TEST_F(SlurmNodeTest, AQueryWithoutAWaitAnswersWhatTheLastPassPublished) {
+  Start();
+  UnitRequest q = Request(UnitVerb::kQuery, {"slurmd"});
+  q.wait_ms = 0;
+  // Before any pass: the unit by name, nothing known of it yet.
+  UnitState before = One(node_->ControlUnits(q));
+  EXPECT_EQ(before.name, "slurmd");
+  EXPECT_EQ(before.active, "inactive");
+  node_->Apply(Spec("compute", "h1"));
+  ASSERT_TRUE(WaitForDaemon("running", "h1"));
+  ASSERT_TRUE(WaitFor([&] { return PidOf("slurmd") > 0; }));
+  ASSERT_TRUE(WaitFor([&] {
+    UnitState now = One(node_->ControlUnits(q));
+    return now.active == "active" && now.pid == PidOf("slurmd");
+  }));
+}
+
 TEST_F(SlurmNodeTest, AReloadSendsTheRunningDaemonSighupAndRestartsNothing) {
   // A slurmd that records each SIGHUP (the units' ExecReload) and keeps running.
   WriteTestFile(tmp_ / "bin/slurmd",

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -33,48 +34,30 @@ bool OursAt(const std::string& path) {
   return text.ok() && text->rfind(kMarker, 0) == 0;
 }
 
-StatusOr<SubprocessResult> Systemctl(const SystemdHandoverOptions& o,
-                                     std::vector<std::string> args) {
+// A stop waits for ExecStop (the agent's answer, seconds at most).
+constexpr std::chrono::seconds kSystemctlTimeout{60};
+
+std::vector<std::string> Argv(const SystemdHandoverOptions& o, std::vector<std::string> args) {
   args.insert(args.begin(), o.systemctl);
-  // A stop waits for ExecStop (the agent's answer, seconds at most).
-  SubprocessOptions run;
-  run.argv = std::move(args);
-  run.timeout = std::chrono::seconds(60);
-  return RunCommand(run);
+  return args;
 }
 
-// systemctl's one-line answer ("active", "not-found"), trimmed.
+// systemctl's one-line answer ("active", "not-found"), trimmed, whatever its
+// exit status (is-active says "inactive" with 3).
 std::string Ask(const SystemdHandoverOptions& o, std::vector<std::string> args) {
-  auto r = Systemctl(o, std::move(args));
+  SubprocessOptions run;
+  run.argv = Argv(o, std::move(args));
+  run.timeout = kSystemctlTimeout;
+  auto r = RunCommand(run);
   if (!r.ok()) return "";
   std::string out = r->stdout_data;
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
 }
 
+// A change; its failure names the command and systemctl's last line.
 Status Run(const SystemdHandoverOptions& o, std::vector<std::string> args) {
-  const std::string what = "systemctl " + [&] {
-    std::string s;
-    for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
-    return s;
-  }();
-  auto r = Systemctl(o, std::move(args));
-  if (!r.ok()) return r.status();
-  if (r->exit_code != 0) {
-    std::string err = r->stderr_data.empty() ? r->stdout_data : r->stderr_data;
-    while (!err.empty() && err.back() == '\n') err.pop_back();
-    return InternalError(
-        what + ": " +
-        (err.empty() ? "exit " + std::to_string(r->exit_code) : err.substr(err.rfind('\n') + 1)));
-  }
-  return OkStatus();
-}
-
-std::string Description(std::string_view unit) {
-  if (unit == "munge") return "MUNGE authentication service";
-  if (unit == "slurmdbd") return "Slurm DBD accounting daemon";
-  if (unit == "slurmctld") return "Slurm controller daemon";
-  return "Slurm node daemon";
+  return RunChecked(Argv(o, std::move(args)), kSystemctlTimeout).status();
 }
 
 }  // namespace
@@ -85,7 +68,10 @@ bool SystemdRunsThisMachine(const std::string& marker) {
 }
 
 std::string HandoverDropIn(std::string_view unit, const SystemdHandoverOptions& o) {
-  const std::string u(unit), program = o.agent_program, socket = o.socket;
+  const std::string u(unit);
+  auto command = [&](const char* verb) {
+    return o.agent_program + " systemd-unit " + verb + " " + u + " --socket " + o.socket + "\n";
+  };
   // Every setting of Debian's units (and HyperPod's AMI's) that would act on
   // the daemon itself is reset: the conditions on /etc/slurm (hpod's config is
   // elsewhere), the user (the agent's socket takes root's requests only), the
@@ -110,17 +96,14 @@ std::string HandoverDropIn(std::string_view unit, const SystemdHandoverOptions& 
          "ExecStartPost=\n"
          "ExecStart=\n"
          "ExecStart=" +
-         program + " systemd-unit start " + u + " --socket " + socket +
-         "\n"
+         command("start") +
          "ExecStop=\n"
          "ExecStop=" +
-         program + " systemd-unit stop " + u + " --socket " + socket +
-         "\n"
+         command("stop") +
          "ExecStopPost=\n"
          "ExecReload=\n"
          "ExecReload=" +
-         program + " systemd-unit reload " + u + " --socket " + socket +
-         "\n"
+         command("reload") +
          "Restart=no\n"
          // A start waits for the daemon: a worker's slurmd for its controller,
          // slurmctld for MariaDB's first setup. 15 minutes covers a controller's
@@ -206,9 +189,8 @@ Status HandOverUnits(const SystemdHandoverOptions& o) {
       HPOD_RETURN_IF_ERROR(WriteFileAtomic(UnitFilePath(o, unit),
                                            std::string(kMarker) + " no " + service +
                                                " was installed; removed when the node leaves.\n"
-                                               "[Unit]\nDescription=" +
-                                               Description(unit) +
-                                               "\n\n[Install]\nWantedBy=multi-user.target\n",
+                                               "[Unit]\nDescription=MUNGE authentication "
+                                               "service\n\n[Install]\nWantedBy=multi-user.target\n",
                                            0644));
     }
     HPOD_RETURN_IF_ERROR(WriteFileAtomic(dropin, HandoverDropIn(unit, o), 0644));
@@ -216,6 +198,18 @@ Status HandOverUnits(const SystemdHandoverOptions& o) {
   // Every time, not only after a write: a handover that failed before its
   // reload left drop-ins systemd has not read.
   return Run(o, {"daemon-reload"});
+}
+
+void ShowHandedUnitActive(const std::string& systemctl, const std::string& unit) {
+  if (std::find(std::begin(kHandedUnits), std::end(kHandedUnits), unit) == std::end(kHandedUnits))
+    return;
+  // --no-block: the unit's start asks the agent, which answers on another
+  // thread; an active unit is left as it is.
+  if (auto r = RunChecked({systemctl, "start", "--no-block", unit + ".service"},
+                          std::chrono::seconds(10));
+      !r.ok()) {
+    spdlog::warn("systemd does not show {}.service as hpod's: {}", unit, r.status().message());
+  }
 }
 
 Status ReturnUnits(const SystemdHandoverOptions& o) {
@@ -263,7 +257,7 @@ Status ReturnUnits(const SystemdHandoverOptions& o) {
     note(Run(o, {"daemon-reload"}));
     std::vector<std::string> reset = {"reset-failed"};
     reset.insert(reset.end(), services.begin(), services.end());
-    (void)Systemctl(o, reset);  // these units only: the machine's other failures stay
+    (void)Run(o, reset);  // these units only: the machine's other failures stay
   }
   for (std::string_view unit : kHandedUnits) {
     if (!remembered.count("active " + std::string(unit))) continue;

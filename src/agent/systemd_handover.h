@@ -63,6 +63,12 @@ std::string HandoverDropIn(std::string_view unit, const SystemdHandoverOptions& 
 // without an absolute agent_program.
 Status HandOverUnits(const SystemdHandoverOptions& options);
 
+// What a pool host's node agent calls when one of its daemons becomes active
+// (AgentOptions::handed_units_systemctl): `systemctl start --no-block` of a
+// handed unit, so systemd shows hpod's daemon however it started; nothing for
+// other units. Failures are logged.
+void ShowHandedUnitActive(const std::string& systemctl, const std::string& unit);
+
 // The tenure's end (its node agent already stopped): stops the handed units,
 // gives each its enable state from before, removes every file of hpod's in
 // unit_dir, daemon-reload, resets the handed units' failed state, starts the

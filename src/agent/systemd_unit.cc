@@ -1,14 +1,11 @@
 #include "hpod/agent/systemd_unit.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,29 +16,16 @@
 #include "hpod/agent/local_socket.h"
 #include "hpod/agent/systemctl_shim.h"
 #include "hpod/agent/units.h"
+#include "hpod/base/sd_notify.h"
 
 namespace hpod::agent {
 namespace {
 
 constexpr auto kPoll = std::chrono::seconds(1);
 
-// sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET ("@…" is an
-// abstract address). Nothing to do outside systemd.
-void Notify(const std::string& text) {
-  const char* path = std::getenv("NOTIFY_SOCKET");
-  if (path == nullptr || path[0] == '\0') return;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const size_t len = std::strlen(path);
-  if (len >= sizeof(addr.sun_path)) return;
-  std::memcpy(addr.sun_path, path, len);
-  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';
-  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
-  ::sendto(fd, text.data(), text.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
-           static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
-  ::close(fd);
-}
+// hpod's sd_notify (base/sd_notify.h): a no-op outside systemd; a lost datagram
+// only leaves systemd's view of the unit behind.
+void Notify(const std::string& text) { (void)SdNotify(text); }
 
 void WriteAll(int fd, const std::string& data) {
   for (size_t off = 0; off < data.size();) {
@@ -106,6 +90,7 @@ std::vector<std::string> OutputOf(const UnitState& u) {
 StatusOr<UnitState> StateOf(const std::string& socket, const std::string& unit) {
   UnitRequest q;
   q.units = {unit};
+  q.wait_ms = 0;  // the last published state: no pass of the agent's worker per poll
   HPOD_ASSIGN_OR_RETURN(std::vector<UnitState> units, AskUnits(socket, q));
   if (units.empty()) return InternalError("the hpod agent did not report " + unit);
   return units.front();

@@ -52,6 +52,7 @@ struct UnitRequest {
   std::vector<std::string> units;  // canonical names; empty with kQuery: all
   bool now = false;                // enable/disable --now
   // How long start/stop/restart wait for the unit to be active (ready) or dead.
+  // A query with 0 answers from the worker's last pass without waiting for one.
   int64_t wait_ms = 30000;
 
   nlohmann::json ToJson() const;

@@ -276,6 +276,30 @@ def processes_naming(text):
     return out
 
 
+def start_slurm_script(started):
+    """A start_slurm.sh as AWS's base-config has it (`start_slurm.sh ROLE
+    CONTROLLERS`): `systemctl enable --now slurmctld` on the controller, whose
+    slurmd unit it moves aside; on workers slurmd.service filled with envsubst,
+    daemon-reload, `systemctl enable --now slurmd`, and slurmctld's unit moved
+    aside. It then writes "UNIT STATE"
+    (systemctl is-active) to `started`, a path the shell expands on the node."""
+    return r"""#!/bin/bash
+set -ex
+if [[ $1 == "controller" ]]; then
+  systemctl enable --now slurmctld
+  mv /etc/systemd/system/slurmd{,_DO_NOT_START_ON_CONTROLLER}.service || echo "already masked"
+  unit=slurmctld
+else
+  SLURMD_OPTIONS="--conf-server $2" envsubst < /etc/systemd/system/slurmd.service > slurmd.service
+  mv slurmd.service /etc/systemd/system/
+  systemctl daemon-reload
+  systemctl enable --now slurmd
+  mv /etc/systemd/system/slurmctld{,_DO_NOT_START_ON_CONTROLLER}.service || echo "already masked"
+  unit=slurmd
+fi
+echo "$unit $(systemctl is-active $unit)" > """ + started + "\n"
+
+
 def write_script(path, body):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:

@@ -132,22 +132,7 @@ for i in $(seq 30); do systemctl is-active --quiet slurmdbd && break; sleep 2; d
 systemctl is-active --quiet slurmdbd
 """
 
-START_SLURM = r"""#!/bin/bash
-set -ex
-if [[ $1 == "controller" ]]; then
-  systemctl enable --now slurmctld
-  mv /etc/systemd/system/slurmd{,_DO_NOT_START_ON_CONTROLLER}.service || echo "already masked"
-  unit=slurmctld
-else
-  SLURMD_OPTIONS="--conf-server $2" envsubst < /etc/systemd/system/slurmd.service > slurmd.service
-  mv slurmd.service /etc/systemd/system/
-  systemctl daemon-reload
-  systemctl enable --now slurmd
-  mv /etc/systemd/system/slurmctld{,_DO_NOT_START_ON_CONTROLLER}.service || echo "already masked"
-  unit=slurmd
-fi
-echo "$unit $(systemctl is-active $unit)" > /fsx/started-$(hostname)
-"""
+START_SLURM = nodestest.start_slurm_script("/fsx/started-$(hostname)")
 
 # srun --auto-resume across two nodes: attempt 0 waits at a gate on /fsx until a
 # node is killed; the retry (on the replacement and the other worker) finishes.

@@ -24,7 +24,6 @@ Traffic stays on the rig's bridge and loopback.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -32,6 +31,7 @@ import unittest
 
 import hostrig
 import hpodtest
+import nodestest
 
 AGENT = os.path.join(hpodtest.BIN_DIR, "cmd", "hpod-agent", "hpod-agent")
 TYPE = "ml.c5.large"
@@ -59,21 +59,7 @@ PY
 bash ./start_slurm.sh "$role" "$controller"
 """
 
-START_SLURM = r"""#!/bin/bash
-set -ex
-if [[ $1 == "controller" ]]; then
-  systemctl enable --now slurmctld
-  mv /etc/systemd/system/slurmd{,_DO_NOT_START_ON_CONTROLLER}.service || echo "already masked"
-  unit=slurmctld
-else
-  SLURMD_OPTIONS="--conf-server $2" envsubst < /etc/systemd/system/slurmd.service > slurmd.service
-  mv slurmd.service /etc/systemd/system/
-  systemctl daemon-reload
-  systemctl enable --now slurmd
-  unit=slurmd
-fi
-echo "$unit $(systemctl is-active $unit)" > /tmp/started
-"""
+START_SLURM = nodestest.start_slurm_script("/tmp/started")
 
 
 def daemons(host, name):
@@ -97,12 +83,8 @@ class PoolSystemdTest(unittest.TestCase):
                                     "machine's cgroups in hybrid mode (/sys/fs/cgroup/systemd)")
         cls.rig = hostrig.Rig(2)
         try:
-            probe = socket.socket()
-            probe.bind((cls.rig.server_ip, 0))
-            port = probe.getsockname()[1]
-            probe.close()
             cls.d = hpodtest.Daemon(extra_args=[
-                "--provider", "pool", "--agent-listen", "%s:%d" % (cls.rig.server_ip, port),
+                "--provider", "pool", "--agent-listen", cls.rig.server_ip + ":0",
                 "--pool-spank-plugin", "", "--slurm-accounting", "off"]).start()
             token = cls.hpod_cls("create-join-token", "--uses", "2", "--ttl", "10m",
                                  "--instance-type", TYPE, output="text").strip()
