@@ -7,12 +7,13 @@
 #   make install     install into $(PREFIX) (bin/, lib/hpod/, share/hpod/)
 #   make package     Debian packages hpod-agent and hpod in $(BUILD)/packages, checked
 #   make corpus      the real training data (KJV + Austen from Debian packages) in build/data
+#   make api-model   regenerate the API model and its docs from the botocore python3 imports
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= $(or $(HPOD_PREFIX),/usr/local)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all deps build build-installables test unit e2e fuzz quickstart quickstart-down install package corpus bench clean
+.PHONY: all deps build build-installables test unit e2e fuzz quickstart quickstart-down install package corpus bench api-model clean
 
 all: build
 
@@ -68,6 +69,16 @@ corpus: build
 bench: build
 	./scripts/install-deps.sh --bench
 	./bench/run.sh
+
+# After a botocore upgrade (pip install -U botocore): the compiled-in model
+# (src/api/sagemaker_cluster_model.json), the operations' documentation extract,
+# then a build and docs/reference/ from it. Review `git diff` and run `make test`.
+api-model:
+	python3 scripts/gen-api-model.py > src/api/sagemaker_cluster_model.json.new
+	mv src/api/sagemaker_cluster_model.json.new src/api/sagemaker_cluster_model.json
+	python3 scripts/gen-docs-reference.py --refresh-docs
+	$(MAKE) build
+	python3 scripts/gen-docs-reference.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz

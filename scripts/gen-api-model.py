@@ -19,7 +19,7 @@ import botocore
 OPERATIONS = [
     "CreateCluster", "DescribeCluster", "ListClusters", "DeleteCluster", "UpdateCluster",
     "ListClusterNodes", "DescribeClusterNode", "BatchDeleteClusterNodes",
-    "BatchRebootClusterNodes", "BatchReplaceClusterNodes",
+    "BatchRebootClusterNodes", "BatchReplaceClusterNodes", "BatchAddClusterNodes",
     "ListClusterEvents", "DescribeClusterEvent",
     # SageMaker's tagging, served for cluster ARNs (a cluster's Tags).
     "AddTags", "ListTags", "DeleteTags",

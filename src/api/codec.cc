@@ -1,5 +1,6 @@
 #include "hpod/api/codec.h"
 
+#include <map>
 #include <string>
 
 namespace hpod::api {
@@ -24,6 +25,39 @@ void StripNullMembers(nlohmann::json& v) {
 
 }  // namespace
 
+std::string RefusedClusterOperation(std::string_view operation) {
+  static const std::map<std::string, std::string, std::less<>> kRefused = [] {
+    const std::string volumes =
+        "it attaches EBS volumes to the nodes of EKS clusters; hpod runs Slurm, and a node's "
+        "disks are its host's";
+    const std::string scheduler =
+        "it configures EKS task governance (Kueue); hpod runs Slurm: use partitions, QOS and "
+        "the accounting limits of sacctmgr on the controller";
+    const std::string quotas =
+        "EKS task governance's compute quotas have no Slurm counterpart in hpod; limit teams "
+        "with Slurm accounts and QOS (sacctmgr) on the controller";
+    std::map<std::string, std::string, std::less<>> m;
+    for (const char* op : {"AttachClusterNodeVolume", "DetachClusterNodeVolume"}) m[op] = volumes;
+    for (const char* op : {"CreateClusterSchedulerConfig", "DescribeClusterSchedulerConfig",
+                           "ListClusterSchedulerConfigs", "UpdateClusterSchedulerConfig",
+                           "DeleteClusterSchedulerConfig"}) {
+      m[op] = scheduler;
+    }
+    for (const char* op : {"CreateComputeQuota", "DescribeComputeQuota", "ListComputeQuotas",
+                           "UpdateComputeQuota", "DeleteComputeQuota"}) {
+      m[op] = quotas;
+    }
+    m["StartClusterHealthCheck"] =
+        "deep health checks are not available yet; hpod's agents check every node's health "
+        "all the time (docs/node-health.md)";
+    m["UpdateClusterSoftware"] =
+        "rolling software updates are not available yet; a node runs its host's software";
+    return m;
+  }();
+  auto it = kRefused.find(operation);
+  return it == kRefused.end() ? std::string() : it->second;
+}
+
 StatusOr<DecodedRequest> DecodeRequest(const ServiceModel& model, std::string_view target,
                                        std::string_view content_type, std::string_view body,
                                        const ValidateOptions& options) {
@@ -39,6 +73,10 @@ StatusOr<DecodedRequest> DecodeRequest(const ServiceModel& model, std::string_vi
   }
   const Operation* op = model.FindOperation(target.substr(prefix.size()));
   if (op == nullptr) {
+    if (auto why = RefusedClusterOperation(target.substr(prefix.size())); !why.empty()) {
+      return InvalidArgumentError(std::string(target.substr(prefix.size())) +
+                                  " is not supported by hpod: " + why);
+    }
     return InvalidArgumentError("Unknown operation " + std::string(target.substr(prefix.size())) +
                                 " (hpod serves the SageMaker cluster operations)")
         .WithAwsType("UnknownOperationException");

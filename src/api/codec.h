@@ -21,9 +21,15 @@ struct DecodedRequest {
   nlohmann::json input;  // validated; an object
 };
 
+// For a SageMaker cluster operation of botocore's model that hpod does not serve
+// on purpose (EKS-only ones, and those not built yet): why, in one sentence; ""
+// for any other name.
+std::string RefusedClusterOperation(std::string_view operation);
+
 // `target` is the X-Amz-Target header ("SageMaker.CreateCluster"), `content_type`
 // the Content-Type header. Errors:
 //   UnknownOperationException  missing/unknown target or operation
+//   ValidationException        an operation RefusedClusterOperation names, saying why
 //   SerializationException     body is not a JSON object, or a wrong type
 //   ValidationException        constraint violations, unknown fields
 StatusOr<DecodedRequest> DecodeRequest(const ServiceModel& model, std::string_view target,

@@ -21,6 +21,23 @@ TEST(CodecTest, EmptyBodyIsAnEmptyObject) {
   EXPECT_TRUE(r->input.is_object());
 }
 
+// The cluster operations of botocore's model hpod does not serve are refused
+// with their reason (a ValidationException), not as unknown.
+TEST(CodecTest, RefusedClusterOperationsSayWhy) {
+  const ServiceModel& m = ServiceModel::Get();
+  for (const char* op : {"AttachClusterNodeVolume", "CreateClusterSchedulerConfig",
+                         "ListComputeQuotas", "StartClusterHealthCheck", "UpdateClusterSoftware"}) {
+    auto r = DecodeRequest(m, std::string("SageMaker.") + op, kJson, "{}");
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << op;
+    EXPECT_EQ(r.status().aws_type(), "") << op << ": answered as a ValidationException";
+    EXPECT_EQ(r.status().message().find(std::string(op) + " is not supported by hpod: "), 0u)
+        << r.status().message();
+  }
+  EXPECT_NE(RefusedClusterOperation("DetachClusterNodeVolume").find("EKS"), std::string::npos);
+  EXPECT_EQ(RefusedClusterOperation("CreateTrainingJob"), "");
+  EXPECT_EQ(RefusedClusterOperation("CreateCluster"), "");
+}
+
 TEST(CodecTest, Errors) {
   const ServiceModel& m = ServiceModel::Get();
   EXPECT_EQ(DecodeRequest(m, "", kJson, "{}").status().aws_type(), "UnknownOperationException");

@@ -9,10 +9,11 @@ TEST(ServiceModelTest, HasTheClusterOperations) {
   const ServiceModel& m = ServiceModel::Get();
   EXPECT_EQ(m.target_prefix(), "SageMaker");
   EXPECT_EQ(m.signing_name(), "sagemaker");
-  for (const char* op : {"CreateCluster", "DescribeCluster", "ListClusters", "DeleteCluster",
-                         "UpdateCluster", "ListClusterNodes", "DescribeClusterNode",
-                         "BatchDeleteClusterNodes", "BatchRebootClusterNodes",
-                         "BatchReplaceClusterNodes", "ListClusterEvents", "DescribeClusterEvent"}) {
+  for (const char* op :
+       {"CreateCluster", "DescribeCluster", "ListClusters", "DeleteCluster", "UpdateCluster",
+        "ListClusterNodes", "DescribeClusterNode", "BatchDeleteClusterNodes",
+        "BatchRebootClusterNodes", "BatchReplaceClusterNodes", "ListClusterEvents",
+        "DescribeClusterEvent", "BatchAddClusterNodes"}) {
     EXPECT_NE(m.FindOperation(op), nullptr) << op;
   }
   EXPECT_EQ(m.FindOperation("CreateTrainingJob"), nullptr);

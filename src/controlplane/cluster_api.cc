@@ -11,6 +11,7 @@
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/lifecycle_bundle.h"
+#include "hpod/controlplane/provisioning.h"
 #include "hpod/controlplane/render.h"
 #include "hpod/controlplane/slurm_plan.h"
 
@@ -22,9 +23,9 @@ using ordered_json = nlohmann::ordered_json;
 namespace {
 
 // Cluster-level members kept verbatim in ClusterRecord::spec.
-const char* const kClusterSpecMembers[] = {"VpcConfig",    "Tags",        "NodeRecovery",
-                                           "Orchestrator", "ClusterRole", "HpodSharedFilesystem",
-                                           "HpodPool"};
+const char* const kClusterSpecMembers[] = {
+    "VpcConfig",   "Tags",     "NodeRecovery",         "Orchestrator",
+    "ClusterRole", "HpodPool", "HpodSharedFilesystem", "NodeProvisioningMode"};
 
 struct Unsupported {
   const char* member;
@@ -37,9 +38,6 @@ const Unsupported kUnsupportedClusterMembers[] = {
      "plans) have no self-hosted equivalent"},
     {"TieredStorageConfig", "tiered checkpoint storage is not available yet"},
     {"AutoScaling", "cluster autoscaling (Karpenter) applies to EKS clusters; hpod runs Slurm"},
-    {"NodeProvisioningMode",
-     "continuous provisioning is not available yet; hpod provisions "
-     "all-or-nothing, as HyperPod does by default"},
 };
 
 const Unsupported kUnsupportedGroupMembers[] = {
@@ -50,8 +48,8 @@ const Unsupported kUnsupportedGroupMembers[] = {
     {"CapacityRequirements", "spot/on-demand capacity choices do not apply to hpod providers"},
     {"OnStartDeepHealthChecks", "deep health checks are not available yet"},
     {"MinInstanceCount",
-     "MinInstanceCount applies to continuous provisioning, which is not "
-     "available yet"},
+     "a group of a cluster with NodeProvisioningMode Continuous serves with the nodes that "
+     "run and launches the rest in the background; omit MinInstanceCount"},
     {"NetworkInterface", "EFA interface selection is not available"},
 };
 
@@ -175,6 +173,7 @@ StatusOr<ordered_json> ClusterApi::Call(const api::Operation& op, const json& re
   if (n == "BatchDeleteClusterNodes") return BatchDeleteClusterNodes(req);
   if (n == "BatchRebootClusterNodes") return BatchRebootClusterNodes(req);
   if (n == "BatchReplaceClusterNodes") return BatchReplaceClusterNodes(req);
+  if (n == "BatchAddClusterNodes") return BatchAddClusterNodes(req);
   if (n == "ListClusterEvents") return ListClusterEvents(req);
   if (n == "DescribeClusterEvent") return DescribeClusterEvent(req);
   if (n == "AddTags") return AddTags(req);
@@ -308,9 +307,19 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
   std::string cluster_id, arn;
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
-    if (!api::Is(c.status, api::ClusterStatus::kInService)) {
+    const bool continuous = IsContinuous(c);
+    if (req.contains("NodeProvisioningMode") && !continuous) {
+      return InvalidArgumentError(
+          "NodeProvisioningMode can be set only when a cluster is created: cluster " + c.name +
+          " provisions all-or-nothing; create a new cluster with NodeProvisioningMode Continuous");
+    }
+    // Continuous provisioning takes an update while earlier ones still converge.
+    const bool open = api::Is(c.status, api::ClusterStatus::kInService) ||
+                      (continuous && api::Is(c.status, api::ClusterStatus::kCreating));
+    if (!open) {
       return FailedPreconditionError("Cluster " + c.name + " is " + c.status +
-                                     "; it can be updated only when InService");
+                                     "; it can be updated only when InService" +
+                                     (continuous ? " or Creating" : ""));
     }
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     HPOD_ASSIGN_OR_RETURN(std::string controller_group, ControllerGroup(tx, c.id, groups));
@@ -400,11 +409,18 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
     }
     if (req.contains("NodeRecovery")) c.spec["NodeRecovery"] = req["NodeRecovery"];
     if (req.contains("Orchestrator")) c.spec["Orchestrator"] = req["Orchestrator"];
-    c.status = api::NameString(api::ClusterStatus::kUpdating);
-    c.failure_message.clear();
+    // All-or-nothing: the cluster is Updating until every change converged (or
+    // rolled back). Continuous: it stays as it is; its groups show the change.
+    if (!continuous) {
+      c.status = api::NameString(api::ClusterStatus::kUpdating);
+      c.failure_message.clear();
+    }
     HPOD_RETURN_IF_ERROR(tx.PutCluster(c));
-    HPOD_RETURN_IF_ERROR(
-        RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo, "Cluster update started"));
+    HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
+                                     continuous ? "Cluster update accepted (continuous "
+                                                  "provisioning: the groups converge in the "
+                                                  "background)"
+                                                : "Cluster update started"));
     cluster_id = c.id;
     arn = c.arn;
     return OkStatus();

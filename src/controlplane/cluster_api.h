@@ -58,6 +58,8 @@ class ClusterApi {
   Result BatchRebootClusterNodes(const nlohmann::json& req);
   Result BatchReplaceClusterNodes(const nlohmann::json& req);
   Result BatchRecoverClusterNodes(const nlohmann::json& req, const std::string& operation);
+  // cluster_api_add.cc: continuous provisioning's scaling call.
+  Result BatchAddClusterNodes(const nlohmann::json& req);
   Result ListClusterEvents(const nlohmann::json& req);
   Result DescribeClusterEvent(const nlohmann::json& req);
   // cluster_api_tags.cc: a cluster's Tags, by its ARN.

@@ -65,7 +65,7 @@ TEST(ClusterApiTest, RefusesWhatItCannotHonour) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("InstanceGroups[0].KubernetesConfig"), std::string::npos);
   json req = CreateReq("demo", {Harness::Group("g", 1)});
-  req["NodeProvisioningMode"] = "Continuous";
+  req["TieredStorageConfig"] = {{"Mode", "Enable"}};
   EXPECT_EQ(h.Call("CreateCluster", req).status().code(), StatusCode::kInvalidArgument);
   auto dup =
       h.Call("CreateCluster", CreateReq("demo", {Harness::Group("g", 1), Harness::Group("g", 2)}));

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "hpod/api/states.h"
 #include "hpod/controlplane/events.h"
-#include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/provisioning.h"
 
 namespace hpod::controlplane {
 
@@ -40,6 +39,7 @@ ClusterReconciler::ClusterReconciler(store::Store& store, provider::Provider* pr
       slurm_(store, clock, options_, slurm_agents),
       nodes_(provider, clock, options_, std::move(bootstrap_token), slurm_),
       recovery_(store, provider, clock, slurm_agents),
+      retry_(store, provider, clock, options_.retry),
       rollup_(store, clock) {}
 
 WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
@@ -91,30 +91,17 @@ Status ClusterReconciler::PlanNodes(const std::string& cluster_id) {
       // launches the missing nodes beside it, and during provisioning the roll-up
       // fails (or rolls back) the operation that created it.
       std::vector<NodeRecord> live;
-      std::set<int> used_ordinals;
       for (const auto& n : mine) {
-        used_ordinals.insert(n.ordinal);
         if (!n.remove) live.push_back(n);
       }
       int have = static_cast<int>(live.size());
       if (have < g.target_count) {
-        int ordinal = 1;
-        for (int i = have; i < g.target_count; ++i) {
-          while (used_ordinals.count(ordinal)) ++ordinal;
-          used_ordinals.insert(ordinal);
-          NodeRecord n;
-          n.instance_id = NewInstanceId();
-          n.cluster_id = c.id;
-          n.group_name = g.name;
-          n.ordinal = ordinal;
-          n.status = api::NameString(ClusterInstanceStatus::kPending);
-          n.launch_time = clock_.NowEpochSeconds();
-          n.logical_id = NewNodeLogicalId(g.name + "-" + std::to_string(ordinal));
-          n.created_generation = c.generation;
+        for (const NodeRecord& n :
+             NewNodeRows(c, g.name, mine, g.target_count - have, clock_.NowEpochSeconds())) {
           HPOD_RETURN_IF_ERROR(tx.PutNode(n));
           HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, NodeSubject(g.name, n.instance_id),
                                            EventLevel::kInfo,
-                                           "Instance " + g.name + "-" + std::to_string(ordinal) +
+                                           "Instance " + g.name + "-" + std::to_string(n.ordinal) +
                                                " is Pending: launch requested"));
         }
       } else if (have > g.target_count) {
@@ -164,6 +151,10 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
   // node concern then launches in this same pass.
   HPOD_ASSIGN_OR_RETURN(auto recovery, recovery_.Step(c, nodes, agents, slurm));
   if (recovery.rows_changed) HPOD_RETURN_IF_ERROR(read());
+  // Continuous provisioning: a worker that failed to provision is launched again
+  // (provisioning.h); its new row is launched by the node concern once due.
+  HPOD_ASSIGN_OR_RETURN(bool retried, retry_.Step(c, groups, nodes, agents, recovery.recovering));
+  if (retried) HPOD_RETURN_IF_ERROR(read());
   std::vector<NodeChange> changes;
   Status transient = nodes_.Act(c, groups, nodes, agents, slurm, recovery.held, &changes);
   slurm_.Finish(slurm);

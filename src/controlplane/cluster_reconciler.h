@@ -27,6 +27,7 @@
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/node_reconciler.h"
 #include "hpod/controlplane/options.h"
+#include "hpod/controlplane/provisioning.h"
 #include "hpod/controlplane/recovery_reconciler.h"
 #include "hpod/controlplane/rollup.h"
 #include "hpod/controlplane/slurm_plan.h"
@@ -68,6 +69,7 @@ class ClusterReconciler {
   SlurmReconciler slurm_;
   NodeReconciler nodes_;
   RecoveryReconciler recovery_;
+  ProvisioningRetry retry_;
   ClusterRollUp rollup_;
 };
 

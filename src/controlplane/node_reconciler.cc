@@ -56,8 +56,11 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
   // (a cloud API, a machine to boot), and a replacement must not wait behind the
   // others. The provider is thread-safe; each launch writes only its own change.
   std::vector<const NodeRecord*> to_launch;
+  const double now = clock_.NowEpochSeconds();
   for (const NodeRecord& n : nodes) {
-    if (!held.count(n.instance_id) && PhaseOf(n) == api::NodePhase::kToLaunch) {
+    // A provisioning retry waits for its backoff (provisioning.h).
+    if (!held.count(n.instance_id) && PhaseOf(n) == api::NodePhase::kToLaunch &&
+        n.not_before <= now) {
       to_launch.push_back(&n);
     }
   }

@@ -53,6 +53,13 @@ struct HealthOptions {
   std::chrono::seconds failed_backoff{300};
 };
 
+// Continuous provisioning (provisioning_retry.h): a worker that failed to
+// provision is launched again after base × 2^(attempt-1), at most `max_delay`.
+struct ProvisioningRetryOptions {
+  std::chrono::milliseconds base_delay{5000};
+  std::chrono::milliseconds max_delay{300000};
+};
+
 struct ControlPlaneOptions {
   // Used in ARNs and DNS names; scripts split the ARN to find the region.
   std::string region = "us-west-2";
@@ -70,6 +77,7 @@ struct ControlPlaneOptions {
   std::chrono::seconds agent_register_timeout{120};
   SlurmOptions slurm;
   HealthOptions health;
+  ProvisioningRetryOptions retry;
 };
 
 }  // namespace hpod::controlplane

@@ -71,6 +71,8 @@ StatusOr<RecoveryReconciler::Outcome> RecoveryReconciler::Step(
     SlurmReconciler::NoteRecovery(slurm, r);
     if (RecoveryActive(r)) {
       out.busy = true;
+      out.recovering.insert(r.instance_id);
+      if (!r.replacement_id.empty()) out.recovering.insert(r.replacement_id);
       auto phase = ParseRecoveryPhase(r.phase).value_or(RecoveryPhase::kDetected);
       if (phase < RecoveryPhase::kLaunched) out.held.insert(r.instance_id);
     }

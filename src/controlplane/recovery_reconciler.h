@@ -35,6 +35,9 @@ class RecoveryReconciler {
 
   struct Outcome {
     std::set<std::string> held;  // instance ids the node concern must not act on
+    // Every node a recovery still in progress names (the faulty one and its
+    // replacement): provisioning retries leave them to it (provisioning.h).
+    std::set<std::string> recovering;
     bool rows_changed = false;   // node rows were swapped or rewritten: read them again
     bool busy = false;           // a recovery is in progress: poll the cluster
   };

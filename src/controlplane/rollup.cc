@@ -3,10 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
+#include <set>
 
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/host_states.h"
 #include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/provisioning.h"
+#include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
 
@@ -38,6 +42,18 @@ bool GroupConverged(const GroupRecord& g, const std::vector<NodeRecord>& nodes) 
     if (!InGroup(n, g)) continue;
     if (n.remove) return false;
     if (!Is(n.status, ClusterInstanceStatus::kRunning) && !Failed(n)) return false;
+    ++have;
+  }
+  return have == g.target_count;
+}
+
+// Continuous provisioning's convergence: the group's target count of nodes, each
+// Running (a node that failed to provision is being launched again).
+bool GroupRunning(const GroupRecord& g, const std::vector<NodeRecord>& nodes) {
+  int have = 0;
+  for (const auto& n : nodes) {
+    if (!InGroup(n, g)) continue;
+    if (n.remove || !Is(n.status, ClusterInstanceStatus::kRunning)) return false;
     ++have;
   }
   return have == g.target_count;
@@ -187,8 +203,15 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
 
     const bool creating = Is(c.status, ClusterStatus::kCreating);
     const bool updating = Is(c.status, ClusterStatus::kUpdating);
+    const bool continuous = IsContinuous(c);
+    std::optional<std::set<std::string>> priority;
+    if (continuous) {
+      HPOD_ASSIGN_OR_RETURN(priority, PriorityGroups(tx, c.id, groups));
+    }
     const NodeRecord* failed = nullptr;  // a node the current operation failed to provision
     for (const auto& n : nodes) {
+      // Continuous provisioning retries workers; only a priority node fails it.
+      if (continuous && (!priority || !priority->count(n.group_name))) continue;
       if (Failed(n) && (creating || n.created_generation == c.generation)) {
         failed = &n;
         break;
@@ -228,6 +251,41 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
         }
       }
       return set_cluster_status(ClusterStatus::kRollingBack, EventLevel::kError, c.failure_message);
+    }
+    if (continuous) {
+      // No operation to finish: each group is InService once its nodes all run,
+      // and the cluster once its priority groups each have one that does.
+      bool all_running = nothing_pending;
+      std::set<std::string> up;
+      for (const auto& n : nodes) {
+        if (!n.remove && Is(n.status, ClusterInstanceStatus::kRunning)) up.insert(n.group_name);
+      }
+      for (auto& g : groups) {
+        if (g.deleting) continue;
+        const bool done = GroupRunning(g, nodes);
+        all_running &= done;
+        const bool settled = Is(g.status, InstanceGroupStatus::kInService) ||
+                             Is(g.status, InstanceGroupStatus::kDegraded);
+        if (done || settled) HPOD_RETURN_IF_ERROR(set_in_service(g));
+      }
+      if (creating) {
+        // Roles unknown once a node runs: no Slurm roles anywhere (its scripts
+        // would have reported provisioning_parameters.json before they ended).
+        const bool ready =
+            priority ? std::all_of(priority->begin(), priority->end(),
+                                   [&](const std::string& name) { return up.count(name) > 0; })
+                     : !up.empty();
+        if (ready) {
+          HPOD_RETURN_IF_ERROR(set_cluster_status(
+              ClusterStatus::kInService, EventLevel::kInfo,
+              "continuous provisioning: " +
+                  std::string(priority && !priority->empty() ? "the controller and login nodes run"
+                                                             : "a node runs") +
+                  "; the other nodes join as they come up"));
+        }
+      }
+      converged = Is(c.status, ClusterStatus::kInService) && all_running;
+      return OkStatus();
     }
     const bool in_operation = creating || updating || Is(c.status, ClusterStatus::kRollingBack);
     if (in_operation && all_converged && nothing_pending) {

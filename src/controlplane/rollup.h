@@ -6,6 +6,10 @@
 //     one failed node fails the cluster (FailureMessage in HyperPod's words);
 //     during UpdateCluster a failed new node rolls the update back (RollingBack →
 //     InService, with the FailureMessage kept);
+//   - with NodeProvisioningMode Continuous (provisioning.h) no operation fails or
+//     rolls back: the cluster is InService once each priority group (controller,
+//     login) has a Running node, a group once all its nodes run; only a priority
+//     node that fails while the cluster is Creating fails it;
 //   - a node in Failure outside such an operation makes its group Degraded (the
 //     model's word; ClusterStatus has none, so the cluster stays InService and an
 //     event says which node and why). The failed node keeps its slot: hpod does

@@ -197,6 +197,32 @@ StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& clus
   return it != params.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+StatusOr<std::optional<std::set<std::string>>> PriorityGroups(
+    store::ReadTx& tx, const std::string& cluster_id, const std::vector<GroupRecord>& groups) {
+  std::optional<slurm::SlurmRoles> roles;
+  auto api_roles = slurm::RolesFromSlurmConfig(GroupInputs(groups));
+  if (api_roles.ok() && api_roles->has_value()) {
+    roles = **api_roles;
+  } else {
+    auto text = tx.GetSetting(ProvisioningParametersSetting(cluster_id));
+    if (!text.ok()) {
+      if (text.status().code() == StatusCode::kNotFound)
+        return std::optional<std::set<std::string>>();
+      return text.status();
+    }
+    json params = json::parse(*text, nullptr, false);
+    if (!params.is_object() || params.contains("unparsable"))
+      return std::optional<std::set<std::string>>();
+    auto file_roles = slurm::RolesFromProvisioningParameters(params, GroupInputs(groups),
+                                                             /*tolerate_gone_groups=*/true);
+    if (!file_roles.ok()) return std::optional<std::set<std::string>>();
+    roles = *file_roles;
+  }
+  std::set<std::string> out(roles->login_groups.begin(), roles->login_groups.end());
+  if (!roles->controller_group.empty()) out.insert(roles->controller_group);
+  return std::optional<std::set<std::string>>(std::move(out));
+}
+
 json ProvisioningParametersFor(const std::vector<GroupRecord>& groups) {
   auto roles = slurm::RolesFromSlurmConfig(GroupInputs(groups));
   if (!roles.ok() || !roles->has_value()) return nullptr;

@@ -118,6 +118,14 @@ Status CheckFileRoles(store::ReadTx& tx, const std::string& cluster_id,
 StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& cluster_id,
                                       const std::vector<store::GroupRecord>& groups);
 
+// The groups a cluster needs before it serves (continuous provisioning,
+// provisioning.h): the controller group and any login groups, from SlurmConfig
+// or the reported provisioning_parameters.json; nullopt while neither says (no
+// SlurmConfig, no file reported yet, or a file hpodd cannot use).
+StatusOr<std::optional<std::set<std::string>>> PriorityGroups(
+    store::ReadTx& tx, const std::string& cluster_id,
+    const std::vector<store::GroupRecord>& groups);
+
 // The roles the API declares for the cluster's groups, as provisioning_parameters
 // .json for the scripts (null when no group has a SlurmConfig).
 nlohmann::json ProvisioningParametersFor(const std::vector<store::GroupRecord>& groups);

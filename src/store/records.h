@@ -57,6 +57,11 @@ struct NodeRecord {
   bool launched = false;  // the provider acknowledged Launch
   bool remove = false;    // desired absent: scale-down, BatchDelete, group deletion
   int64_t created_generation = 0;
+  // Continuous provisioning (controlplane/provisioning.h): which launch of this
+  // logical node the row is (0: the first), and when it may launch, epoch
+  // seconds (0: at once).
+  int attempt = 0;
+  double not_before = 0;
 };
 
 struct EventRecord {

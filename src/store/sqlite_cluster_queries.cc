@@ -21,7 +21,7 @@ constexpr char kGroupCols[] =
     "cluster_id, name, position, spec, target_count, previous_target_count, status, deleting";
 constexpr char kNodeCols[] =
     "instance_id, cluster_id, group_name, ordinal, status, message, launch_time, private_ip, "
-    "hostname, logical_id, launched, remove, created_generation";
+    "hostname, logical_id, launched, remove, created_generation, attempt, not_before";
 
 ClusterRecord ReadCluster(const Statement& s) {
   ClusterRecord c;
@@ -64,6 +64,8 @@ NodeRecord ReadNode(const Statement& s) {
   n.launched = s.Int(10) != 0;
   n.remove = s.Int(11) != 0;
   n.created_generation = s.Int(12);
+  n.attempt = static_cast<int>(s.Int(13));
+  n.not_before = s.Real(14);
   return n;
 }
 
@@ -258,17 +260,19 @@ Status SqliteTx::PutNode(const NodeRecord& n) {
   HPOD_ASSIGN_OR_RETURN(
       Statement s,
       Prepare("INSERT INTO nodes(", kNodeCols,
-              ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(instance_id) DO UPDATE SET "
+              ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(instance_id) DO UPDATE SET "
               "cluster_id=excluded.cluster_id, group_name=excluded.group_name, "
               "ordinal=excluded.ordinal, status=excluded.status, message=excluded.message, "
               "launch_time=excluded.launch_time, private_ip=excluded.private_ip, "
               "hostname=excluded.hostname, logical_id=excluded.logical_id, "
               "launched=excluded.launched, remove=excluded.remove, "
-              "created_generation=excluded.created_generation"));
+              "created_generation=excluded.created_generation, attempt=excluded.attempt, "
+              "not_before=excluded.not_before"));
   s.Bind(1, n.instance_id).Bind(2, n.cluster_id).Bind(3, n.group_name).Bind(4, n.ordinal);
   s.Bind(5, n.status).Bind(6, n.message).Bind(7, n.launch_time).Bind(8, n.private_ip);
   s.Bind(9, n.hostname).Bind(10, n.logical_id).Bind(11, static_cast<int64_t>(n.launched));
   s.Bind(12, static_cast<int64_t>(n.remove)).Bind(13, n.created_generation);
+  s.Bind(14, static_cast<int64_t>(n.attempt)).Bind(15, n.not_before);
   return s.Run();
 }
 

@@ -198,6 +198,10 @@ TEST(SqliteHostStoreTest, CertificatesRoundTripRevokeAndOutliveTheirHost) {
                   .ok());
 }
 
+// What migration v8 added, dropped to take a store back to v7 or older.
+constexpr char kDropV8[] =
+    "ALTER TABLE nodes DROP COLUMN attempt; ALTER TABLE nodes DROP COLUMN not_before; ";
+
 // A store file at an older schema: a current one taken back by `sql` (which
 // drops what the newer migrations made and sets PRAGMA user_version).
 class OldStoreTest : public ::testing::Test {
@@ -225,10 +229,11 @@ TEST_F(OldStoreTest, MigratesAVersion5Store) {
   const std::string path = OldStore(
       "INSERT INTO settings VALUES('k', 'v'); "
       "DROP TABLE join_tokens; DROP TABLE hosts; DROP TABLE certificates; "
-      "DROP TABLE host_history; PRAGMA user_version=5");
+      "DROP TABLE host_history; " +
+      std::string(kDropV8) + "PRAGMA user_version=5");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 7);
+  EXPECT_EQ((*store)->SchemaVersion(), 8);
   ASSERT_TRUE(
       (*store)->Write([](WriteTx& tx) { return tx.PutJoinToken(Token("aaaaaaaa", 1)); }).ok());
   ASSERT_TRUE((*store)
@@ -255,11 +260,11 @@ TEST_F(OldStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
       "ALTER TABLE hosts DROP COLUMN state_changed; "
       "ALTER TABLE join_tokens DROP COLUMN instance_type; "
       "INSERT INTO hosts VALUES('h-1', 'm-a', 'gpu', '', '{}', 5, 't', 'Revoked');"
-      "INSERT INTO hosts VALUES('h-2', 'm-b', 'gpu', 'i-1', '{}', 6, 't', 'Assigned');"
-      "PRAGMA user_version=6");
+      "INSERT INTO hosts VALUES('h-2', 'm-b', 'gpu', 'i-1', '{}', 6, 't', 'Assigned');" +
+      std::string(kDropV8) + "PRAGMA user_version=6");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 7);
+  EXPECT_EQ((*store)->SchemaVersion(), 8);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-1"));
@@ -271,6 +276,29 @@ TEST_F(OldStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
                     EXPECT_EQ(a.state, "Assigned");
                     HPOD_ASSIGN_OR_RETURN(auto history, tx.ListHostHistory("h-1"));
                     EXPECT_TRUE(history.empty());
+                    return OkStatus();
+                  })
+                  .ok());
+  store->reset();
+}
+
+// A v7 store's nodes gain v8's launch attempt and not-before time, both 0: the
+// first launch of their logical node, due now.
+TEST_F(OldStoreTest, MigratesAVersion7StoreNodes) {
+  const std::string path =
+      OldStore(std::string(kDropV8) +
+               "INSERT INTO nodes VALUES('i-1', 'c', 'workers', 1, 'Running', '', 5, '10.1.0.2', "
+               "'ip-10-1-0-2', 'workers-1-abc', 1, 0, 1); PRAGMA user_version=7");
+  auto store = OpenSqliteStore({path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->SchemaVersion(), 8);
+  ASSERT_TRUE((*store)
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(NodeRecord n, tx.GetNodeById("i-1"));
+                    EXPECT_EQ(n.status, "Running");
+                    EXPECT_EQ(n.logical_id, "workers-1-abc");
+                    EXPECT_EQ(n.attempt, 0);
+                    EXPECT_EQ(n.not_before, 0);
                     return OkStatus();
                   })
                   .ok());

@@ -199,6 +199,12 @@ CREATE TABLE host_history(
   instance_id TEXT NOT NULL) STRICT;
 CREATE INDEX host_history_by_host ON host_history(host_id, seq);
 )sql",
+    // v8: continuous provisioning (issue 29): a node row knows which launch of
+    // its logical node it is and when it may launch (a retry waits its backoff).
+    R"sql(
+ALTER TABLE nodes ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN not_before REAL NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

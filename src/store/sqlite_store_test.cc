@@ -48,6 +48,38 @@ TEST(SqliteStoreTest, ClusterRoundTrip) {
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
 }
 
+// Every column of a node row comes back as written, the retry fields included.
+TEST(SqliteStoreTest, NodeRoundTripKeepsItsLaunchAttempt) {
+  auto store = Memory();
+  NodeRecord n;
+  n.instance_id = "i-1";
+  n.cluster_id = "a1";
+  n.group_name = "workers";
+  n.ordinal = 3;
+  n.status = "Pending";
+  n.message = "retry";
+  n.logical_id = "workers-3-abc";
+  n.created_generation = 2;
+  n.attempt = 4;
+  n.not_before = 1234.5;
+  ASSERT_TRUE(store->Write([&](WriteTx& tx) { return tx.PutNode(n); }).ok());
+  n.attempt = 5;  // an update writes them too
+  n.not_before = 2000.25;
+  ASSERT_TRUE(store->Write([&](WriteTx& tx) { return tx.PutNode(n); }).ok());
+  NodeRecord got;
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.GetNodeById("i-1"));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(got.ordinal, 3);
+  EXPECT_EQ(got.logical_id, "workers-3-abc");
+  EXPECT_EQ(got.created_generation, 2);
+  EXPECT_EQ(got.attempt, 5);
+  EXPECT_EQ(got.not_before, 2000.25);
+}
+
 TEST(SqliteStoreTest, AgentsRoundTripAndGoWithTheirNodeAndCluster) {
   auto store = Memory();
   auto put = [&](const std::string& id, const std::string& cluster) {
@@ -489,7 +521,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 7);
+    EXPECT_EQ((*store)->SchemaVersion(), 8);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {
