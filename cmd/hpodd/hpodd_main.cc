@@ -163,6 +163,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   std::vector<std::string> fake_clock_skew;
   int heartbeat_ms = 2000, heartbeat_timeout_ms = 6000, lifecycle_timeout_s = 1800,
       register_timeout_s = 120;
+  int deleted_retention_h = 168;
   int slurmd_timeout_s = 30;
   std::string slurm_accounting = "auto";
   std::string console_dir;
@@ -242,6 +243,11 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     a->add_option("--agent-register-timeout", register_timeout_s,
                   "Seconds a started node's agent has to register before the node fails")
         ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
+    a->add_option("--deleted-cluster-retention-hours", deleted_retention_h,
+                  "Hours a deleted cluster's events and node logs stay readable (by its ARN, or "
+                  "its name while no live cluster has it)")
+        ->check(CLI::Range(0, 87600))
         ->capture_default_str();
     a->add_option("--slurm-accounting", slurm_accounting,
                   "Slurm accounting (sacct, sreport): slurmdbd and MariaDB on each cluster's "
@@ -472,6 +478,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     spdlog::warn("--insecure-no-auth: every request is accepted as admin; never expose this");
   }
   options.control_plane.agent_register_timeout = std::chrono::seconds(register_timeout_s);
+  options.control_plane.deleted_cluster_retention = std::chrono::hours(deleted_retention_h);
   options.control_plane.slurm.slurmd_timeout_s = slurmd_timeout_s;
   options.agents.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   options.control_plane.health.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);

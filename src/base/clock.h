@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace hpod {
 
@@ -22,6 +23,9 @@ class Clock {
   // Seconds since the Unix epoch with millisecond precision, as AWS JSON timestamps are.
   double NowEpochSeconds() const;
 };
+
+// "2026-12-06T01:02:03Z": epoch seconds as a UTC timestamp for messages.
+std::string FormatUtc(double epoch_seconds);
 
 class RealClock final : public Clock {
  public:

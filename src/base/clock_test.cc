@@ -16,5 +16,10 @@ TEST(FakeClockTest, OnlyAdvancesWhenTold) {
   EXPECT_DOUBLE_EQ(clock.NowEpochSeconds(), 1700000001.5);
 }
 
+TEST(FormatUtcTest, SecondsAsUtc) {
+  EXPECT_EQ(FormatUtc(1700000001.5), "2023-11-14T22:13:21Z");
+  EXPECT_EQ(FormatUtc(0), "1970-01-01T00:00:00Z");
+}
+
 }  // namespace
 }  // namespace hpod

@@ -199,6 +199,43 @@ StatusOr<store::ClusterRecord> ClusterApi::FindCluster(store::ReadTx& tx,
   return c;
 }
 
+StatusOr<store::ClusterRecord> ClusterApi::FindClusterOrDeleted(store::ReadTx& tx,
+                                                                const std::string& name_or_arn) {
+  auto live = FindCluster(tx, name_or_arn);
+  if (live.ok() || live.status().code() != StatusCode::kNotFound) return live;
+  StatusOr<store::DeletedClusterRecord> gone = NotFoundError("");
+  if (auto id = ClusterIdFromArn(name_or_arn)) {
+    gone = tx.GetDeletedCluster(*id);
+    if (gone.ok() && gone->arn != name_or_arn) gone = NotFoundError("");
+  } else {
+    gone = tx.GetDeletedClusterByName(name_or_arn);
+  }
+  if (!gone.ok()) {
+    if (gone.status().code() == StatusCode::kNotFound) return live.status();
+    return gone.status();
+  }
+  store::ClusterRecord c;
+  c.id = gone->id;
+  c.name = gone->name;
+  c.arn = gone->arn;
+  c.failure_message = gone->failure_message;
+  c.creation_time = gone->creation_time;
+  return c;
+}
+
+std::string ClusterApi::DeletedHint(store::ReadTx& tx, const std::string& name_or_arn) const {
+  auto id = ClusterIdFromArn(name_or_arn);
+  auto gone = id ? tx.GetDeletedCluster(*id) : tx.GetDeletedClusterByName(name_or_arn);
+  if (!gone.ok()) return "";
+  const double until =
+      gone->deleted + static_cast<double>(options_.deleted_cluster_retention.count());
+  std::string hint = " Cluster " + gone->name + " (" + gone->arn + ") was deleted at " +
+                     FormatUtc(gone->deleted) + "; its events and node logs stay readable until " +
+                     FormatUtc(until) + " (list-cluster-events --cluster-name " + gone->arn + ").";
+  if (!gone->failure_message.empty()) hint += " It had failed: " + gone->failure_message;
+  return hint;
+}
+
 StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
   HPOD_RETURN_IF_ERROR(CheckSupportedClusterFields(req));
   if (req.contains("Tags")) HPOD_RETURN_IF_ERROR(CheckTags(req["Tags"]));

@@ -43,6 +43,13 @@ class ClusterApi {
   // Resolves a ClusterNameOrArn member; kNotFound in SageMaker's words.
   static StatusOr<store::ClusterRecord> FindCluster(store::ReadTx& tx,
                                                     const std::string& name_or_arn);
+  // FindCluster, else a deleted cluster still kept for its events and logs
+  // (store::DeletedClusterRecord): by its ARN, or by name (the one deleted last)
+  // when no live cluster has that name. The record has id, name, arn,
+  // failure_message and creation_time only. For the read operations that serve
+  // a deleted cluster's history: events and node logs.
+  static StatusOr<store::ClusterRecord> FindClusterOrDeleted(store::ReadTx& tx,
+                                                             const std::string& name_or_arn);
 
  private:
   using Result = StatusOr<nlohmann::ordered_json>;
@@ -66,6 +73,10 @@ class ClusterApi {
   Result AddTags(const nlohmann::json& req);
   Result ListTags(const nlohmann::json& req);
   Result DeleteTags(const nlohmann::json& req);
+
+  // For a NotFound about a deleted cluster still kept: when it was deleted, until
+  // when its history is readable, how, and why it had failed; "" otherwise.
+  std::string DeletedHint(store::ReadTx& tx, const std::string& name_or_arn) const;
 
   store::Store& store_;
   const Clock& clock_;

@@ -17,6 +17,7 @@
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/provisioning.h"
 #include "hpod/controlplane/render.h"
+#include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
 
@@ -82,9 +83,6 @@ StatusOr<ordered_json> ClusterApi::BatchAddClusterNodes(const json& req) {
                                 std::to_string(kMaxNodesPerRequest) + " across its groups");
   }
   const std::string token = req.value("ClientToken", "");
-  // The request as the token remembers it (json objects dump with sorted keys).
-  const std::string digest =
-      json{{"ClusterName", req["ClusterName"]}, {"NodesToAdd", req["NodesToAdd"]}}.dump();
   ordered_json ok = ordered_json::array(), failed = ordered_json::array();
   std::string cluster_id;
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
@@ -103,6 +101,9 @@ StatusOr<ordered_json> ClusterApi::BatchAddClusterNodes(const json& req) {
     }
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
     const double now = clock_.NowEpochSeconds();
+    // The request as the token remembers it: the cluster by id (named or by ARN
+    // alike); json objects dump with sorted keys.
+    const std::string digest = json{{"Cluster", c.id}, {"NodesToAdd", req["NodesToAdd"]}}.dump();
     if (!token.empty()) {
       auto kept = tx.GetSetting(TokenSetting(c.id, token));
       if (!kept.ok() && kept.status().code() != StatusCode::kNotFound) return kept.status();
@@ -150,6 +151,21 @@ StatusOr<ordered_json> ClusterApi::BatchAddClusterNodes(const json& req) {
       if (auto [code, why] = Incompatible(spec, *g); !code.empty()) {
         failed.push_back(AddError(name, code, count, why));
         continue;
+      }
+      // The Slurm roles must still make sense with the new count (one controller).
+      {
+        std::vector<store::GroupRecord> after = groups;
+        std::erase_if(after, [](const store::GroupRecord& gr) { return gr.deleting; });
+        for (auto& gr : after) {
+          if (gr.name == name) gr.target_count += count;
+        }
+        Status roles = CheckSlurmConfig(after);
+        if (roles.ok()) roles = CheckFileRoles(tx, c.id, after);
+        if (!roles.ok()) {
+          failed.push_back(
+              AddError(name, "InvalidInstanceGroupStatus", count, std::string(roles.message())));
+          continue;
+        }
       }
       std::vector<store::NodeRecord> mine;
       for (const auto& n : nodes) {

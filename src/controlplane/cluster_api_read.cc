@@ -60,7 +60,12 @@ std::string PageToken(const PageTokenCodec& tokens, const std::string& scope,
 StatusOr<ordered_json> ClusterApi::DescribeCluster(const json& req) {
   ordered_json out;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    auto found = FindCluster(tx, req["ClusterName"]);
+    if (found.status().code() == StatusCode::kNotFound) {
+      return NotFoundError(std::string(found.status().message()) +
+                           DeletedHint(tx, req["ClusterName"]));
+    }
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, std::move(found));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     HPOD_ASSIGN_OR_RETURN(auto running, tx.CountRunningNodes(c.id));
     out = RenderCluster(c, groups, running);
@@ -186,7 +191,7 @@ StatusOr<ordered_json> ClusterApi::ListClusterEvents(const json& req) {
   }
   ordered_json out = ordered_json::object();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindClusterOrDeleted(tx, req["ClusterName"]));
     q.cluster_id = c.id;
     HPOD_ASSIGN_OR_RETURN(auto rows, tx.QueryEvents(q));
     int page = PageSize(req);
@@ -206,7 +211,7 @@ StatusOr<ordered_json> ClusterApi::ListClusterEvents(const json& req) {
 StatusOr<ordered_json> ClusterApi::DescribeClusterEvent(const json& req) {
   ordered_json out;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindClusterOrDeleted(tx, req["ClusterName"]));
     auto e = tx.GetEvent(c.id, req["EventId"]);
     if (!e.ok() && e.status().code() == StatusCode::kNotFound) {
       return NotFoundError("Event '" + req["EventId"].get<std::string>() +

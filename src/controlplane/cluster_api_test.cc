@@ -2,8 +2,12 @@
 // fake provider (no threads, no sleeps).
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "hpod/api/errors.h"
+#include "hpod/controlplane/node_logs.h"
 #include "hpod/controlplane/test_harness.h"
 
 namespace hpod::controlplane {
@@ -345,6 +349,63 @@ TEST(ClusterApiTest, EventsRecordEveryTransition) {
   auto one = h.Call("DescribeClusterEvent", {{"ClusterName", "demo"}, {"EventId", id}});
   ASSERT_TRUE(one.ok());
   EXPECT_EQ((*one)["EventDetails"]["EventId"], id);
+}
+
+// A deleted cluster's events (and node logs) stay readable by its ARN, or by its
+// name while no live cluster has it, until the retention ends; DescribeCluster's
+// ResourceNotFound says so and why it had failed.
+TEST(ClusterApiTest, ADeletedClustersHistoryStaysReadableForItsRetention) {
+  provider::FakeProviderOptions po;
+  po.fail_groups = {"workers"};
+  Harness h(po);
+  const std::string arn =
+      (*h.Call("CreateCluster", CreateReq("demo", {Harness::Group("workers", 1)})))["ClusterArn"];
+  h.Converge();
+  ASSERT_EQ(h.Describe("demo")["ClusterStatus"], "Failed");
+  ASSERT_TRUE(h.Call("DeleteCluster", {{"ClusterName", "demo"}}).ok());
+  h.Converge();
+  auto gone = h.Call("DescribeCluster", {{"ClusterName", "demo"}});
+  ASSERT_EQ(gone.status().code(), StatusCode::kNotFound);
+  const std::string msg(gone.status().message());
+  EXPECT_NE(msg.find("Cluster with name or ARN 'demo' not found."), std::string::npos) << msg;
+  EXPECT_NE(msg.find("was deleted at 2023-11-14T"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("stay readable until 2023-11-21T"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("It had failed: Instance i-"), std::string::npos) << msg;
+  EXPECT_EQ(h.Call("ListClusters", json::object())->at("ClusterSummaries").size(), 0u);
+
+  auto events = [&](const std::string& name) {
+    auto r = h.Call("ListClusterEvents", {{"ClusterName", name}, {"MaxResults", 100}});
+    return r.ok() ? json::parse(r->dump())["Events"] : json(r.status().ToString());
+  };
+  json by_arn = events(arn);
+  ASSERT_TRUE(by_arn.is_array()) << by_arn;
+  EXPECT_EQ(by_arn[0]["Description"], "Cluster deleted");
+  EXPECT_EQ(events("demo"), by_arn);
+  auto one =
+      h.Call("DescribeClusterEvent", {{"ClusterName", arn}, {"EventId", by_arn[1]["EventId"]}});
+  EXPECT_TRUE(one.ok()) << one.status().ToString();
+
+  // A new cluster takes the name; the old one is still there by its ARN.
+  ASSERT_TRUE(h.Call("CreateCluster", CreateReq("demo", {Harness::Group("ctl", 1)})).ok());
+  EXPECT_NE(events("demo"), by_arn);
+  EXPECT_EQ(events(arn), by_arn);
+
+  // After the retention the history goes, node logs included.
+  const auto root =
+      std::filesystem::temp_directory_path() / ("hpod-retention-" + std::to_string(getpid()));
+  NodeLogs logs(NodeLogsOptions{root.string()});
+  const std::string id = arn.substr(arn.rfind('/') + 1);
+  ASSERT_TRUE(logs.Append(id, "i-1", "LifecycleConfig", "failed\n").ok());
+  ASSERT_TRUE(
+      PurgeExpiredClusters(*h.store_, logs, h.clock_, h.options_.deleted_cluster_retention).ok());
+  EXPECT_TRUE(events(arn).is_array()) << "not yet";
+  h.clock_.AdvanceTime(h.options_.deleted_cluster_retention);
+  ASSERT_TRUE(
+      PurgeExpiredClusters(*h.store_, logs, h.clock_, h.options_.deleted_cluster_retention).ok());
+  EXPECT_FALSE(events(arn).is_array());
+  EXPECT_FALSE(std::filesystem::exists(root / id));
+  EXPECT_TRUE(events("demo").is_array()) << "the live cluster keeps its own";
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -348,10 +348,17 @@ void Daemon::ResyncLoop() {
       queue_->Add(id);
       queue_->Add(HealthKey(id));
     }
+    PurgeDeletedClusters();
     lock.Lock();
     lock.WaitFor(cv_, options_.control_plane.resync_interval,
                  [this]() REQUIRES(mu_) { return stopping_; });
   }
+}
+
+void Daemon::PurgeDeletedClusters() {
+  Status s = PurgeExpiredClusters(*store_, *logs_, *clock_,
+                                  options_.control_plane.deleted_cluster_retention);
+  if (!s.ok()) spdlog::warn("purging deleted clusters: {}", s.ToString());
 }
 
 void Daemon::Shutdown(std::chrono::milliseconds grace) {

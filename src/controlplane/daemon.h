@@ -96,6 +96,10 @@ class Daemon {
  private:
   Daemon() = default;
   void ResyncLoop() EXCLUDES(mu_);
+  // Drops the events and node logs of clusters deleted longer ago than
+  // ControlPlaneOptions::deleted_cluster_retention (logs first, then the record,
+  // so a crash between repeats the removal).
+  void PurgeDeletedClusters();
   // The routes of the API listener (POST /, GET /healthz, the console's files,
   // the session relay's upgrades) and of the agents' listener (their channel and session upgrades).
   Status AddApiRoutes(http::Router& router);

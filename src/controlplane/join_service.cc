@@ -19,15 +19,6 @@ namespace pki = auth::pki;
 // Facts are what an agent says about its machine: kept as given, bounded.
 constexpr size_t kMaxFactsBytes = 64 * 1024;
 
-std::string Utc(double epoch) {
-  std::time_t t = static_cast<std::time_t>(epoch);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 double Epoch(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
@@ -173,7 +164,7 @@ StatusOr<JoinResult> JoinService::Join(const JoinRequest& request) {
     if (!auth::JoinSecretMatches(token.secret, t.secret_hash)) return NotValid(token.id);
     if (t.revoked) return UnauthenticatedError("join token " + t.id + " was revoked");
     if (now >= t.expires) {
-      return UnauthenticatedError("join token " + t.id + " expired at " + Utc(t.expires) +
+      return UnauthenticatedError("join token " + t.id + " expired at " + FormatUtc(t.expires) +
                                   "; create a new one with `hpod create-join-token`");
     }
     if (t.uses_left <= 0) {
@@ -296,7 +287,7 @@ StatusOr<store::HostRecord> JoinService::Authenticate(const std::string& serial,
     }
     if (cert->revoked > 0) {
       return UnauthenticatedError("certificate " + serial + " of host " + cert->host_id +
-                                  " was revoked at " + Utc(cert->revoked) +
+                                  " was revoked at " + FormatUtc(cert->revoked) +
                                   "; join the machine again with a new token");
     }
     if (cert->host_id != common_name) {

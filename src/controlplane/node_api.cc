@@ -112,7 +112,9 @@ StatusOr<ordered_json> NodeApi::GetNodeLogs(const json& req) {
   const std::string instance_id = req["NodeId"];
   std::string cluster_id;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, ClusterApi::FindCluster(tx, req["ClusterName"]));
+    // A deleted cluster's node logs stay readable for a while, by its ARN or name.
+    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c,
+                          ClusterApi::FindClusterOrDeleted(tx, req["ClusterName"]));
     cluster_id = c.id;
     return OkStatus();
   }));

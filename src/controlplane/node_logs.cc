@@ -1,6 +1,7 @@
 #include "hpod/controlplane/node_logs.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,18 @@ NodeLogs::NodeLogs(NodeLogsOptions options) : options_(std::move(options)) {}
 
 bool NodeLogs::ValidStream(const std::string& stream) {
   return stream == "LifecycleConfig" || stream == "Agent";
+}
+
+Status NodeLogs::RemoveCluster(const std::string& cluster_id) {
+  if (cluster_id.empty() || cluster_id.find('/') != std::string::npos || cluster_id[0] == '.') {
+    return InvalidArgumentError("bad cluster id '" + cluster_id + "'");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::error_code ec;
+  fs::remove_all(fs::path(options_.root) / cluster_id, ec);
+  if (ec)
+    return InternalError("cannot remove the logs of cluster " + cluster_id + ": " + ec.message());
+  return OkStatus();
 }
 
 std::string NodeLogs::Dir(const std::string& cluster_id, const std::string& instance_id) const {
@@ -129,6 +142,29 @@ StatusOr<LogChunk> NodeLogs::Read(const std::string& cluster_id, const std::stri
   }
   out.next_token = std::to_string(pos);
   return out;
+}
+
+Status PurgeExpiredClusters(store::Store& store, NodeLogs& logs, const Clock& clock,
+                            std::chrono::seconds retention) {
+  const double before = clock.NowEpochSeconds() - static_cast<double>(retention.count());
+  std::vector<store::DeletedClusterRecord> expired;
+  HPOD_RETURN_IF_ERROR(store.Read([&](store::ReadTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(expired, tx.ListDeletedClusters(before));
+    return OkStatus();
+  }));
+  Status first = OkStatus();
+  for (const auto& gone : expired) {
+    Status s = logs.RemoveCluster(gone.id);
+    if (s.ok())
+      s = store.Write([&](store::WriteTx& tx) { return tx.PurgeDeletedCluster(gone.id); });
+    if (!s.ok()) {
+      if (first.ok()) first = s.Annotate("cluster " + gone.name + " (" + gone.id + ")");
+      continue;
+    }
+    spdlog::info("cluster {} ({}), deleted at {}: its events and node logs are removed", gone.name,
+                 gone.id, FormatUtc(gone.deleted));
+  }
+  return first;
 }
 
 }  // namespace hpod::controlplane

@@ -14,12 +14,15 @@
 //
 // Thread contract: thread-safe (one mutex; appends are small).
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "hpod/base/clock.h"
 #include "hpod/base/status.h"
+#include "hpod/store/store.h"
 
 namespace hpod::controlplane {
 
@@ -45,6 +48,8 @@ class NodeLogs {
   StatusOr<LogChunk> Read(const std::string& cluster_id, const std::string& instance_id,
                           const std::string& stream, const std::string& token, size_t limit);
   static bool ValidStream(const std::string& stream);
+  // Removes every log of a cluster's nodes (once its retention ended).
+  Status RemoveCluster(const std::string& cluster_id);
 
  private:
   std::string Dir(const std::string& cluster_id, const std::string& instance_id) const;
@@ -52,5 +57,11 @@ class NodeLogs {
   const NodeLogsOptions options_;
   std::mutex mu_;
 };
+
+// Drops the events (store::PurgeDeletedCluster) and node logs of the clusters
+// deleted more than `retention` ago: logs first, then the record, so a crash
+// between repeats the removal. Returns the first error; the others are tried.
+Status PurgeExpiredClusters(store::Store& store, NodeLogs& logs, const Clock& clock,
+                            std::chrono::seconds retention);
 
 }  // namespace hpod::controlplane

@@ -75,6 +75,9 @@ struct ControlPlaneOptions {
   // A node whose machine is up but whose agent has not registered within this
   // time fails to provision (the agent could not start or reach hpodd).
   std::chrono::seconds agent_register_timeout{120};
+  // A deleted cluster's events (ListClusterEvents, DescribeClusterEvent by its
+  // ARN) and its nodes' logs (HpodGetNodeLogs) stay readable this long.
+  std::chrono::seconds deleted_cluster_retention{7 * 24 * 3600};
   SlurmOptions slurm;
   HealthOptions health;
   ProvisioningRetryOptions retry;

@@ -1,5 +1,7 @@
 #include "hpod/controlplane/provisioning.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/host_states.h"
 #include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/recovery.h"
 #include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
@@ -88,14 +91,27 @@ StatusOr<bool> ProvisioningRetry::Step(const store::ClusterRecord& cluster,
     // A priority node is never retried (rollup.h fails a cluster still Creating
     // for it); nor is any node while the roles are unknown, as it may be one.
     if (!priority || priority->count(f->group_name) || deleting.count(f->group_name)) continue;
-    HPOD_RETURN_IF_ERROR(provider_->Terminate(f->instance_id));
-    auto d = provider_->Describe(f->instance_id);
+    // One node's provider error does not hold up the others: the next pass
+    // tries it again (Terminate and Describe are idempotent).
+    Status terminated = provider_->Terminate(f->instance_id);
+    auto d = terminated.ok() ? provider_->Describe(f->instance_id)
+                             : StatusOr<provider::NodeObservation>(terminated);
     const bool gone = (!d.ok() && d.status().code() == StatusCode::kNotFound) ||
                       (d.ok() && d->state == provider::NodeState::kTerminated);
-    if (!d.ok() && !gone) return d.status();
+    if (!d.ok() && !gone) {
+      spdlog::warn("retrying {} of cluster {}: {}", f->instance_id, cluster.name,
+                   d.status().ToString());
+      continue;
+    }
     if (!gone) continue;  // terminating; the next pass swaps the row
     const double now = clock_.NowEpochSeconds();
     NodeRecord next = *f;
+    if (!provider_->Environment().replacement_keeps_address) {
+      // Another machine with another address: the node gets the name of its new
+      // address, as any new node does (Slurm learns it from slurm.conf).
+      next.private_ip.clear();
+      next.hostname.clear();
+    }
     next.instance_id = NewInstanceId();
     next.status = api::NameString(ClusterInstanceStatus::kPending);
     next.launched = false;
@@ -113,19 +129,28 @@ StatusOr<bool> ProvisioningRetry::Step(const store::ClusterRecord& cluster,
                    ") failed: " + f->message;
     HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
       auto current = tx.GetNodeById(f->instance_id);
-      // Removed or changed meanwhile (BatchDelete, scale-down, a Batch recovery):
-      // the newer decision stands; the machine is gone either way.
-      if (!current.ok()) return OkStatus();
+      // Removed or changed meanwhile (BatchDelete, scale-down): the newer decision
+      // stands; the machine is gone either way.
+      if (!current.ok() && current.status().code() == StatusCode::kNotFound) return OkStatus();
+      HPOD_RETURN_IF_ERROR(current.status());
       if (current->remove || !api::Is(current->status, ClusterInstanceStatus::kFailure)) {
         return OkStatus();
       }
+      // A recovery a user asked for since this pass read them (BatchReplace of
+      // the failed node) owns the node now.
+      HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster.id));
+      for (const auto& r : recoveries) {
+        if (RecoveryActive(r) && r.instance_id == f->instance_id) return OkStatus();
+      }
       HPOD_RETURN_IF_ERROR(tx.DeleteNode(f->instance_id));
       // A failed script is seldom its host's fault: a pool host goes back to the
-      // pool, not to quarantine (one broken script would empty the pool).
+      // pool (one broken script would otherwise quarantine the whole pool). One
+      // whose agent never registered is the host's: quarantined.
+      const bool host_failed = agents.find(f->instance_id) == agents.end();
       HPOD_RETURN_IF_ERROR(EndHostTenure(
           tx, clock_, f->instance_id,
           "instance " + f->instance_id + " failed to provision and was terminated for a retry",
-          /*failed=*/false));
+          host_failed));
       HPOD_RETURN_IF_ERROR(tx.PutNode(next));
       HPOD_RETURN_IF_ERROR(RecordEvent(
           tx, clock_, cluster, NodeSubject(f->group_name, f->instance_id), EventLevel::kWarn,

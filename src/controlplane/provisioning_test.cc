@@ -171,12 +171,45 @@ TEST(ContinuousProvisioningTest, AFailedControllerFailsTheCreation) {
   json d = h.Describe("demo");
   EXPECT_EQ(d["ClusterStatus"], "Failed");
   EXPECT_NE(d["FailureMessage"].get<std::string>().find("failed to provision"), std::string::npos);
+  // Wound down as any failed cluster: no node left, no group back in service.
+  EXPECT_EQ(h.provider_->node_count(), 0u);
+  EXPECT_EQ(d["InstanceGroups"][1]["Status"], "Failed");
+}
+
+// While no Slurm roles are known (no SlurmConfig, no provisioning_parameters.json
+// reported), any node may be the controller: a failure fails the creation.
+TEST(ContinuousProvisioningTest, WithoutKnownRolesAFailureFailsTheCreation) {
+  Harness h(FailingType());
+  ASSERT_TRUE(h.Call("CreateCluster", CreateReq({Harness::Group("controller", 1),
+                                                 Harness::Group("workers", 1, kBadType)}))
+                  .ok());
+  h.Converge();
+  EXPECT_EQ(h.Describe("demo")["ClusterStatus"], "Failed");
+}
+
+// A login node that fails after the cluster is in service is not retried (it is
+// a priority node): its group is Degraded, the cluster stays InService.
+TEST(ContinuousProvisioningTest, APriorityNodeThatFailsLaterLeavesItsGroupDegraded) {
+  Harness h(FailingType());
+  ASSERT_TRUE(h.Call("CreateCluster", CreateReq({Controller(), Workers(1)})).ok());
+  h.Converge();
+  json login = Harness::Group("login", 1, kBadType);
+  login["SlurmConfig"] = {{"NodeType", "Login"}};
+  ASSERT_TRUE(h.Call("UpdateCluster", {{"ClusterName", "demo"}, {"InstanceGroups", {login}}}).ok());
+  h.Converge();
+  json d = h.Describe("demo");
+  EXPECT_EQ(d["ClusterStatus"], "InService");
+  EXPECT_EQ(d["InstanceGroups"][2]["Status"], "Degraded");
+  auto nodes = Nodes(h, "login");
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].attempt, 0) << "never launched again";
+  EXPECT_EQ(Launches(h), 3);
 }
 
 // UpdateCluster is taken while a continuous cluster is still Creating, and the
 // cluster's status is left alone; the mode itself is set only at creation.
 TEST(ContinuousProvisioningTest, UpdatesWhileCreatingAndKeepsTheModeFixed) {
-  Harness h(FailingType());
+  Harness h;
   ASSERT_TRUE(h.Call("CreateCluster", CreateReq({Controller(), Workers(1)})).ok());
   auto up = h.Call("UpdateCluster", {{"ClusterName", "demo"}, {"InstanceGroups", {Workers(3)}}});
   ASSERT_TRUE(up.ok()) << up.status().ToString();
@@ -294,6 +327,15 @@ TEST(BatchAddClusterNodesTest, RefusesWhatItCannotAdd) {
   many["NodesToAdd"] = {{{"InstanceGroupName", "workers"}, {"IncrementTargetCountBy", 39}}};
   EXPECT_EQ(api::ToApiError(h.Call("BatchAddClusterNodes", many).status()).type,
             "ResourceLimitExceeded");
+  // Only one controller: the controller group cannot grow.
+  r = h.Call(
+      "BatchAddClusterNodes",
+      {{"ClusterName", "demo"},
+       {"NodesToAdd", {{{"InstanceGroupName", "controller"}, {"IncrementTargetCountBy", 1}}}}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ((*r)["Failed"].size(), 1u);
+  EXPECT_EQ((*r)["Failed"][0]["ErrorCode"], "InvalidInstanceGroupStatus");
+  EXPECT_EQ(h.Describe("demo")["InstanceGroups"][0]["TargetCount"], 1);
   json twice = add;
   twice["NodesToAdd"].push_back(add["NodesToAdd"][0]);
   EXPECT_EQ(h.Call("BatchAddClusterNodes", twice).status().code(), StatusCode::kInvalidArgument);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -42,18 +43,6 @@ bool GroupConverged(const GroupRecord& g, const std::vector<NodeRecord>& nodes) 
     if (!InGroup(n, g)) continue;
     if (n.remove) return false;
     if (!Is(n.status, ClusterInstanceStatus::kRunning) && !Failed(n)) return false;
-    ++have;
-  }
-  return have == g.target_count;
-}
-
-// Continuous provisioning's convergence: the group's target count of nodes, each
-// Running (a node that failed to provision is being launched again).
-bool GroupRunning(const GroupRecord& g, const std::vector<NodeRecord>& nodes) {
-  int have = 0;
-  for (const auto& n : nodes) {
-    if (!InGroup(n, g)) continue;
-    if (n.remove || !Is(n.status, ClusterInstanceStatus::kRunning)) return false;
     ++have;
   }
   return have == g.target_count;
@@ -150,7 +139,17 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
     if (Is(c.status, ClusterStatus::kDeleting)) {
       if (nodes.empty()) {
         spdlog::info("cluster {} ({}) deleted", c.name, c.id);
-        HPOD_RETURN_IF_ERROR(tx.DeleteCluster(c.id));
+        // Its events stay readable for a while (options.h, deleted_cluster_retention).
+        store::DeletedClusterRecord gone;
+        gone.id = c.id;
+        gone.name = c.name;
+        gone.arn = c.arn;
+        gone.failure_message = c.failure_message;
+        gone.creation_time = c.creation_time;
+        gone.deleted = clock_.NowEpochSeconds();
+        HPOD_RETURN_IF_ERROR(
+            RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo, "Cluster deleted"));
+        HPOD_RETURN_IF_ERROR(tx.RetireCluster(gone));
         converged = true;
       }
       return OkStatus();
@@ -203,15 +202,27 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
 
     const bool creating = Is(c.status, ClusterStatus::kCreating);
     const bool updating = Is(c.status, ClusterStatus::kUpdating);
-    const bool continuous = IsContinuous(c);
+    // Continuous provisioning's roll-up runs while the cluster is Creating or
+    // InService; a Failed one is wound down as any other.
+    const bool continuous =
+        IsContinuous(c) && (creating || Is(c.status, ClusterStatus::kInService));
     std::optional<std::set<std::string>> priority;
+    std::map<std::string, store::AgentRecord> agents;
     if (continuous) {
       HPOD_ASSIGN_OR_RETURN(priority, PriorityGroups(tx, c.id, groups));
+      HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(c.id));
+      for (auto& a : list) agents[a.instance_id] = std::move(a);
     }
+    // A failed node that continuous provisioning launches again (provisioning.h).
+    auto retried = [&](const NodeRecord& n) {
+      return continuous && priority && !priority->count(n.group_name) &&
+             FailedToProvision(n, agents);
+    };
     const NodeRecord* failed = nullptr;  // a node the current operation failed to provision
     for (const auto& n : nodes) {
-      // Continuous provisioning retries workers; only a priority node fails it.
-      if (continuous && (!priority || !priority->count(n.group_name))) continue;
+      // Continuous provisioning retries workers; a priority node fails it, as does
+      // any node while the roles are unknown.
+      if (continuous && priority && !priority->count(n.group_name)) continue;
       if (Failed(n) && (creating || n.created_generation == c.generation)) {
         failed = &n;
         break;
@@ -253,28 +264,36 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
       return set_cluster_status(ClusterStatus::kRollingBack, EventLevel::kError, c.failure_message);
     }
     if (continuous) {
-      // No operation to finish: each group is InService once its nodes all run,
-      // and the cluster once its priority groups each have one that does.
-      bool all_running = nothing_pending;
+      // No operation to finish: a group is settled once each of its nodes runs or
+      // failed for good (a failed node being launched again is not settled), and
+      // then InService (Degraded while one is in Failure); the cluster is
+      // InService once each priority group has a node that runs.
+      bool all_settled = nothing_pending;
       std::set<std::string> up;
       for (const auto& n : nodes) {
         if (!n.remove && Is(n.status, ClusterInstanceStatus::kRunning)) up.insert(n.group_name);
       }
       for (auto& g : groups) {
         if (g.deleting) continue;
-        const bool done = GroupRunning(g, nodes);
-        all_running &= done;
-        const bool settled = Is(g.status, InstanceGroupStatus::kInService) ||
-                             Is(g.status, InstanceGroupStatus::kDegraded);
-        if (done || settled) HPOD_RETURN_IF_ERROR(set_in_service(g));
+        int have = 0;
+        bool settled = true;
+        for (const auto& n : nodes) {
+          if (!InGroup(n, g)) continue;
+          ++have;
+          settled &= !n.remove && !retried(n) &&
+                     (Is(n.status, ClusterInstanceStatus::kRunning) || Failed(n));
+        }
+        settled &= have == g.target_count;
+        all_settled &= settled;
+        if (settled) HPOD_RETURN_IF_ERROR(set_in_service(g));
       }
       if (creating) {
-        // Roles unknown once a node runs: no Slurm roles anywhere (its scripts
-        // would have reported provisioning_parameters.json before they ended).
+        // Without priority groups (no Slurm roles), the first node that runs.
         const bool ready =
-            priority ? std::all_of(priority->begin(), priority->end(),
-                                   [&](const std::string& name) { return up.count(name) > 0; })
-                     : !up.empty();
+            priority && !priority->empty()
+                ? std::all_of(priority->begin(), priority->end(),
+                              [&](const std::string& name) { return up.count(name) > 0; })
+                : !up.empty();
         if (ready) {
           HPOD_RETURN_IF_ERROR(set_cluster_status(
               ClusterStatus::kInService, EventLevel::kInfo,
@@ -284,7 +303,7 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
                   "; the other nodes join as they come up"));
         }
       }
-      converged = Is(c.status, ClusterStatus::kInService) && all_running;
+      converged = Is(c.status, ClusterStatus::kInService) && all_settled;
       return OkStatus();
     }
     const bool in_operation = creating || updating || Is(c.status, ClusterStatus::kRollingBack);

@@ -211,8 +211,12 @@ StatusOr<std::optional<std::set<std::string>>> PriorityGroups(
       return text.status();
     }
     json params = json::parse(*text, nullptr, false);
-    if (!params.is_object() || params.contains("unparsable"))
+    // "null": the nodes' scripts have no provisioning_parameters.json (so far): a
+    // cluster without Slurm, every group a worker group.
+    if (params.is_null()) return std::optional<std::set<std::string>>(std::set<std::string>());
+    if (!params.is_object() || params.contains("unparsable")) {
       return std::optional<std::set<std::string>>();
+    }
     auto file_roles = slurm::RolesFromProvisioningParameters(params, GroupInputs(groups),
                                                              /*tolerate_gone_groups=*/true);
     if (!file_roles.ok()) return std::optional<std::set<std::string>>();

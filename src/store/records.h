@@ -64,6 +64,18 @@ struct NodeRecord {
   double not_before = 0;
 };
 
+// A deleted cluster whose events stay readable (and whose node logs hpodd keeps)
+// for a retention period: the user reads why a failed cluster failed after
+// deleting it for a retry. Its events keep the cluster's id.
+struct DeletedClusterRecord {
+  std::string id;
+  std::string name;
+  std::string arn;
+  std::string failure_message;  // the cluster's when it was deleted
+  double creation_time = 0;
+  double deleted = 0;  // epoch seconds
+};
+
 struct EventRecord {
   std::string event_id;  // UUID
   int64_t seq = 0;       // assigned by the store; total order of events

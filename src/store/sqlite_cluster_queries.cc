@@ -223,16 +223,23 @@ Status SqliteTx::PutCluster(const ClusterRecord& c) {
 }
 
 Status SqliteTx::DeleteCluster(const std::string& id) {
+  HPOD_RETURN_IF_ERROR(RemoveClusterRows(db_, id));
+  HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM events WHERE cluster_id=?"));
+  s.Bind(1, id);
+  return s.Run();
+}
+
+Status RemoveClusterRows(Database& db, const std::string& id) {
   for (const char* sql :
        {"DELETE FROM nodes WHERE cluster_id=?", "DELETE FROM node_agents WHERE cluster_id=?",
         "DELETE FROM recoveries WHERE cluster_id=?",
         "DELETE FROM running_counts WHERE cluster_id=?",
-        "DELETE FROM instance_groups WHERE cluster_id=?", "DELETE FROM events WHERE cluster_id=?",
+        "DELETE FROM instance_groups WHERE cluster_id=?",
         // Per-cluster settings (munge key, provisioning parameters) are keyed
         // "cluster/<id>/…"; ids are [a-z0-9], so no LIKE wildcard can hide in one.
         "DELETE FROM settings WHERE key LIKE 'cluster/' || ? || '/%'",
         "DELETE FROM clusters WHERE id=?"}) {
-    HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
+    HPOD_ASSIGN_OR_RETURN(Statement s, db.Prepare(sql));
     s.Bind(1, id);
     HPOD_RETURN_IF_ERROR(s.Run());
   }

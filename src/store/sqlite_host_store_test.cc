@@ -198,9 +198,10 @@ TEST(SqliteHostStoreTest, CertificatesRoundTripRevokeAndOutliveTheirHost) {
                   .ok());
 }
 
-// What migration v8 added, dropped to take a store back to v7 or older.
+// What migrations v8 and v9 added, dropped to take a store back to v7 or older.
 constexpr char kDropV8[] =
-    "ALTER TABLE nodes DROP COLUMN attempt; ALTER TABLE nodes DROP COLUMN not_before; ";
+    "ALTER TABLE nodes DROP COLUMN attempt; ALTER TABLE nodes DROP COLUMN not_before; "
+    "DROP TABLE deleted_clusters; ";
 
 // A store file at an older schema: a current one taken back by `sql` (which
 // drops what the newer migrations made and sets PRAGMA user_version).
@@ -233,7 +234,7 @@ TEST_F(OldStoreTest, MigratesAVersion5Store) {
       std::string(kDropV8) + "PRAGMA user_version=5");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 8);
+  EXPECT_EQ((*store)->SchemaVersion(), 9);
   ASSERT_TRUE(
       (*store)->Write([](WriteTx& tx) { return tx.PutJoinToken(Token("aaaaaaaa", 1)); }).ok());
   ASSERT_TRUE((*store)
@@ -264,7 +265,7 @@ TEST_F(OldStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
       std::string(kDropV8) + "PRAGMA user_version=6");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 8);
+  EXPECT_EQ((*store)->SchemaVersion(), 9);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-1"));
@@ -291,7 +292,7 @@ TEST_F(OldStoreTest, MigratesAVersion7StoreNodes) {
                "'ip-10-1-0-2', 'workers-1-abc', 1, 0, 1); PRAGMA user_version=7");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 8);
+  EXPECT_EQ((*store)->SchemaVersion(), 9);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(NodeRecord n, tx.GetNodeById("i-1"));

@@ -205,6 +205,19 @@ CREATE INDEX host_history_by_host ON host_history(host_id, seq);
 ALTER TABLE nodes ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN not_before REAL NOT NULL DEFAULT 0;
 )sql",
+    // v9: deleted clusters whose events are kept for a retention period (issue
+    // 29); the events stay in `events` under the cluster's id.
+    R"sql(
+CREATE TABLE deleted_clusters(
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  arn TEXT NOT NULL,
+  failure_message TEXT NOT NULL,
+  creation_time REAL NOT NULL,
+  deleted REAL NOT NULL) STRICT;
+CREATE INDEX deleted_clusters_by_name ON deleted_clusters(name, deleted);
+CREATE INDEX deleted_clusters_by_time ON deleted_clusters(deleted);
+)sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

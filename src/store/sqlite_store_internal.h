@@ -43,11 +43,16 @@ StatusOr<T> One(Statement& s, Reader read, const std::string& what) {
   return read(s);
 }
 
+// Deletes a cluster's rows from every table but `events` (DeleteCluster and
+// RetireCluster share it).
+Status RemoveClusterRows(Database& db, const std::string& id);
+
 // One WriteTx over a connection inside BEGIN (IMMEDIATE for writes, DEFERRED for
 // reads). Queries on clusters, instance groups and nodes are in
 // sqlite_cluster_queries.cc; events, agents, access keys and settings in
 // sqlite_event_queries.cc; recoveries in sqlite_recovery_queries.cc; join tokens,
-// hosts and certificates in sqlite_host_queries.cc.
+// hosts and certificates in sqlite_host_queries.cc; deleted clusters in
+// sqlite_deleted_clusters.cc.
 class SqliteTx final : public WriteTx {
  public:
   explicit SqliteTx(Database& db) : db_(db) {}
@@ -56,6 +61,9 @@ class SqliteTx final : public WriteTx {
   StatusOr<ClusterRecord> GetClusterByName(const std::string& name) override;
   StatusOr<std::vector<ClusterRecord>> ListClusters(const ClusterQuery& q) override;
   StatusOr<std::vector<std::string>> ListClusterIds() override;
+  StatusOr<DeletedClusterRecord> GetDeletedCluster(const std::string& id) override;
+  StatusOr<DeletedClusterRecord> GetDeletedClusterByName(const std::string& name) override;
+  StatusOr<std::vector<DeletedClusterRecord>> ListDeletedClusters(double before) override;
   StatusOr<std::vector<GroupRecord>> ListGroups(const std::string& cluster_id) override;
   StatusOr<std::vector<NodeRecord>> ListNodes(const std::string& cluster_id) override;
   StatusOr<std::map<std::string, int>> CountRunningNodes(const std::string& cluster_id) override;
@@ -87,6 +95,8 @@ class SqliteTx final : public WriteTx {
 
   Status PutCluster(const ClusterRecord& c) override;
   Status DeleteCluster(const std::string& id) override;
+  Status RetireCluster(const DeletedClusterRecord& deleted) override;
+  Status PurgeDeletedCluster(const std::string& id) override;
   Status PutGroup(const GroupRecord& g) override;
   Status DeleteGroup(const std::string& cluster_id, const std::string& name) override;
   Status PutNode(const NodeRecord& n) override;

@@ -76,6 +76,12 @@ class ReadTx {
   virtual StatusOr<ClusterRecord> GetClusterByName(const std::string& name) = 0;
   virtual StatusOr<std::vector<ClusterRecord>> ListClusters(const ClusterQuery& q) = 0;
   virtual StatusOr<std::vector<std::string>> ListClusterIds() = 0;
+  // Deleted clusters kept for their events (RetireCluster). kNotFound when absent;
+  // by name, the one deleted last.
+  virtual StatusOr<DeletedClusterRecord> GetDeletedCluster(const std::string& id) = 0;
+  virtual StatusOr<DeletedClusterRecord> GetDeletedClusterByName(const std::string& name) = 0;
+  // Those deleted before `time` (epoch seconds), oldest first.
+  virtual StatusOr<std::vector<DeletedClusterRecord>> ListDeletedClusters(double before) = 0;
   virtual StatusOr<std::vector<GroupRecord>> ListGroups(const std::string& cluster_id) = 0;
   // Every node of a cluster, ordered by group name and ordinal.
   virtual StatusOr<std::vector<NodeRecord>> ListNodes(const std::string& cluster_id) = 0;
@@ -140,6 +146,11 @@ class WriteTx : public ReadTx {
   virtual Status PutCluster(const ClusterRecord& c) = 0;
   // Removes the cluster with its groups, nodes and events.
   virtual Status DeleteCluster(const std::string& id) = 0;
+  // Removes the cluster as DeleteCluster does but keeps its events, and records
+  // `deleted` (whose id is the cluster's) for them.
+  virtual Status RetireCluster(const DeletedClusterRecord& deleted) = 0;
+  // Removes a deleted cluster's record and its events (a no-op when absent).
+  virtual Status PurgeDeletedCluster(const std::string& id) = 0;
   virtual Status PutGroup(const GroupRecord& g) = 0;
   virtual Status DeleteGroup(const std::string& cluster_id, const std::string& name) = 0;
   virtual Status PutNode(const NodeRecord& n) = 0;

@@ -49,7 +49,7 @@ class AwsCliErrorsTest(hpodtest.CliTestCase):
                                    "--cluster-name", "x_y", "--instance-groups", igs),
             lambda: self.cli_error("CreateCluster", "ValidationException", "create-cluster",
                                    "--cluster-name", "cont", "--instance-groups", igs,
-                                   "--node-provisioning-mode", "Continuous"),
+                                   "--tiered-storage-config", json.dumps({"Mode": "Enable"})),
             lambda: self.cli_error("CreateCluster", "ResourceLimitExceeded", "create-cluster",
                                    "--cluster-name", "too-big", "--instance-groups", huge),
             lambda: self.cli_error("ListClusters", "InvalidSignatureException",
@@ -61,13 +61,13 @@ class AwsCliErrorsTest(hpodtest.CliTestCase):
                                    AWS_PROFILE="user"),
             lambda: self.cli("describe-cluster", "--cluster-name", "taken", AWS_PROFILE="user"),
         )
-        (not_found, in_use, bad_name, continuous, limit, _sig, _key, denied, user_desc) = msgs
+        (not_found, in_use, bad_name, unsupported, limit, _sig, _key, denied, user_desc) = msgs
         self.assertIn("no-such-cluster", not_found)
         self.assertIn("taken", in_use)
         self.assertIn("1 validation error detected: Value 'x_y' at 'clusterName' failed to "
                       "satisfy constraint: Member must satisfy regular expression pattern: "
                       "[a-zA-Z0-9](-*[a-zA-Z0-9])*", bad_name)
-        self.assertIn("NodeProvisioningMode", continuous)
+        self.assertIn("TieredStorageConfig is not supported by hpod", unsupported)
         self.assertIn("20274", limit)
         self.assertIn("CreateCluster", denied)
         self.assertEqual(user_desc["ClusterName"], "taken")

@@ -1,7 +1,8 @@
 """Lifecycle scripts that fail: a non-zero exit, a missing OnCreate file, a missing
 prefix and a timeout each fail the cluster (HyperPod's all-or-nothing mode) with
 HyperPod's FailureMessage wording naming the cause, and every node of the failed
-operation is cleaned up. Needs root."""
+operation is cleaned up. Once deleted, a failed cluster's events and lifecycle logs
+stay readable (by ARN or name). Needs root."""
 import json
 import os
 import sys
@@ -94,11 +95,25 @@ class LifecycleFailureTest(unittest.TestCase):
             deadline = time.time() + 60
             while time.time() < deadline and self.d.nodes(name):
                 time.sleep(0.5)
+        arn = self.d.hpod_json("describe-cluster", "--cluster-name", "exit3")["ClusterArn"]
         for name in self.cases:
             self.d.hpod("delete-cluster", "--cluster-name", name)
         for name in self.cases:
             self.d.wait_status(name, None, timeout=60)
         self.assertEqual(self.d.leftovers(), [])
+        # Deleted for a retry, the failed cluster's history stays readable: why it
+        # failed, its events by ARN or name, and the script's output.
+        gone = self.d.hpod("describe-cluster", "--cluster-name", "exit3", check=False)
+        self.assertNotEqual(gone.returncode, 0)
+        self.assertIn("was deleted at", gone.stderr)
+        self.assertIn("Lifecycle script on_create.sh exited with code 3", gone.stderr)
+        for key in (arn, "exit3"):
+            events = self.d.hpod_json("list-cluster-events", "--cluster-name", key)["Events"]
+            self.assertEqual(events[0]["Description"], "Cluster deleted")
+            failed = [e for e in events if "Lifecycle scripts Failed" in e["Description"]]
+            self.assertTrue(failed, events)
+        out = self.d.hpod("logs", "--cluster-name", arn, "--node-id", failed[0]["InstanceId"])
+        self.assertIn("about to fail", out.stdout)
 
 
 if __name__ == "__main__":
