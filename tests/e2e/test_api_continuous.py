@@ -84,7 +84,7 @@ class ContinuousApiTest(hpodtest.CliTestCase):
                     "NodeDetails"]["InstanceStatus"]["Status"] != "Running":
                 self.assertLess(time.time(), deadline)
                 time.sleep(0.1)
-        # boto3 filled in its own token: a second call adds two more.
+        # boto3 filled in its own token: a second call adds one more.
         again = self.sm.batch_add_cluster_nodes(
             ClusterName="cont", NodesToAdd=[{"InstanceGroupName": "cpu",
                                              "IncrementTargetCountBy": 1}])

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -82,14 +81,9 @@ class ContinuousProvisioningTest(unittest.TestCase):
         return self.d.hpod_json("list-cluster-nodes", "--cluster-name", "cont",
                                 "--include-node-logical-ids")["ClusterNodeSummaries"]
 
-    def wait(self, what, check, timeout=180):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            got = check()
-            if got:
-                return got
-            time.sleep(0.5)
-        self.fail("%s never happened\n%s" % (what, self.d.log_tail()))
+    def wait(self, what, check):
+        return hpodtest.wait_for(self, what, check, timeout=180,
+                                 detail=lambda: "\n" + self.d.log_tail())
 
     def on_controller(self, command):
         ctl = [n for n in self.nodes() if n["InstanceGroupName"] == "controller-machine"][0]
