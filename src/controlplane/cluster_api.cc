@@ -226,13 +226,13 @@ StatusOr<store::ClusterRecord> ClusterApi::FindClusterOrDeleted(store::ReadTx& t
 std::string ClusterApi::DeletedHint(store::ReadTx& tx, const std::string& name_or_arn) const {
   auto id = ClusterIdFromArn(name_or_arn);
   auto gone = id ? tx.GetDeletedCluster(*id) : tx.GetDeletedClusterByName(name_or_arn);
-  if (!gone.ok()) return "";
+  if (!gone.ok() || (id && gone->arn != name_or_arn)) return "";
   const double until =
       gone->deleted + static_cast<double>(options_.deleted_cluster_retention.count());
   std::string hint = " Cluster " + gone->name + " (" + gone->arn + ") was deleted at " +
                      FormatUtc(gone->deleted) + "; its events and node logs stay readable until " +
                      FormatUtc(until) + " (list-cluster-events --cluster-name " + gone->arn + ").";
-  if (!gone->failure_message.empty()) hint += " It had failed: " + gone->failure_message;
+  if (!gone->failure_message.empty()) hint += " Its last FailureMessage: " + gone->failure_message;
   return hint;
 }
 
@@ -291,6 +291,11 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
                                 existing->arn + ", " + existing->status + ")");
     }
     if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+    // Never the id of a deleted cluster still kept: its history would mix in.
+    while (tx.GetDeletedCluster(c.id).ok()) {
+      c.id = NewClusterId();
+      c.arn = ClusterArn(options_.region, options_.account_id, c.id);
+    }
     HPOD_ASSIGN_OR_RETURN(auto ids, tx.ListClusterIds());
     if (static_cast<int>(ids.size()) >= options_.max_clusters) {
       return ResourceExhaustedError("The account already has " + std::to_string(ids.size()) +

@@ -184,14 +184,23 @@ StatusOr<ordered_json> ClusterApi::ListClusterEvents(const json& req) {
   q.ascending = req.value("SortOrder", "Descending") == "Ascending";
   q.limit = PageSize(req) + 1;
   const std::string scope = PageTokenCodec::ScopeOf("ListClusterEvents", req);
+  // The token names the cluster by id too: a name that moved from a deleted
+  // cluster to a new one between two pages must not switch their events.
+  std::string token_cluster;
   if (req.contains("NextToken") && !req["NextToken"].get<std::string>().empty()) {
     HPOD_ASSIGN_OR_RETURN(json pos, tokens_.Decode(scope, req["NextToken"]));
-    if (!pos.is_number_integer()) return InvalidArgumentError("The NextToken is invalid");
-    q.after_seq = pos.get<int64_t>();
+    if (!pos.is_array() || pos.size() != 2 || !pos[0].is_string() || !pos[1].is_number_integer()) {
+      return InvalidArgumentError("The NextToken is invalid");
+    }
+    token_cluster = pos[0];
+    q.after_seq = pos[1].get<int64_t>();
   }
   ordered_json out = ordered_json::object();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindClusterOrDeleted(tx, req["ClusterName"]));
+    if (!token_cluster.empty() && token_cluster != c.id) {
+      return InvalidArgumentError("The NextToken is invalid: it pages another cluster's events");
+    }
     q.cluster_id = c.id;
     HPOD_ASSIGN_OR_RETURN(auto rows, tx.QueryEvents(q));
     int page = PageSize(req);
@@ -200,7 +209,7 @@ StatusOr<ordered_json> ClusterApi::ListClusterEvents(const json& req) {
       list.push_back(RenderEvent(rows[i], false));
     }
     if (static_cast<int>(rows.size()) > page) {
-      out["NextToken"] = tokens_.Encode(scope, rows[page - 1].seq);
+      out["NextToken"] = tokens_.Encode(scope, json::array({c.id, rows[page - 1].seq}));
     }
     out["Events"] = std::move(list);
     return OkStatus();

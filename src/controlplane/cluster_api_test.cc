@@ -370,7 +370,7 @@ TEST(ClusterApiTest, ADeletedClustersHistoryStaysReadableForItsRetention) {
   EXPECT_NE(msg.find("Cluster with name or ARN 'demo' not found."), std::string::npos) << msg;
   EXPECT_NE(msg.find("was deleted at 2023-11-14T"), std::string::npos) << msg;
   EXPECT_NE(msg.find("stay readable until 2023-11-21T"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("It had failed: Instance i-"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Its last FailureMessage: Instance i-"), std::string::npos) << msg;
   EXPECT_EQ(h.Call("ListClusters", json::object())->at("ClusterSummaries").size(), 0u);
 
   auto events = [&](const std::string& name) {
@@ -385,10 +385,18 @@ TEST(ClusterApiTest, ADeletedClustersHistoryStaysReadableForItsRetention) {
       h.Call("DescribeClusterEvent", {{"ClusterName", arn}, {"EventId", by_arn[1]["EventId"]}});
   EXPECT_TRUE(one.ok()) << one.status().ToString();
 
+  auto first_page = h.Call("ListClusterEvents", {{"ClusterName", "demo"}, {"MaxResults", 1}});
+  ASSERT_TRUE(first_page.ok() && first_page->contains("NextToken"));
+  const std::string token = (*first_page)["NextToken"];
+
   // A new cluster takes the name; the old one is still there by its ARN.
   ASSERT_TRUE(h.Call("CreateCluster", CreateReq("demo", {Harness::Group("ctl", 1)})).ok());
   EXPECT_NE(events("demo"), by_arn);
   EXPECT_EQ(events(arn), by_arn);
+  // A page token of the old cluster's events does not page the new one's.
+  auto switched = h.Call("ListClusterEvents",
+                         {{"ClusterName", "demo"}, {"MaxResults", 1}, {"NextToken", token}});
+  EXPECT_EQ(switched.status().code(), StatusCode::kInvalidArgument);
 
   // After the retention the history goes, node logs included.
   const auto root =

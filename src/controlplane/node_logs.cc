@@ -59,11 +59,19 @@ Status NodeLogs::RemoveCluster(const std::string& cluster_id) {
   if (cluster_id.empty() || cluster_id.find('/') != std::string::npos || cluster_id[0] == '.') {
     return InvalidArgumentError("bad cluster id '" + cluster_id + "'");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  // Moved aside under the lock (an append never sees half a tree), removed
+  // outside it, so a large cluster's logs do not hold up every agent's appends.
+  const fs::path dir = fs::path(options_.root) / cluster_id;
+  const fs::path doomed = fs::path(options_.root) / (".removing-" + cluster_id);
   std::error_code ec;
-  fs::remove_all(fs::path(options_.root) / cluster_id, ec);
-  if (ec)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fs::exists(dir, ec)) fs::rename(dir, doomed, ec);
+  }
+  if (!ec) fs::remove_all(doomed, ec);
+  if (ec) {
     return InternalError("cannot remove the logs of cluster " + cluster_id + ": " + ec.message());
+  }
   return OkStatus();
 }
 

@@ -143,14 +143,14 @@ StatusOr<bool> ProvisioningRetry::Step(const store::ClusterRecord& cluster,
         if (RecoveryActive(r) && r.instance_id == f->instance_id) return OkStatus();
       }
       HPOD_RETURN_IF_ERROR(tx.DeleteNode(f->instance_id));
-      // A failed script is seldom its host's fault: a pool host goes back to the
-      // pool (one broken script would otherwise quarantine the whole pool). One
-      // whose agent never registered is the host's: quarantined.
-      const bool host_failed = agents.find(f->instance_id) == agents.end();
+      // A failed launch is seldom its host's alone (a broken script, an agent
+      // that cannot reach hpodd fail on every host alike): a pool host goes back
+      // to the pool, as after an all-or-nothing failure; quarantining it would
+      // empty the pool one retry at a time.
       HPOD_RETURN_IF_ERROR(EndHostTenure(
           tx, clock_, f->instance_id,
           "instance " + f->instance_id + " failed to provision and was terminated for a retry",
-          host_failed));
+          /*failed=*/false));
       HPOD_RETURN_IF_ERROR(tx.PutNode(next));
       HPOD_RETURN_IF_ERROR(RecordEvent(
           tx, clock_, cluster, NodeSubject(f->group_name, f->instance_id), EventLevel::kWarn,

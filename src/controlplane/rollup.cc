@@ -288,19 +288,21 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
         if (settled) HPOD_RETURN_IF_ERROR(set_in_service(g));
       }
       if (creating) {
-        // Without priority groups (no Slurm roles), the first node that runs.
+        // Without known roles, any group may be the controller's: each must have
+        // a node that runs.
         const bool ready =
-            priority && !priority->empty()
-                ? std::all_of(priority->begin(), priority->end(),
-                              [&](const std::string& name) { return up.count(name) > 0; })
-                : !up.empty();
+            priority ? std::all_of(priority->begin(), priority->end(),
+                                   [&](const std::string& name) { return up.count(name) > 0; })
+                     : std::all_of(groups.begin(), groups.end(), [&](const GroupRecord& g) {
+                         return g.deleting || g.target_count == 0 || up.count(g.name) > 0;
+                       });
         if (ready) {
-          HPOD_RETURN_IF_ERROR(set_cluster_status(
-              ClusterStatus::kInService, EventLevel::kInfo,
-              "continuous provisioning: " +
-                  std::string(priority && !priority->empty() ? "the controller and login nodes run"
-                                                             : "a node runs") +
-                  "; the other nodes join as they come up"));
+          HPOD_RETURN_IF_ERROR(
+              set_cluster_status(ClusterStatus::kInService, EventLevel::kInfo,
+                                 "continuous provisioning: " +
+                                     std::string(priority ? "the controller and login nodes run"
+                                                          : "a node of each group runs") +
+                                     "; the other nodes join as they come up"));
         }
       }
       converged = Is(c.status, ClusterStatus::kInService) && all_settled;

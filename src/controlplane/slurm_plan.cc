@@ -211,9 +211,8 @@ StatusOr<std::optional<std::set<std::string>>> PriorityGroups(
       return text.status();
     }
     json params = json::parse(*text, nullptr, false);
-    // "null": the nodes' scripts have no provisioning_parameters.json (so far): a
-    // cluster without Slurm, every group a worker group.
-    if (params.is_null()) return std::optional<std::set<std::string>>(std::set<std::string>());
+    // "null" (no file so far) too: a later node's scripts may still bring one
+    // (groups may use different sources; agent_service.cc).
     if (!params.is_object() || params.contains("unparsable")) {
       return std::optional<std::set<std::string>>();
     }

@@ -120,9 +120,9 @@ StatusOr<std::string> ControllerGroup(store::ReadTx& tx, const std::string& clus
 
 // The groups a cluster needs before it serves (continuous provisioning,
 // provisioning.h): the controller group and any login groups, from SlurmConfig
-// or the reported provisioning_parameters.json (none when the nodes reported no
-// file: a cluster without Slurm); nullopt while neither says (no SlurmConfig and
-// nothing reported yet, or a file hpodd cannot use).
+// or the reported provisioning_parameters.json; nullopt while neither says (no
+// SlurmConfig and no file reported, which a later node may still bring, or a
+// file hpodd cannot use).
 StatusOr<std::optional<std::set<std::string>>> PriorityGroups(
     store::ReadTx& tx, const std::string& cluster_id,
     const std::vector<store::GroupRecord>& groups);

@@ -176,7 +176,11 @@ class Boto3JourneyTest(Boto3Base):
         self.client_error(sm.update_cluster, "ResourceNotFound", ClusterName="b3-journey",
                           InstanceGroups=[group("login", 1, "ml.m5.large")])
         self.client_error(sm.delete_cluster, "ResourceNotFound", ClusterName="b3-journey")
-        self.client_error(sm.list_cluster_events, "ResourceNotFound", ClusterName="b3-journey")
+        # Its events stay readable for a while (--deleted-cluster-retention-hours).
+        kept = sm.list_cluster_events(ClusterName="b3-journey")["Events"]
+        self.assertEqual(kept[0]["Description"], "Cluster deleted")
+        self.assertEqual(sm.list_cluster_events(ClusterName=arn)["Events"], kept)
+        self.client_error(sm.list_cluster_events, "ResourceNotFound", ClusterName="never-was")
         self.client_error(sm.list_tags, "ResourceNotFound", ResourceArn=arn)
         self.assertEqual(sm.list_clusters()["ClusterSummaries"], [])
         self.assertEqual(self.d.fake_nodes(), {})
