@@ -138,7 +138,8 @@ struct ModelLoader {
       Shape& shape = *model->shapes_[name];
       if (spec.contains("members")) {
         for (const auto& [mname, mspec] : spec.at("members").items()) {
-          shape.members.push_back(Member{mname, ref(mspec)});
+          shape.members.push_back(
+              Member{mname, ref(mspec), mspec.value("idempotencyToken", false)});
         }
       }
       if (spec.contains("required")) shape.required = spec.at("required");

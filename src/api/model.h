@@ -40,6 +40,9 @@ struct Shape;
 struct Member {
   std::string name;  // "ClusterName"
   const Shape* shape = nullptr;
+  // The model's idempotencyToken: a client fills in a fresh UUID when the
+  // caller gives none (botocore's generate_idempotent_uuid), once per call.
+  bool idempotency_token = false;
 };
 
 struct Shape {

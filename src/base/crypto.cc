@@ -60,6 +60,15 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+std::string NewUuid4() {
+  std::string b = RandomBytes(16);
+  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  std::string h = HexEncode(b);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20);
+}
+
 std::string RandomBytes(size_t n) {
   std::string out(n, '\0');
   size_t got = 0;

@@ -27,6 +27,8 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 // `n` bytes from the OS CSPRNG.
 std::string RandomBytes(size_t n);
+// An RFC 4122 version-4 UUID, lowercase ("1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b").
+std::string NewUuid4();
 // `n` characters drawn uniformly from `alphabet` (rejection sampling, no modulo bias).
 std::string RandomString(size_t n, std::string_view alphabet);
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "hpod/base/base64.h"
+#include "hpod/base/crypto.h"
 #include "hpod/cli/params.h"
 
 namespace hpod::cli {
@@ -198,7 +199,15 @@ ApiClient::ApiClient(ApiClientOptions options, Transport& transport, const Clock
 
 StatusOr<Json> ApiClient::Call(const api::Operation& op, const Json& params) {
   HPOD_ASSIGN_OR_RETURN(http::Url url, http::ParseUrl(url_));
-  const std::string body = SerializeRequest(*op.input, params).dump();
+  // As botocore: an idempotency token the caller left out is a fresh UUID, made
+  // once, so this call's own retries below send the same one.
+  Json filled = params;
+  for (const api::Member& m : op.input->members) {
+    if (m.idempotency_token && filled.is_object() && !filled.contains(m.name)) {
+      filled[m.name] = NewUuid4();
+    }
+  }
+  const std::string body = SerializeRequest(*op.input, filled).dump();
   const std::string target = "SageMaker." + op.name;
   for (int attempt = 1;; ++attempt) {
     http::Request request;

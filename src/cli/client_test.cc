@@ -106,6 +106,34 @@ TEST_F(ClientTest, RetriesServerErrorsThenSucceeds) {
   EXPECT_EQ(sleeper_.sleeps[1].count(), 1000);
 }
 
+// As botocore: a missing idempotency token (BatchAddClusterNodes' ClientToken) is a
+// fresh UUID per call, the same on that call's retries; a given one is sent as is.
+TEST_F(ClientTest, FillsAMissingIdempotencyTokenOncePerCall) {
+  const Json ok = {{"Successful", Json::array()}, {"Failed", Json::array()}};
+  transport_.Queue("BatchAddClusterNodes",
+                   {ErrorResponse(500, "InternalFailure", "boom"), JsonResponse(200, ok),
+                    JsonResponse(200, ok), JsonResponse(200, ok)});
+  ApiClient client = MakeClient(3);
+  const Json add = {{"ClusterName", "c"},
+                    {"NodesToAdd", {{{"InstanceGroupName", "w"}, {"IncrementTargetCountBy", 1}}}}};
+  ASSERT_TRUE(client.Call(Op("BatchAddClusterNodes"), add).ok());
+  ASSERT_TRUE(client.Call(Op("BatchAddClusterNodes"), add).ok());
+  Json given = add;
+  given["ClientToken"] = "mine";
+  ASSERT_TRUE(client.Call(Op("BatchAddClusterNodes"), given).ok());
+  ASSERT_EQ(transport_.calls.size(), 4u);
+  const std::string first = transport_.calls[0].body["ClientToken"];
+  EXPECT_EQ(first.size(), 36u) << first;
+  EXPECT_EQ(first[14], '4') << "a version-4 UUID: " << first;
+  EXPECT_EQ(transport_.calls[1].body["ClientToken"], first) << "the retry sends the same";
+  EXPECT_NE(transport_.calls[2].body["ClientToken"], first) << "a new call, a new token";
+  EXPECT_EQ(transport_.calls[3].body["ClientToken"], "mine");
+  // Operations without one get none.
+  transport_.Queue("DescribeCluster", {JsonResponse(200, {{"ClusterName", "c"}})});
+  ASSERT_TRUE(client.Call(Op("DescribeCluster"), {{"ClusterName", "c"}}).ok());
+  EXPECT_EQ(transport_.calls[4].body, Json({{"ClusterName", "c"}}));
+}
+
 TEST_F(ClientTest, ExhaustedRetriesSaySo) {
   transport_.Queue("DescribeCluster", {ErrorResponse(500, "InternalFailure", "kaboom")});
   ApiClient client = MakeClient(3);

@@ -13,14 +13,7 @@ std::string NewRecoveryId() {
   return "rcv-" + RandomString(12, "abcdefghijklmnopqrstuvwxyz0123456789");
 }
 
-std::string NewEventId() {
-  std::string b = RandomBytes(16);
-  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);  // version 4
-  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  std::string h = HexEncode(b);
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
-         "-" + h.substr(20);
-}
+std::string NewEventId() { return NewUuid4(); }
 
 std::string NewNodeLogicalId(std::string_view instance_name) {
   return std::string(instance_name) + "-" + RandomString(8, "0123456789abcdef");

@@ -12,6 +12,7 @@ the provisioning does on real nodes: test_continuous.py).
   scheduler configs, compute quotas) are ValidationExceptions with the reason,
   not unknown operations.
 """
+import json
 import os
 import sys
 import time
@@ -99,12 +100,18 @@ class ContinuousApiTest(hpodtest.CliTestCase):
         self.assertEqual(first["Failed"], [])
         groups = {g["InstanceGroupName"]: g
                   for g in self.sm.describe_cluster(ClusterName="cont")["InstanceGroups"]}
-        self.assertEqual(groups["cpu"]["TargetCount"], 5)
+        self.assertEqual(groups["cpu"]["TargetCount"], 5)  # 1 + 2 + 1 + 1
         # hpod's own CLI prints the same response.
         hp = self.d.hpod("batch-add-cluster-nodes", "--cluster-name", "cont", "--client-token",
                          "t-1", "--nodes-to-add",
                          "InstanceGroupName=cpu,IncrementTargetCountBy=1")
         self.assertIn(first["Successful"][0]["NodeLogicalId"], hp)
+        # Without a token, hpod fills in one of its own, as the aws CLI does.
+        own = json.loads(self.d.hpod("batch-add-cluster-nodes", "--cluster-name", "cont",
+                                     "--nodes-to-add",
+                                     "InstanceGroupName=cpu,IncrementTargetCountBy=1"))
+        self.assertNotEqual(own["Successful"][0]["NodeLogicalId"],
+                            first["Successful"][0]["NodeLogicalId"])
         # Refusals.
         msg = self.cli_error("BatchAddClusterNodes", "ValidationException", *args[:-2],
                              "--client-token", "t-1", "--nodes-to-add",
