@@ -10,12 +10,14 @@
 //   Continuous  the cluster is InService once its priority groups (the Slurm
 //               controller group and any login groups) each have a Running node;
 //               every other node is launched in parallel and, when it fails to
-//               provision, terminated and launched again (same NodeLogicalId,
-//               ordinal and address; a new instance id) after a backoff that
-//               doubles per attempt (ProvisioningRetryOptions). Updates and
-//               BatchAddClusterNodes are accepted while earlier changes are still
-//               converging; nothing fails or rolls back the cluster, except a
-//               priority node that fails before the cluster is InService.
+//               provision, terminated and launched again (same NodeLogicalId and
+//               ordinal, the same address where the provider keeps addresses; a
+//               new instance id) after a backoff that doubles per attempt
+//               (ProvisioningRetryOptions). Updates and BatchAddClusterNodes are
+//               accepted while earlier changes are still converging; nothing
+//               fails or rolls back the cluster, except a node that fails before
+//               the cluster is InService while it is a priority node or the
+//               roles are not known yet (it might be the controller).
 //
 // A node "failed to provision" when it is in Failure and its lifecycle scripts
 // never succeeded. A node that failed after it was up is node recovery's
