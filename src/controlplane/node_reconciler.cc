@@ -159,13 +159,8 @@ Status NodeReconciler::Remove(const NodeRecord& n, SlurmReconciler::Pass& slurm,
   }
   // Terminate even when `launched` is false: a crash may have come between an
   // accepted Launch and recording it.
-  HPOD_RETURN_IF_ERROR(provider_->Terminate(n.instance_id));
-  auto d = provider_->Describe(n.instance_id);
-  if (!d.ok() && d.status().code() == StatusCode::kNotFound) {
-    change->gone = true;
-  } else if (!d.ok()) {
-    return d.status();
-  } else if (d->state == provider::NodeState::kTerminated) {
+  HPOD_ASSIGN_OR_RETURN(bool gone, provider::TerminateAndCheckGone(*provider_, n.instance_id));
+  if (gone) {
     change->gone = true;
   } else {
     change->status = ClusterInstanceStatus::kShuttingDown;

@@ -93,17 +93,13 @@ StatusOr<bool> ProvisioningRetry::Step(const store::ClusterRecord& cluster,
     if (!priority || priority->count(f->group_name) || deleting.count(f->group_name)) continue;
     // One node's provider error does not hold up the others: the next pass
     // tries it again (Terminate and Describe are idempotent).
-    Status terminated = provider_->Terminate(f->instance_id);
-    auto d = terminated.ok() ? provider_->Describe(f->instance_id)
-                             : StatusOr<provider::NodeObservation>(terminated);
-    const bool gone = (!d.ok() && d.status().code() == StatusCode::kNotFound) ||
-                      (d.ok() && d->state == provider::NodeState::kTerminated);
-    if (!d.ok() && !gone) {
+    auto gone = provider::TerminateAndCheckGone(*provider_, f->instance_id);
+    if (!gone.ok()) {
       spdlog::warn("retrying {} of cluster {}: {}", f->instance_id, cluster.name,
-                   d.status().ToString());
+                   gone.status().ToString());
       continue;
     }
-    if (!gone) continue;  // terminating; the next pass swaps the row
+    if (!*gone) continue;  // terminating; the next pass swaps the row
     const double now = clock_.NowEpochSeconds();
     NodeRecord next = *f;
     if (!provider_->Environment().replacement_keeps_address) {

@@ -251,11 +251,7 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
     out->rows_changed = true;
     return Save(cluster, r, {}, "Recovery " + r.recovery_id + " rebooted node " + NodeName(r));
   }
-  HPOD_RETURN_IF_ERROR(provider_->Terminate(r.instance_id));
-  auto d = provider_->Describe(r.instance_id);
-  const bool gone = (!d.ok() && d.status().code() == StatusCode::kNotFound) ||
-                    (d.ok() && d->state == provider::NodeState::kTerminated);
-  if (!d.ok() && !gone) return d.status();
+  HPOD_ASSIGN_OR_RETURN(bool gone, provider::TerminateAndCheckGone(*provider_, r.instance_id));
   if (!gone) return OkStatus();  // terminating; next pass
   // The old row goes and the replacement's comes in one transaction: the group's
   // count never changes, and a crash leaves one or the other, never both or none.

@@ -50,4 +50,14 @@ std::optional<FaultSpec::Kind> ParseFaultKind(std::string_view name) {
   return std::nullopt;
 }
 
+StatusOr<bool> TerminateAndCheckGone(Provider& provider, const std::string& instance_id) {
+  HPOD_RETURN_IF_ERROR(provider.Terminate(instance_id));
+  auto d = provider.Describe(instance_id);
+  if (!d.ok()) {
+    if (d.status().code() == StatusCode::kNotFound) return true;
+    return d.status();
+  }
+  return d->state == NodeState::kTerminated;
+}
+
 }  // namespace hpod::provider

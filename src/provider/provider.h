@@ -118,4 +118,9 @@ class Provider {
   }
 };
 
+// Terminates the node (idempotent) and says whether it is gone: Describe says
+// Terminated or NotFound. false while it is still terminating; another error
+// of Describe or Terminate is returned.
+StatusOr<bool> TerminateAndCheckGone(Provider& provider, const std::string& instance_id);
+
 }  // namespace hpod::provider

@@ -36,6 +36,27 @@ TEST(FakeProviderTest, PendingThenRunningThenTerminated) {
   EXPECT_TRUE(p.Terminate("i-1").ok());  // idempotent on a gone node
 }
 
+// TerminateAndCheckGone (provider.h): false while terminating, then true, and
+// true for an id the provider no longer knows; a transient error is returned.
+TEST(FakeProviderTest, TerminateAndCheckGoneFollowsTheTermination) {
+  FakeClock clock;
+  FakeProviderOptions o;
+  o.terminating_for = std::chrono::seconds(2);
+  FakeProvider p(clock, o);
+  ASSERT_TRUE(p.Launch(Spec("i-1")).ok());
+  auto gone = TerminateAndCheckGone(p, "i-1");
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_FALSE(*gone);
+  clock.AdvanceTime(std::chrono::seconds(3));
+  for (const char* id : {"i-1", "i-never"}) {
+    gone = TerminateAndCheckGone(p, id);
+    ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+    EXPECT_TRUE(*gone) << id;
+  }
+  p.FailNextCalls(1);
+  EXPECT_EQ(TerminateAndCheckGone(p, "i-1").status().code(), StatusCode::kUnavailable);
+}
+
 TEST(FakeProviderTest, FailuresAndCapacity) {
   FakeClock clock;
   FakeProviderOptions o;
