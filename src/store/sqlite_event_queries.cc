@@ -121,6 +121,19 @@ StatusOr<std::string> SqliteTx::GetSetting(const std::string& key) {
       s, [](const Statement& st) { return st.Text(0); }, "setting " + key);
 }
 
+StatusOr<std::map<std::string, std::string>> SqliteTx::ListSettings(const std::string& prefix) {
+  // A range on the primary key, not LIKE: the prefix may hold '%' or '_'.
+  HPOD_ASSIGN_OR_RETURN(Statement s,
+                        db_.Prepare("SELECT key, value FROM settings WHERE key >= ? AND "
+                                    "substr(key, 1, ?) = ? ORDER BY key"));
+  s.Bind(1, prefix).Bind(2, static_cast<int64_t>(prefix.size())).Bind(3, prefix);
+  HPOD_ASSIGN_OR_RETURN(auto rows,
+                        (All<std::pair<std::string, std::string>>(s, [](const Statement& st) {
+                          return std::make_pair(st.Text(0), st.Text(1));
+                        })));
+  return std::map<std::string, std::string>(rows.begin(), rows.end());
+}
+
 Status SqliteTx::PutAgent(const AgentRecord& a) {
   HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("INSERT OR REPLACE INTO node_agents(", kAgentCols,
                                              ") VALUES(?,?,?,?,?,?,?)"));
@@ -157,6 +170,12 @@ Status SqliteTx::PutSetting(const std::string& key, const std::string& value) {
   HPOD_ASSIGN_OR_RETURN(Statement s,
                         db_.Prepare("INSERT OR REPLACE INTO settings(key, value) VALUES(?,?)"));
   s.Bind(1, key).Bind(2, value);
+  return s.Run();
+}
+
+Status SqliteTx::DeleteSetting(const std::string& key) {
+  HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM settings WHERE key=?"));
+  s.Bind(1, key);
   return s.Run();
 }
 

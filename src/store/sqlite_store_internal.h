@@ -79,6 +79,7 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::vector<AgentRecord>> ListAgents(const std::string& cluster_id) override;
   StatusOr<std::vector<AccessKeyRecord>> ListAccessKeys() override;
   StatusOr<std::string> GetSetting(const std::string& key) override;
+  StatusOr<std::map<std::string, std::string>> ListSettings(const std::string& prefix) override;
   StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) override;
   StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) override;
   StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(const std::string& cluster_id,
@@ -105,6 +106,7 @@ class SqliteTx final : public WriteTx {
   StatusOr<int64_t> AddEvent(const EventRecord& e) override;
   Status PutAccessKey(const AccessKeyRecord& k) override;
   Status PutSetting(const std::string& key, const std::string& value) override;
+  Status DeleteSetting(const std::string& key) override;
   Status PutRecovery(const RecoveryRecord& r) override;
   Status PutJoinToken(const JoinTokenRecord& t) override;
   Status DeleteJoinToken(const std::string& id) override;

@@ -514,6 +514,31 @@ TEST(SqliteStoreTest, EventsNewestFirstWithSeqPagination) {
   EXPECT_EQ(page.size(), 2u);
 }
 
+// Settings by prefix (a cluster's deep health check records): a range, so '%'
+// and '_' in a prefix are plain characters.
+TEST(SqliteStoreTest, ListsAndDeletesSettingsByPrefix) {
+  auto store = OpenSqliteStore({});
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)
+                  ->Write([](WriteTx& tx) -> Status {
+                    for (const char* k : {"cluster/a/deep/1", "cluster/a/deep/2", "cluster/a/x",
+                                          "cluster/ab/deep/1", "cluster/a_deep/1"}) {
+                      HPOD_RETURN_IF_ERROR(tx.PutSetting(k, std::string("v:") + k));
+                    }
+                    return tx.DeleteSetting("cluster/a/deep/2");
+                  })
+                  .ok());
+  std::map<std::string, std::string> got;
+  ASSERT_TRUE((*store)
+                  ->Read([&](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.ListSettings("cluster/a/deep/"));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(got, (std::map<std::string, std::string>{{"cluster/a/deep/1", "v:cluster/a/deep/1"}}));
+  EXPECT_TRUE((*store)->Write([](WriteTx& tx) { return tx.DeleteSetting("absent"); }).ok());
+}
+
 TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   auto dir = std::filesystem::temp_directory_path() / ("hpod-store-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

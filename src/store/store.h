@@ -103,6 +103,8 @@ class ReadTx {
   virtual StatusOr<std::vector<AgentRecord>> ListAgents(const std::string& cluster_id) = 0;
   // kNotFound when unset.
   virtual StatusOr<std::string> GetSetting(const std::string& key) = 0;
+  // Every setting whose key begins with `prefix`, by key.
+  virtual StatusOr<std::map<std::string, std::string>> ListSettings(const std::string& prefix) = 0;
   virtual StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) = 0;
   // A cluster's recoveries, oldest first.
   virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) = 0;
@@ -161,6 +163,8 @@ class WriteTx : public ReadTx {
   virtual StatusOr<int64_t> AddEvent(const EventRecord& e) = 0;
   virtual Status PutAccessKey(const AccessKeyRecord& k) = 0;
   virtual Status PutSetting(const std::string& key, const std::string& value) = 0;
+  // A no-op when absent.
+  virtual Status DeleteSetting(const std::string& key) = 0;
   virtual Status PutRecovery(const RecoveryRecord& r) = 0;
   // Insert or replace by primary key (id, host_id, serial).
   virtual Status PutJoinToken(const JoinTokenRecord& t) = 0;
