@@ -52,6 +52,7 @@ ALLOWED = {
     "cmd/hpod-train": {"base", "train/trainer"},
     "cmd/hpod-data": {"base", "train/data"},
     "cmd/hpod-container": {"base", "container"},
+    "cmd/hpod-deep-check": {"base", "agent", "train/comm"},
 }
 
 # Tests may also use the fakes of what they test against.

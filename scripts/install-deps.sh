@@ -51,7 +51,6 @@ TEST_PKGS=(
   swift swift-proxy swift-account swift-container swift-object  # S3 server (s3api) for lifecycle tests
   bible-kjv                 # the real corpus the training e2e test learns from
   python3-numpy python3-tqdm python3-protobuf python3-crc32c protobuf-compiler  # oracles for safetensors, the progress line, tfevents
-  iperf3                    # the link peer of the allreduce benchmark
   faketime                  # libfaketime: nodes with skewed clocks (hpodd --fake-clock-skew) in e2e tests
   prometheus                # promtool checks /metrics and prometheus.yml; a real server scrapes hpodd
   chromium fonts-dejavu-core  # the console's browser e2e test (playwright-core drives it; no browser download)
@@ -66,6 +65,7 @@ TEST_PKGS=(
 RUN_PKGS=(
   slurmctld slurmd slurm-client munge libslurm-dev
   squashfs-tools skopeo umoci # hpod-container: .sqsh images, registry pulls, OCI layers (src/container)
+  stress-ng iperf3            # deep health checks on every node (hpod-deep-check; docs/node-health.md)
   sudo                        # on every node, as on HyperPod's AMI: lifecycle scripts run `sudo bash …`
   openssh-server              # sshd on every local node: SSH between the cluster's nodes (docs/ssh.md)
   slurmdbd mariadb-server     # Slurm accounting on each cluster's controller (docs/slurm.md)

@@ -1,6 +1,9 @@
 #include "hpod/agent/commands.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/subprocess.h"
@@ -19,6 +22,20 @@ Json Result(const std::string& id, int exit_code, std::string out, std::string e
 }
 
 }  // namespace
+
+std::string ShippedProgram(const std::string& name, const std::string& self) {
+  namespace fs = std::filesystem;
+  if (name.rfind("hpod-", 0) != 0 || name.find('/') != std::string::npos) return name;
+  std::error_code ec;
+  fs::path me = self.empty() ? fs::read_symlink("/proc/self/exe", ec) : fs::path(self);
+  if (ec) return name;
+  // Installed side by side (bin/), or in the build tree (build/cmd/<name>/<name>).
+  for (const fs::path& p :
+       {me.parent_path() / name, me.parent_path().parent_path() / name / name}) {
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return name;
+}
 
 CommandRequest ParseCommandRequest(const Json& message) {
   CommandRequest request;
@@ -98,6 +115,7 @@ Json CommandRunner::Execute(const CommandRequest& request) const {
   }
   SubprocessOptions run;
   run.argv = request.argv;
+  run.argv[0] = ShippedProgram(run.argv[0]);
   run.env = request.env;
   run.cwd = request.cwd;
   run.timeout = request.timeout.count() <= 0 || request.timeout > options_.max_timeout

@@ -31,6 +31,12 @@ struct CommandRequest {
   std::string parse_error;
 };
 
+// The path of a program shipped with the agent (a name beginning with "hpod-",
+// such as hpod-deep-check): beside `self` (default: this executable) or in the
+// build tree beside it; any other name, or one not found there, is returned as
+// it is (looked up in PATH).
+std::string ShippedProgram(const std::string& name, const std::string& self = "");
+
 // Parses a `command` message (api::agentproto::Command); on a malformed one returns
 // a request with parse_error set, no argv and whatever id could be read (the runner
 // answers it with the error, so hpodd's caller is not left waiting).

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 namespace hpod::agent {
@@ -25,6 +26,29 @@ TEST(CommandsTest, ParsesAndRuns) {
   EXPECT_EQ(reply["stderr"], "e\n");
   EXPECT_EQ(reply["timed_out"], false);
   EXPECT_EQ(reply["error"], "");
+}
+
+// hpodd asks for "hpod-deep-check" by name: the copy shipped with the agent is
+// run, installed beside it or in the build tree; other names go to PATH.
+TEST(CommandsTest, ShippedProgramsAreFoundBesideTheAgent) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "shipped";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "bin");
+  fs::create_directories(dir / "build/cmd/hpod-agent");
+  fs::create_directories(dir / "build/cmd/hpod-deep-check");
+  for (const fs::path& p :
+       {dir / "bin/hpod-deep-check", dir / "build/cmd/hpod-deep-check/hpod-deep-check"}) {
+    std::ofstream(p) << "#!/bin/sh\n";
+    fs::permissions(p, fs::perms::owner_all);
+  }
+  EXPECT_EQ(ShippedProgram("hpod-deep-check", (dir / "bin/hpod-agent").string()),
+            (dir / "bin/hpod-deep-check").string());
+  EXPECT_EQ(ShippedProgram("hpod-deep-check", (dir / "build/cmd/hpod-agent/hpod-agent").string()),
+            (dir / "build/cmd/hpod-deep-check/hpod-deep-check").string());
+  EXPECT_EQ(ShippedProgram("hpod-missing", (dir / "bin/hpod-agent").string()), "hpod-missing");
+  EXPECT_EQ(ShippedProgram("scontrol", (dir / "bin/hpod-agent").string()), "scontrol");
+  fs::remove_all(dir);
 }
 
 TEST(CommandsTest, MalformedCommandIsAnsweredWithTheField) {
