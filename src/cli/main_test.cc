@@ -335,7 +335,7 @@ TEST_F(MainTest, InjectFaultIsTheHpodInjectFaultOperation) {
   EXPECT_EQ(last_line(),
             "hpod: error: argument --kind: Invalid choice: 'explode' (choose from 'kill-node', "
             "'kill-agent', 'kill-slurmd', 'partition', 'hang', 'disk-full', 'gpu-xid', "
-            "'flag-file')");
+            "'flag-file', 'cpu-throttle', 'slow-link')");
   EXPECT_EQ(Run(with({"--kind", "partition"})), kExitUsage);
   EXPECT_EQ(last_line(),
             "hpod: error: --kind partition needs --seconds N: how long the node's link stays down");

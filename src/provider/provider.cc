@@ -32,6 +32,8 @@ constexpr std::pair<FaultSpec::Kind, std::string_view> kFaultKinds[] = {
     {FaultSpec::Kind::kDiskFull, "disk-full"},
     {FaultSpec::Kind::kGpuXid, "gpu-xid"},
     {FaultSpec::Kind::kFlagFile, "flag-file"},
+    {FaultSpec::Kind::kCpuThrottle, "cpu-throttle"},
+    {FaultSpec::Kind::kSlowLink, "slow-link"},
 };
 
 }  // namespace

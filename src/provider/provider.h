@@ -58,14 +58,16 @@ struct NodeObservation {
 // path is tested on real parts.
 struct FaultSpec {
   enum class Kind {
-    kKillNode,    // every process of the node at once (local: SIGKILL of PID 1)
-    kKillAgent,   // the node agent only
-    kKillSlurmd,  // the node's slurmd only
-    kPartition,   // the node's link down for `seconds`, then up again
-    kHang,        // every process of the node stopped (SIGSTOP); never resumed
-    kDiskFull,    // the node's own disk filled to the last block
-    kGpuXid,      // an NVRM Xid `xid` in the node's kernel log and the fake NVML
-    kFlagFile,    // "1" appended to the node's /var/run/sagemaker_healthcheck_status
+    kKillNode,     // every process of the node at once (local: SIGKILL of PID 1)
+    kKillAgent,    // the node agent only
+    kKillSlurmd,   // the node's slurmd only
+    kPartition,    // the node's link down for `seconds`, then up again
+    kHang,         // every process of the node stopped (SIGSTOP); never resumed
+    kDiskFull,     // the node's own disk filled to the last block
+    kGpuXid,       // an NVRM Xid `xid` in the node's kernel log and the fake NVML
+    kFlagFile,     // "1" appended to the node's /var/run/sagemaker_healthcheck_status
+    kCpuThrottle,  // every process of the node held to 2% of one CPU (a failing stress check)
+    kSlowLink,     // the node's egress shaped to 100 Mbit/s (a failing connectivity check)
   };
   Kind kind = Kind::kKillNode;
   int seconds = 0;  // kPartition: how long the link stays down (> 0)

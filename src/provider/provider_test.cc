@@ -8,7 +8,7 @@ namespace {
 TEST(FaultKindTest, EveryKindRoundTripsThroughItsName) {
   using K = FaultSpec::Kind;
   for (K k : {K::kKillNode, K::kKillAgent, K::kKillSlurmd, K::kPartition, K::kHang, K::kDiskFull,
-              K::kGpuXid, K::kFlagFile}) {
+              K::kGpuXid, K::kFlagFile, K::kCpuThrottle, K::kSlowLink}) {
     EXPECT_EQ(ParseFaultKind(FaultKindName(k)), k) << FaultKindName(k);
   }
   EXPECT_EQ(FaultKindName(K::kDiskFull), "disk-full");

@@ -103,6 +103,13 @@ Status LocalProvider::InjectFault(const std::string& instance_id, const FaultSpe
       s = host_->RunInNodeMounts(n.process,
                                  {"sh", "-c", "echo 1 >> /var/run/sagemaker_healthcheck_status"});
       break;
+    case FaultSpec::Kind::kCpuThrottle:
+      s = host_->ThrottleCpu(n.process, CpuThrottleName(instance_id), kThrottlePercent);
+      break;
+    case FaultSpec::Kind::kSlowLink:
+      // Inside the node's namespace, on its side of the link: what it sends is slow.
+      s = host_->ShapeEgress(NetnsName(n.index), "eth0", kSlowLinkKbit);
+      break;
   }
   if (s.ok()) {
     spdlog::warn("local provider: injected fault {} into {} ({})", FaultKindName(fault.kind),

@@ -94,6 +94,23 @@ TEST_F(LocalProviderTest, FlagFileIsWrittenInsideTheNodesMountNamespace) {
                                       " sh -c echo 1 >> /var/run/sagemaker_healthcheck_status");
 }
 
+// The faults behind failing deep health checks: the node's processes in a CPU
+// cgroup of their own (removed with the node), and its side of the link shaped.
+TEST_F(LocalProviderTest, CpuThrottleAndSlowLinkActOnTheNodeAndGoWithIt) {
+  auto p = Make();
+  ASSERT_TRUE(p->Launch(Spec("i-1")).ok());
+  const auto pid1 = p->NodeProcess("i-1")->pid;
+  ASSERT_TRUE(p->InjectFault("i-1", Fault(Kind::kCpuThrottle)).ok());
+  EXPECT_EQ(host_.calls().back(), "ThrottleCpu " + std::to_string(pid1) + " hpod-throttle-i-1 2");
+  ASSERT_TRUE(p->InjectFault("i-1", Fault(Kind::kSlowLink)).ok());
+  EXPECT_EQ(host_.calls().back().rfind("ShapeEgress ", 0), 0u) << host_.calls().back();
+  EXPECT_NE(host_.calls().back().find(" eth0 100000"), std::string::npos) << host_.calls().back();
+  ASSERT_TRUE(p->Terminate("i-1").ok());
+  auto calls = host_.calls();
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "RemoveCpuThrottle hpod-throttle-i-1"),
+            calls.end());
+}
+
 TEST_F(LocalProviderTest, PartitionEndsAtItsDeadlineAlsoAfterARestart) {
   FakeClock clock;
   auto o = Options();

@@ -465,6 +465,10 @@ Status LocalProvider::RemoveNode(const std::string& instance_id) {
   // PID 1 first: its death takes every process of the node's pid namespace.
   HPOD_RETURN_IF_ERROR(host_->Kill(n.process, kKillTimeout));
   HPOD_RETURN_IF_ERROR(host_->DeleteNodeNetwork(NetnsName(n.index), VethHost(n.index)));
+  // A cpu-throttle fault's cgroup, empty now (a no-op when there is none).
+  if (Status s = host_->RemoveCpuThrottle(CpuThrottleName(instance_id)); !s.ok()) {
+    spdlog::warn("local provider: {}", s.ToString());
+  }
   if (n.disk_mb > 0) HPOD_RETURN_IF_ERROR(host_->UnmountDisk(NodeDir(instance_id) + "/disk"));
   std::error_code ec;
   fs::remove_all(NodeDir(instance_id), ec);

@@ -164,6 +164,15 @@ class LocalProvider final : public Provider {
   // The node's PID 1 as the host sees it (tests enter the node with nsenter -t).
   std::optional<ProcessId> NodeProcess(const std::string& instance_id) const;
   std::string NodeDir(const std::string& instance_id) const;
+  // The cgroup of a node's cpu-throttle fault.
+  static std::string CpuThrottleName(const std::string& instance_id) {
+    return "hpod-throttle-" + instance_id;
+  }
+  // cpu-throttle: the share of one CPU a throttled node keeps (what a failing
+  // machine does: its work runs fifty times slower). slow-link: its egress rate,
+  // below a quarter of any link this machine's veths carry.
+  static constexpr int kThrottlePercent = 2;
+  static constexpr int kSlowLinkKbit = 100000;
   // Host paths of the node's kernel log and fake NVML script (see above).
   std::string KernelLogPath(const std::string& instance_id) const;
   std::string FakeNvmlScriptPath(const std::string& instance_id) const;

@@ -50,6 +50,13 @@ class SharedHost final : public NodeHost {
   Status MountDisk(const std::string& d, int mb) override { return h_->MountDisk(d, mb); }
   Status UnmountDisk(const std::string& d) override { return h_->UnmountDisk(d); }
   Status FillDisk(const std::string& d) override { return h_->FillDisk(d); }
+  Status ThrottleCpu(const ProcessId& id, const std::string& name, int percent) override {
+    return h_->ThrottleCpu(id, name, percent);
+  }
+  Status RemoveCpuThrottle(const std::string& name) override { return h_->RemoveCpuThrottle(name); }
+  Status ShapeEgress(const std::string& netns, const std::string& dev, int kbit) override {
+    return h_->ShapeEgress(netns, dev, kbit);
+  }
   Status RunInNodeMounts(const ProcessId& id, const std::vector<std::string>& argv) override {
     return h_->RunInNodeMounts(id, argv);
   }

@@ -143,6 +143,15 @@ class NodeHost {
   // Runs argv (found in the node's filesystem) in `pid1`'s mount namespace, and
   // only that one, so it sees the node's private /run; kInternal if it fails.
   virtual Status RunInNodeMounts(const ProcessId& pid1, const std::vector<std::string>& argv) = 0;
+  // Moves every process of the node into a CPU cgroup `name` of its own held to
+  // `percent` of one CPU (cgroup v2's cpu.max, else v1's cpu controller); what
+  // they start later inherits it.
+  virtual Status ThrottleCpu(const ProcessId& pid1, const std::string& name, int percent) = 0;
+  // Removes that cgroup once its processes are gone; OK when there is none.
+  virtual Status RemoveCpuThrottle(const std::string& name) = 0;
+  // Shapes what leaves `dev` in `netns` to `kbit` kbit/s (tc's tbf as the root
+  // qdisc; it goes with the netns).
+  virtual Status ShapeEgress(const std::string& netns, const std::string& dev, int kbit) = 0;
 };
 
 // Thread contract: safe for concurrent calls (the provider serializes anyway).
@@ -172,6 +181,9 @@ class RealNodeHost final : public NodeHost {
   Status UnmountDisk(const std::string& dir) override;
   Status FillDisk(const std::string& dir) override;
   Status RunInNodeMounts(const ProcessId& pid1, const std::vector<std::string>& argv) override;
+  Status ThrottleCpu(const ProcessId& pid1, const std::string& name, int percent) override;
+  Status RemoveCpuThrottle(const std::string& name) override;
+  Status ShapeEgress(const std::string& netns, const std::string& dev, int kbit) override;
 
   // /proc/<pid>/stat start time; nullopt when the pid does not exist or is a zombie.
   static std::optional<uint64_t> StartTimeOf(pid_t pid);
@@ -216,6 +228,9 @@ class FakeNodeHost final : public NodeHost {
   Status UnmountDisk(const std::string& dir) override;
   Status FillDisk(const std::string& dir) override;
   Status RunInNodeMounts(const ProcessId& pid1, const std::vector<std::string>& argv) override;
+  Status ThrottleCpu(const ProcessId& pid1, const std::string& name, int percent) override;
+  Status RemoveCpuThrottle(const std::string& name) override;
+  Status ShapeEgress(const std::string& netns, const std::string& dev, int kbit) override;
 
   // Test controls and observations.
   void SetRoutes(std::vector<std::string> routes);
