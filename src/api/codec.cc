@@ -47,9 +47,6 @@ std::string RefusedClusterOperation(std::string_view operation) {
                            "UpdateComputeQuota", "DeleteComputeQuota"}) {
       m[op] = quotas;
     }
-    m["StartClusterHealthCheck"] =
-        "deep health checks are not available yet; hpod's agents check every node's health "
-        "all the time (docs/node-health.md)";
     m["UpdateClusterSoftware"] =
         "rolling software updates are not available yet; a node runs its host's software";
     return m;

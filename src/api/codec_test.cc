@@ -26,7 +26,7 @@ TEST(CodecTest, EmptyBodyIsAnEmptyObject) {
 TEST(CodecTest, RefusedClusterOperationsSayWhy) {
   const ServiceModel& m = ServiceModel::Get();
   for (const char* op : {"AttachClusterNodeVolume", "CreateClusterSchedulerConfig",
-                         "ListComputeQuotas", "StartClusterHealthCheck", "UpdateClusterSoftware"}) {
+                         "ListComputeQuotas", "UpdateClusterSoftware"}) {
     auto r = DecodeRequest(m, std::string("SageMaker.") + op, kJson, "{}");
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << op;
     EXPECT_EQ(r.status().aws_type(), "") << op << ": answered as a ValidationException";

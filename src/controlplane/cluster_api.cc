@@ -46,7 +46,6 @@ const Unsupported kUnsupportedGroupMembers[] = {
     {"ScheduledUpdateConfig", "scheduled software updates are not available yet"},
     {"KubernetesConfig", "EKS orchestration is not available; hpod runs Slurm"},
     {"CapacityRequirements", "spot/on-demand capacity choices do not apply to hpod providers"},
-    {"OnStartDeepHealthChecks", "deep health checks are not available yet"},
     {"MinInstanceCount",
      "a group of a cluster with NodeProvisioningMode Continuous serves with the nodes that "
      "run and launches the rest in the background; omit MinInstanceCount"},
@@ -100,6 +99,15 @@ Status CheckSupportedGroupFields(const json& group, const std::string& path) {
   }
   if (!group.contains("InstanceType")) {
     return InvalidArgumentError(path + ".InstanceType is required: name an ml.* instance type");
+  }
+  if (auto checks = group.find("OnStartDeepHealthChecks"); checks != group.end()) {
+    std::set<std::string> seen;
+    for (const auto& c : *checks) {
+      if (!seen.insert(c.get<std::string>()).second) {
+        return InvalidArgumentError(path + ".OnStartDeepHealthChecks names " +
+                                    c.get<std::string>() + " twice; give each check once");
+      }
+    }
   }
   return OkStatus();
 }
@@ -174,6 +182,7 @@ StatusOr<ordered_json> ClusterApi::Call(const api::Operation& op, const json& re
   if (n == "BatchRebootClusterNodes") return BatchRebootClusterNodes(req);
   if (n == "BatchReplaceClusterNodes") return BatchReplaceClusterNodes(req);
   if (n == "BatchAddClusterNodes") return BatchAddClusterNodes(req);
+  if (n == "StartClusterHealthCheck") return StartClusterHealthCheck(req);
   if (n == "ListClusterEvents") return ListClusterEvents(req);
   if (n == "DescribeClusterEvent") return DescribeClusterEvent(req);
   if (n == "AddTags") return AddTags(req);

@@ -67,6 +67,8 @@ class ClusterApi {
   Result BatchRecoverClusterNodes(const nlohmann::json& req, const std::string& operation);
   // cluster_api_add.cc: continuous provisioning's scaling call.
   Result BatchAddClusterNodes(const nlohmann::json& req);
+  // cluster_api_health.cc: deep health checks on Running nodes (deep_health.h).
+  Result StartClusterHealthCheck(const nlohmann::json& req);
   Result ListClusterEvents(const nlohmann::json& req);
   Result DescribeClusterEvent(const nlohmann::json& req);
   // cluster_api_tags.cc: a cluster's Tags, by its ARN.

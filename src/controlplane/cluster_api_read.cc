@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "hpod/controlplane/cluster_api.h"
+#include "hpod/controlplane/deep_health.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/render.h"
 
@@ -167,6 +168,21 @@ StatusOr<ordered_json> ClusterApi::DescribeClusterNode(const json& req) {
         if (gr.name == n.group_name) g = &gr;
       }
       out = ordered_json{{"NodeDetails", RenderNodeDetails(n, g, options_.region)}};
+      // The node's last deep health check, as it stands (deep_health.h).
+      auto deep = tx.GetSetting(DeepCheckSetting(c.id, n.instance_id));
+      if (!deep.ok() && deep.status().code() != StatusCode::kNotFound) return deep.status();
+      json j = deep.ok() ? json::parse(*deep, nullptr, false) : json();
+      if (j.is_object()) {
+        DeepCheck d = DeepCheck::FromJson(n.instance_id, j);
+        ordered_json r{{"Status", d.state},
+                       {"DeepHealthChecks", d.checks},
+                       {"Origin", d.origin},
+                       {"Message", d.message}};
+        r["RequestedTime"] = d.requested;
+        if (d.started > 0) r["StartTime"] = d.started;
+        if (d.finished > 0) r["EndTime"] = d.finished;
+        out["NodeDetails"]["HpodDeepHealthCheck"] = std::move(r);
+      }
       return OkStatus();
     }
     return NotFoundError("Node '" + key + "' not found in cluster " + c.name + ".");

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "hpod/api/states.h"
+#include "hpod/controlplane/deep_health.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/provisioning.h"
 
@@ -131,6 +132,7 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
   std::vector<GroupRecord> groups;
   std::vector<NodeRecord> nodes;
   std::map<std::string, store::AgentRecord> agents;
+  std::map<std::string, DeepCheck> deep;
   auto read = [&]() {
     return store_.Read([&](store::ReadTx& tx) -> Status {
       HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
@@ -139,6 +141,7 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
       HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(cluster_id));
       agents.clear();
       for (auto& a : list) agents[a.instance_id] = std::move(a);
+      HPOD_ASSIGN_OR_RETURN(deep, LoadDeepChecks(tx, cluster_id));
       return OkStatus();
     });
   };
@@ -157,6 +160,8 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
   if (retried) HPOD_RETURN_IF_ERROR(read());
   std::vector<NodeChange> changes;
   Status transient = nodes_.Act(c, groups, nodes, agents, slurm, recovery.held, &changes);
+  // A node whose deep health checks are due or running is not Running yet.
+  GateDeepChecks(groups, nodes, deep, &changes);
   slurm_.Finish(slurm);
   *slurm_busy = slurm.busy || recovery.busy;
   // Record what was learnt even when some calls failed; the failure requeues.

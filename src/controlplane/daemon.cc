@@ -321,6 +321,16 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     d->api_server_->SetHostApi(d->host_api_.get());
   }
   d->queue_->Start();
+  if (d->agents_ != nullptr) {
+    d->deep_health_ = std::make_unique<DeepHealthChecker>(
+        *d->store_, clock, DeepHealthOptions{},
+        [self](const std::string& id, const std::vector<std::string>& argv,
+               std::chrono::milliseconds timeout) {
+          return self->agents_->RunCommand(id, argv, timeout);
+        },
+        [self](const std::string& id) { self->queue_->Add(id); });
+    d->deep_health_->Start();
+  }
   d->resync_ = std::thread([self] { self->ResyncLoop(); });
   d->api_routes_ = std::make_unique<http::Router>();
   HPOD_RETURN_IF_ERROR(d->AddApiRoutes(*d->api_routes_));
@@ -368,7 +378,10 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
     stopping_ = true;
   }
   cv_.notify_all();
+  // The checker after the agents: their shutdown answers its commands in
+  // flight, so a run ends; the next hpodd takes it again.
   if (agents_) agents_->Shutdown();
+  if (deep_health_) deep_health_->Stop();
   if (host_channels_) host_channels_->Shutdown();
   if (agent_net_server_) agent_net_server_->Shutdown(grace);
   if (server_) server_->Shutdown(grace);

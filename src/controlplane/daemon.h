@@ -22,6 +22,7 @@
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/cluster_reconciler.h"
 #include "hpod/controlplane/console.h"
+#include "hpod/controlplane/deep_health.h"
 #include "hpod/controlplane/health_reconciler.h"
 #include "hpod/controlplane/host_api.h"
 #include "hpod/controlplane/host_channels.h"
@@ -122,6 +123,7 @@ class Daemon {
   std::unique_ptr<AgentService> agents_;  // null unless the provider runs agents
   std::unique_ptr<ClusterReconciler> reconciler_;
   std::unique_ptr<HealthReconciler> health_;
+  std::unique_ptr<DeepHealthChecker> deep_health_;  // null unless the provider runs agents
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<ClusterApi> api_;
   std::unique_ptr<NodeApi> node_api_;

@@ -211,8 +211,11 @@ class Boto3ErrorsTest(Boto3Base):
         self.assertIn("enum value set", e.response["Error"]["Message"])
         self.client_error(sm.create_cluster, "ValidationException", ClusterName="ok",
                           InstanceGroups=[group("g", 1), group("g", 1)])
-        self.client_error(sm.create_cluster, "ValidationException", ClusterName="ok",
-                          InstanceGroups=[group("g", 1, OnStartDeepHealthChecks=["InstanceStress"])])
+        e = self.client_error(sm.create_cluster, "ValidationException", ClusterName="ok",
+                              InstanceGroups=[group("g", 1, OnStartDeepHealthChecks=[
+                                  "InstanceStress", "InstanceStress"])])
+        self.assertIn("OnStartDeepHealthChecks names InstanceStress twice",
+                      e.response["Error"]["Message"])
         self.client_error(sm.create_cluster, "ValidationException", ClusterName="ok",
                           InstanceGroups=[group("g", 1)], Orchestrator={"Eks": {
                               "ClusterArn": "arn:aws:eks:us-west-2:123456789012:cluster/x"}})
