@@ -8,7 +8,8 @@
 // "detail": ...} for stress; for connectivity rank 0 prints the check's verdict
 // with "failures" by rank, the other ranks {"rank": R}. Exit 0 when the check
 // ran (its verdict says whether the node passed), 1 when it could not run (the
-// JSON's "error" says why), 2 for bad flags.
+// JSON's "error" says why, and "missing_tool" is true when the node lacks
+// stress-ng or iperf3), 2 for bad flags.
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -26,6 +27,16 @@ using json = nlohmann::json;
 int Print(const json& j, int code) {
   std::printf("%s\n", j.dump().c_str());
   return code;
+}
+
+// A check that could not run; from the checks, kFailedPrecondition is a tool the
+// node lacks.
+int Error(const char* check, int rank, const hpod::Status& s, bool from_check = true) {
+  json j = {{"check", check},
+            {"error", s.message()},
+            {"missing_tool", from_check && s.code() == hpod::StatusCode::kFailedPrecondition}};
+  if (rank >= 0) j["rank"] = rank;
+  return Print(j, 1);
 }
 
 }  // namespace
@@ -69,7 +80,7 @@ int main(int argc, char** argv) {
 
   if (stress->parsed()) {
     auto v = hpod::agent::health::RunStressCheck(so);
-    if (!v.ok()) return Print({{"check", "InstanceStress"}, {"error", v.status().message()}}, 1);
+    if (!v.ok()) return Error("InstanceStress", -1, v.status());
     return Print({{"check", "InstanceStress"},
                   {"passed", v->passed},
                   {"message", v->message},
@@ -87,18 +98,9 @@ int main(int argc, char** argv) {
   jo.rendezvous_timeout = std::chrono::seconds(30);
   jo.collective_timeout = std::chrono::seconds(60);
   auto joined = hpod::train::comm::JoinWorld(world, {{"check", "InstanceConnectivity"}}, jo);
-  if (!joined.ok()) {
-    return Print({{"check", "InstanceConnectivity"},
-                  {"rank", world.rank},
-                  {"error", joined.status().message()}},
-                 1);
-  }
+  if (!joined.ok()) return Error("InstanceConnectivity", world.rank, joined.status(), false);
   auto v = hpod::train::comm::RunConnectivityCheck(*joined, co);
-  if (!v.ok()) {
-    return Print(
-        {{"check", "InstanceConnectivity"}, {"rank", world.rank}, {"error", v.status().message()}},
-        1);
-  }
+  if (!v.ok()) return Error("InstanceConnectivity", world.rank, v.status());
   if (world.rank != 0) return Print({{"check", "InstanceConnectivity"}, {"rank", world.rank}}, 0);
   return Print({{"check", "InstanceConnectivity"},
                 {"rank", 0},

@@ -178,7 +178,7 @@ StatusOr<ordered_json> ClusterApi::DescribeClusterNode(const json& req) {
                        {"DeepHealthChecks", d.checks},
                        {"Origin", d.origin},
                        {"Message", d.message}};
-        r["RequestedTime"] = d.requested;
+        if (d.requested > 0) r["RequestedTime"] = d.requested;
         if (d.started > 0) r["StartTime"] = d.started;
         if (d.finished > 0) r["EndTime"] = d.finished;
         out["NodeDetails"]["HpodDeepHealthCheck"] = std::move(r);

@@ -378,8 +378,10 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
     stopping_ = true;
   }
   cv_.notify_all();
-  // The checker after the agents: their shutdown answers its commands in
-  // flight, so a run ends; the next hpodd takes it again.
+  // The checker's run in flight ends without results (the agents' shutdown
+  // answers its commands, which says nothing of the nodes); the next hpodd
+  // takes it again.
+  if (deep_health_) deep_health_->RequestStop();
   if (agents_) agents_->Shutdown();
   if (deep_health_) deep_health_->Stop();
   if (host_channels_) host_channels_->Shutdown();

@@ -21,10 +21,29 @@ std::string DeepCheckSetting(const std::string& cluster_id, const std::string& i
 }
 
 json DeepCheck::ToJson() const {
-  return {{"checks", checks},     {"state", state},         {"origin", origin},
-          {"run", run},           {"requested", requested}, {"started", started},
-          {"finished", finished}, {"message", message},     {"results", results}};
+  return {{"checks", checks},           {"state", state},
+          {"origin", origin},           {"run", run},
+          {"requested", requested},     {"started", started},
+          {"finished", finished},       {"message", message},
+          {"results", results},         {"attempts", attempts},
+          {"retry_after", retry_after}, {"waiting_since", waiting_since},
+          {"fail_node", fail_node}};
 }
+
+namespace {
+
+// A record's members, read without throwing on a wrong type (a hand-edited or
+// older record gets the default).
+std::string Str(const json& j, const char* key, const std::string& def = "") {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : def;
+}
+double Num(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+}  // namespace
 
 DeepCheck DeepCheck::FromJson(const std::string& instance_id, const json& j) {
   DeepCheck c;
@@ -34,13 +53,18 @@ DeepCheck DeepCheck::FromJson(const std::string& instance_id, const json& j) {
       if (x.is_string()) c.checks.push_back(x.get<std::string>());
     }
   }
-  c.state = j.value("state", std::string(kDeepCheckRequested));
-  c.origin = j.value("origin", "");
-  c.run = j.value("run", "");
-  c.requested = j.value("requested", 0.0);
-  c.started = j.value("started", 0.0);
-  c.finished = j.value("finished", 0.0);
-  c.message = j.value("message", "");
+  c.state = Str(j, "state", kDeepCheckRequested);
+  c.origin = Str(j, "origin");
+  c.run = Str(j, "run");
+  c.requested = Num(j, "requested");
+  c.started = Num(j, "started");
+  c.finished = Num(j, "finished");
+  c.message = Str(j, "message");
+  c.attempts = static_cast<int>(Num(j, "attempts"));
+  c.retry_after = Num(j, "retry_after");
+  c.waiting_since = Num(j, "waiting_since");
+  c.fail_node =
+      j.contains("fail_node") && j["fail_node"].is_boolean() && j["fail_node"].get<bool>();
   if (j.contains("results") && j["results"].is_object()) c.results = j["results"];
   return c;
 }
@@ -97,6 +121,11 @@ void GateDeepChecks(const std::vector<store::GroupRecord>& groups,
     if (n == by_id.end()) continue;
     auto check = checks.find(c.instance_id);
     if (check != checks.end()) {
+      if (check->second.fail_node) {
+        c.status = ClusterInstanceStatus::kFailure;
+        c.message = check->second.message;
+        continue;
+      }
       if (!check->second.Active()) continue;
       c.status = ClusterInstanceStatus::kDeepHealthCheckInProgress;
       c.message = check->second.message.empty()
@@ -132,17 +161,22 @@ void DeepHealthChecker::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-void DeepHealthChecker::Stop() {
+void DeepHealthChecker::RequestStop() {
   {
     MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
+}
+
+void DeepHealthChecker::Stop() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
 }
 
 void DeepHealthChecker::Loop() {
   MutexLock lock(mu_);
+  lock.WaitFor(cv_, options_.startup_grace, [this]() REQUIRES(mu_) { return stopping_; });
   while (!stopping_) {
     lock.Unlock();
     Status s = Pass();

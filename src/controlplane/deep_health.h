@@ -12,15 +12,18 @@
 //   InService, nor a recovery done, before its new nodes passed.
 // - DeepHealthChecker, a thread of its own (a run takes seconds; the reconcile
 //   workers must not wait on it), takes every due node of a cluster into one
-//   run: it holds the Slurm nodes in a maintenance reservation
-//   (hpod-deep-health) and waits for their jobs to end, runs hpod-deep-check on
-//   each node through its agent (stress on each at once; connectivity on all
-//   of them together), ends the reservation and writes each node's result, with
-//   events. A node that failed gets a Replace recovery (the controller a Reboot,
-//   as every recovery of it), through the same path as any health verdict.
-// - Level-triggered: a run that hpodd did not finish (a restart) is taken again
-//   on the next pass; the reservation's fixed name means a new run replaces a
-//   left-over one.
+//   run: it holds the Slurm compute nodes in a maintenance reservation
+//   (hpod-deep-health; recorded as a setting first, so one left behind is
+//   deleted on a later pass), returns while jobs still run on them and looks
+//   again on the next pass, then runs hpod-deep-check on each node through its
+//   agent (stress on each at once; connectivity on each group's nodes
+//   together), ends the reservation and writes each node's result, with events
+//   (deep_health_run.cc, deep_health_exec.h for what an answer means). A node
+//   that failed gets a Replace recovery (the controller a Reboot, as every
+//   recovery of it), through the same path as any health verdict.
+// - Level-triggered: a run hpodd stopped in the middle writes nothing and is
+//   taken again by the next hpodd, after a startup grace for the agents to
+//   reconnect.
 //
 // Thread contract: the free functions are safe anywhere; DeepHealthChecker's
 // methods may be called from any thread (Pass runs one pass at a time).
@@ -48,6 +51,7 @@ inline constexpr char kDeepCheckRequested[] = "Requested";
 inline constexpr char kDeepCheckRunning[] = "InProgress";
 inline constexpr char kDeepCheckPassed[] = "Passed";
 inline constexpr char kDeepCheckFailed[] = "Failed";
+inline constexpr char kDeepCheckUnavailable[] = "Unavailable";
 inline constexpr char kDeepHealthReservation[] = "hpod-deep-health";
 
 std::string DeepCheckPrefix(const std::string& cluster_id);
@@ -61,7 +65,13 @@ struct DeepCheck {
   std::string run;     // the run that took it
   double requested = 0, started = 0, finished = 0;    // epoch seconds
   std::string message;                                // where it stands, or what it found
-  nlohmann::json results = nlohmann::json::object();  // check → {passed, message, detail}
+  nlohmann::json results = nlohmann::json::object();  // check → {outcome, message, detail}
+  int attempts = 0;          // runs that said nothing of the node (deep_health_run.cc)
+  double retry_after = 0;    // epoch seconds: not taken again before
+  double waiting_since = 0;  // since when the run waits for Slurm jobs to end
+  // Failed while replacing a node for a recovery in flight: the gate shows it in
+  // Failure, so that recovery ends Failed rather than taking it for good.
+  bool fail_node = false;
 
   bool Active() const { return state == kDeepCheckRequested || state == kDeepCheckRunning; }
   nlohmann::json ToJson() const;
@@ -79,7 +89,7 @@ std::vector<std::string> OnStartChecks(const store::GroupRecord& group);
 // The node concern's gate: a change that would make a node Running keeps it in
 // DeepHealthCheckInProgress while its record is due or running, or while it is
 // new (not Running before) in a group with OnStartDeepHealthChecks and has no
-// record yet.
+// record yet; and makes it Failure when its record says so (fail_node).
 void GateDeepChecks(const std::vector<store::GroupRecord>& groups,
                     const std::vector<store::NodeRecord>& nodes,
                     const std::map<std::string, DeepCheck>& checks,
@@ -94,6 +104,7 @@ struct DeepHealthOptions {
   int iperf_port = 5301;
   // How long a run waits for jobs on its reserved nodes to end.
   std::chrono::seconds job_wait{3600};
+  std::chrono::milliseconds startup_grace{10000};
 };
 
 class DeepHealthChecker {
@@ -107,7 +118,11 @@ class DeepHealthChecker {
                     std::function<void(const std::string&)> wake);
   ~DeepHealthChecker();
 
+  // Start runs the first pass after `startup_grace` (agents reconnect to a new
+  // hpodd meanwhile). RequestStop makes a run in flight end without writing
+  // results (call it before the agents shut down); Stop also joins.
   void Start();
+  void RequestStop();
   void Stop();
 
   // One pass over every cluster: each runs its due checks (public for tests).

@@ -1,15 +1,15 @@
-// DeepHealthChecker::RunCluster: one run of a cluster's due deep health checks
-// (deep_health.h says the steps).
+// DeepHealthChecker::RunCluster: one pass over a cluster's due deep health
+// checks (deep_health.h says the steps; deep_health_exec.h what an answer means).
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <set>
-#include <thread>
 
 #include "hpod/api/states.h"
 #include "hpod/base/crypto.h"
 #include "hpod/controlplane/deep_health.h"
+#include "hpod/controlplane/deep_health_exec.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/recovery.h"
 #include "hpod/controlplane/slurm_plan.h"
@@ -21,15 +21,21 @@ namespace {
 using json = nlohmann::json;
 using api::ClusterInstanceStatus;
 using api::ClusterStatus;
+using deep::CheckResult;
+using deep::Outcome;
 using namespace std::chrono_literals;
 
 constexpr char kStress[] = "InstanceStress";
 constexpr char kConnectivity[] = "InstanceConnectivity";
+// A check that said nothing about its node is tried this many times, this far
+// apart, before the node is taken for unreachable.
+constexpr int kAttempts = 3;
+constexpr double kRetrySeconds = 10;
 
 struct Target {
   store::NodeRecord node;
   DeepCheck check;
-  json results = json::object();  // check → {passed, message, detail}
+  std::map<std::string, CheckResult> results;  // by check
 };
 
 bool Has(const std::vector<std::string>& v, const std::string& s) {
@@ -42,24 +48,166 @@ std::string Join(const std::vector<std::string>& v, const std::string& sep = ", 
   return out;
 }
 
-// The last line of a failed command's output, for a message.
-std::string Why(const StatusOr<CommandResult>& r) {
-  if (!r.ok()) return r.status().message();
-  if (r->timed_out) return "it did not finish in time";
-  std::string text = !r->stderr_data.empty() ? r->stderr_data : r->stdout_data;
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  const auto nl = text.rfind('\n');
-  if (nl != std::string::npos) text = text.substr(nl + 1);
-  return "exit code " + std::to_string(r->exit_code) + (text.empty() ? "" : ": " + text);
+std::string ReservationSetting(const std::string& cluster_id) {
+  return "cluster/" + cluster_id + "/deep-check-reservation";
 }
 
-// hpod-deep-check's one JSON line, or why there is none.
-StatusOr<json> Output(const StatusOr<CommandResult>& r) {
-  if (!r.ok()) return r.status();
-  json j = json::parse(r->stdout_data, nullptr, false);
-  if (!j.is_object()) return UnavailableError("hpod-deep-check did not answer (" + Why(r) + ")");
-  if (j.contains("error")) return UnavailableError(j.value("error", ""));
-  return j;
+std::vector<std::string> ReservationArgv(const std::string& hosts) {
+  return {"scontrol",
+          "create",
+          "reservation",
+          std::string("reservationname=") + kDeepHealthReservation,
+          "nodes=" + hosts,
+          "starttime=now",
+          "duration=infinite",
+          "users=root",
+          "flags=maint,ignore_jobs"};
+}
+
+const std::vector<std::string> kDeleteReservation = {
+    "scontrol", "delete", std::string("reservation=") + kDeepHealthReservation};
+
+// Each target's record from its results, from a fresh read: a node replaced or
+// removed meanwhile is left alone.
+//  - a check failed: Failed, with a Replace recovery (a Reboot for the
+//    controller). A node that is itself the replacement of a recovery in flight
+//    has that one: it is marked failed (fail_node), so that recovery ends
+//    Failed instead of taking it for a good replacement;
+//  - a check said nothing of the node: tried again kRetrySeconds later; after
+//    kAttempts the node is taken for unreachable, as a failure;
+//  - a check could not run for lack of a tool: Unavailable, the node left as it
+//    is (another node would lack it too);
+//  - else Passed.
+Status WriteResults(store::Store& store, const Clock& clock, const std::string& cluster_id,
+                    const std::string& run, const std::string& controller_group,
+                    const std::string& slurm_note, std::vector<Target>& targets) {
+  const double end = clock.NowEpochSeconds();
+  return store.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(auto fresh, LoadDeepChecks(tx, cluster_id));
+    for (auto& t : targets) {
+      auto node = tx.GetNode(cluster_id, t.node.instance_id);
+      auto rec = fresh.find(t.node.instance_id);
+      if (!node.ok() || node->remove || rec == fresh.end() || rec->second.run != run) continue;
+      std::vector<std::string> lines, failed, failed_lines, unsure, missing;
+      for (const auto& name : t.check.checks) {
+        auto it = t.results.find(name);
+        const CheckResult r = it == t.results.end() ? CheckResult{} : it->second;
+        const std::string verb = r.skipped ? "" : std::string(deep::OutcomeName(r.outcome)) + ": ";
+        lines.push_back(name + " " + verb + (r.message.empty() ? "no answer" : r.message));
+        if (r.outcome == Outcome::kFailed) {
+          failed.push_back(name);
+          failed_lines.push_back(lines.back());
+        }
+        if (r.outcome == Outcome::kInconclusive) unsure.push_back(lines.back());
+        if (r.outcome == Outcome::kUnavailable) missing.push_back(lines.back());
+      }
+      DeepCheck& d = t.check;
+      d.finished = end;
+      d.results = json::object();
+      for (const auto& [name, r] : t.results) {
+        d.results[name] = {{"outcome", deep::OutcomeName(r.outcome)},
+                           {"message", r.message},
+                           {"detail", r.detail}};
+      }
+      EventLevel level = EventLevel::kInfo;
+      bool recover = false;
+      if (failed.empty() && !unsure.empty() && d.attempts + 1 < kAttempts) {
+        ++d.attempts;
+        d.state = kDeepCheckRequested;
+        d.retry_after = end + kRetrySeconds;
+        d.message = "Deep health check could not complete at " + FormatUtc(end) + " (" +
+                    Join(unsure, "; ") + "); trying again in " +
+                    std::to_string(static_cast<int>(kRetrySeconds)) + " s (attempt " +
+                    std::to_string(d.attempts + 1) + " of " + std::to_string(kAttempts) + ")";
+        level = EventLevel::kWarn;
+      } else if (!failed.empty() || !unsure.empty()) {
+        d.state = kDeepCheckFailed;
+        if (failed.empty()) {
+          failed = t.check.checks;
+          failed_lines = {"could not complete " + std::to_string(kAttempts) +
+                          " times, the node taken for unreachable: " + Join(unsure, "; ")};
+        }
+        d.message =
+            "Deep health check failed at " + FormatUtc(end) + ": " + Join(lines, "; ") + slurm_note;
+        level = EventLevel::kError;
+        recover = true;
+      } else if (!missing.empty()) {
+        d.state = kDeepCheckUnavailable;
+        d.message = "Deep health check could not run at " + FormatUtc(end) + ": " +
+                    Join(lines, "; ") + "; the node is left as it is";
+        level = EventLevel::kWarn;
+      } else {
+        d.state = kDeepCheckPassed;
+        d.message = "Deep health check passed at " + FormatUtc(end) + ": " + Join(lines, "; ");
+      }
+      if (recover) {
+        RecoveryRequest req;
+        req.action = RecoveryAction::kReplace;
+        req.source = "DeepHealthCheck";
+        req.check = Join(failed);
+        req.reason = "deep health check " + Join(failed_lines, "; ");
+        auto id =
+            RequestRecovery(tx, clock, c, *node,
+                            !controller_group.empty() && node->group_name == controller_group, req);
+        if (!id.ok() && id.status().code() != StatusCode::kFailedPrecondition) return id.status();
+        if (id.ok()) {
+          HPOD_ASSIGN_OR_RETURN(auto r, tx.GetRecovery(*id));
+          d.fail_node = r.instance_id != node->instance_id;
+        }
+      }
+      HPOD_RETURN_IF_ERROR(PutDeepCheck(tx, cluster_id, d));
+      HPOD_RETURN_IF_ERROR(RecordEvent(
+          tx, clock, c, NodeSubject(node->group_name, node->instance_id), level, d.message));
+    }
+    return OkStatus();
+  });
+}
+
+// One group's connectivity ring, ranked by hostname. A node checked alone is
+// measured against a Running peer of its group (a replacement against a node
+// its job ran with), which is not judged.
+void RunRing(const deep::RunFn& run, const DeepHealthOptions& options,
+             const std::vector<store::NodeRecord>& nodes, const std::vector<Target>& targets,
+             std::vector<std::pair<store::NodeRecord, Target*>>& ring) {
+  if (ring.size() == 1) {
+    std::set<std::string> taken;
+    for (const auto& t : targets) taken.insert(t.node.instance_id);
+    for (const auto& n : nodes) {
+      if (n.group_name == ring[0].first.group_name && !n.remove && !taken.count(n.instance_id) &&
+          !n.hostname.empty() && !n.private_ip.empty() &&
+          api::Is(n.status, ClusterInstanceStatus::kRunning)) {
+        ring.emplace_back(n, nullptr);
+        break;
+      }
+    }
+  }
+  std::sort(ring.begin(), ring.end(),
+            [](const auto& a, const auto& b) { return a.first.hostname < b.first.hostname; });
+  if (ring.size() == 1) {
+    CheckResult skipped;
+    skipped.outcome = Outcome::kPassed;
+    skipped.skipped = true;
+    skipped.message = "skipped: it needs a second node, and no other node of group " +
+                      ring[0].first.group_name + " was checked with it or Running";
+    ring[0].second->results[kConnectivity] = skipped;
+    return;
+  }
+  std::vector<store::NodeRecord> ranks;
+  std::string peer;
+  for (const auto& [n, t] : ring) {
+    ranks.push_back(n);
+    if (t == nullptr) peer = n.hostname;
+  }
+  auto results = deep::RunConnectivity(run, options.program, options.rendezvous_port,
+                                       options.iperf_port, ranks);
+  for (size_t r = 0; r < ring.size(); ++r) {
+    if (ring[r].second == nullptr) continue;
+    if (!peer.empty() && results[r].outcome == Outcome::kPassed) {
+      results[r].message += " (against " + peer + ", a Running peer)";
+    }
+    ring[r].second->results[kConnectivity] = results[r];
+  }
 }
 
 }  // namespace
@@ -69,13 +217,18 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
   std::vector<store::GroupRecord> groups;
   std::vector<store::NodeRecord> nodes;
   std::map<std::string, DeepCheck> checks;
-  std::string controller_group;
+  std::string controller_group, reservation_left;
+  std::optional<std::set<std::string>> priority;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(cluster, tx.GetCluster(cluster_id));
     HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
     HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
     HPOD_ASSIGN_OR_RETURN(checks, LoadDeepChecks(tx, cluster_id));
     HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
+    HPOD_ASSIGN_OR_RETURN(priority, PriorityGroups(tx, cluster_id, groups));
+    auto left = tx.GetSetting(ReservationSetting(cluster_id));
+    if (!left.ok() && left.status().code() != StatusCode::kNotFound) return left.status();
+    if (left.ok()) reservation_left = *left;
     return OkStatus();
   }));
   if (api::Is(cluster.status, ClusterStatus::kDeleting) ||
@@ -87,15 +240,20 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
   std::set<std::string> live;
   std::vector<Target> targets;
   const double now = clock_.NowEpochSeconds();
+  bool waiting_retry = false;
   for (const auto& n : nodes) {
     live.insert(n.instance_id);
     if (n.remove || !n.launched) continue;
     auto c = checks.find(n.instance_id);
-    Target t{n, {}, json::object()};
+    Target t{n, {}, {}};
     if (c != checks.end()) {
-      // A record InProgress here is a run hpodd did not finish (one run at a
-      // time, and this pass is the only one): it is taken again.
+      // InProgress here is a run an earlier hpodd did not finish (this thread
+      // runs one at a time): it is taken again.
       if (!c->second.Active()) continue;
+      if (c->second.retry_after > now) {
+        waiting_retry = true;
+        continue;
+      }
       t.check = c->second;
     } else if (api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress) &&
                by_group.count(n.group_name) && !OnStartChecks(*by_group[n.group_name]).empty()) {
@@ -113,11 +271,92 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
   for (const auto& [id, c] : checks) {
     if (!live.count(id)) stale.push_back(id);
   }
-  if (targets.empty() && stale.empty()) return OkStatus();
+  if (!stale.empty()) {
+    HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+      for (const auto& id : stale) {
+        HPOD_RETURN_IF_ERROR(tx.DeleteSetting(DeepCheckSetting(cluster_id, id)));
+      }
+      return OkStatus();
+    }));
+  }
+
+  // Slurm: the controller (by its group: it may be under a check itself), and
+  // the compute nodes among the targets (controller and login nodes are not
+  // Slurm nodes).
+  const store::NodeRecord* controller = nullptr;
+  for (const auto& n : nodes) {
+    if (!controller_group.empty() && n.group_name == controller_group && !n.remove && n.launched) {
+      controller = &n;
+    }
+  }
+  auto slurm = [&](const std::vector<std::string>& argv) -> StatusOr<CommandResult> {
+    if (controller == nullptr) return FailedPreconditionError("no controller");
+    return run_(controller->instance_id, argv, 30s);
+  };
+  auto forget_reservation = [&]() -> Status {
+    auto r = slurm(kDeleteReservation);
+    const bool gone =
+        r.ok() && (r->exit_code == 0 || r->stderr_data.find("not found") != std::string::npos ||
+                   r->stdout_data.find("not found") != std::string::npos);
+    if (!gone) return OkStatus();  // tried again on a later pass
+    return store_.Write(
+        [&](store::WriteTx& tx) { return tx.DeleteSetting(ReservationSetting(cluster_id)); });
+  };
+  if (targets.empty()) {
+    // A reservation a run left (hpodd stopped, the controller away) ends here.
+    if (!reservation_left.empty() && !waiting_retry && controller != nullptr) {
+      return forget_reservation();
+    }
+    return OkStatus();
+  }
+  std::vector<std::string> reserved;
+  for (const auto& t : targets) {
+    const bool compute =
+        priority ? !priority->count(t.node.group_name) : t.node.group_name != controller_group;
+    if (compute && !t.node.hostname.empty()) reserved.push_back(t.node.hostname);
+  }
+  std::string slurm_note;
+  if (controller != nullptr && !reserved.empty()) {
+    const std::string hosts = Join(reserved, ",");
+    // Written before the reservation exists, so it is never left unrecorded.
+    HPOD_RETURN_IF_ERROR(store_.Write(
+        [&](store::WriteTx& tx) { return tx.PutSetting(ReservationSetting(cluster_id), hosts); }));
+    (void)slurm(kDeleteReservation);
+    auto made = slurm(ReservationArgv(hosts));
+    if (!made.ok() || made->exit_code != 0) {
+      slurm_note = " (the Slurm reservation could not be made: " +
+                   (made.ok() ? made->stderr_data + made->stdout_data : made.status().message()) +
+                   ")";
+    } else {
+      auto q = slurm({"squeue", "-h", "-w", hosts, "-o", "%A"});
+      std::string jobs = q.ok() && q->exit_code == 0 ? q->stdout_data : "";
+      while (!jobs.empty() && (jobs.back() == '\n' || jobs.back() == ' ')) jobs.pop_back();
+      std::replace(jobs.begin(), jobs.end(), '\n', ' ');
+      double since = now;
+      for (const auto& t : targets) {
+        if (t.check.waiting_since > 0) since = std::min(since, t.check.waiting_since);
+      }
+      if (!jobs.empty() && now - since < std::chrono::duration<double>(options_.job_wait).count()) {
+        // Not here: the checker serves every cluster. The next pass looks again.
+        return store_.Write([&](store::WriteTx& tx) -> Status {
+          for (auto& t : targets) {
+            t.check.state = kDeepCheckRequested;
+            if (t.check.waiting_since == 0) t.check.waiting_since = now;
+            t.check.message = "Deep health checks " + Join(t.check.checks) +
+                              " wait for Slurm jobs " + jobs + " to end on " + hosts +
+                              " (held out of new jobs by reservation " + kDeepHealthReservation +
+                              ")";
+            HPOD_RETURN_IF_ERROR(PutDeepCheck(tx, cluster_id, t.check));
+          }
+          return OkStatus();
+        });
+      }
+      if (!jobs.empty()) slurm_note = " (Slurm jobs " + jobs + " still ran after the wait)";
+    }
+  }
+
   const std::string run = "run-" + NewUuid4().substr(0, 8);
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
-    for (const auto& id : stale)
-      HPOD_RETURN_IF_ERROR(tx.DeleteSetting(DeepCheckSetting(cluster_id, id)));
     for (auto& t : targets) {
       t.check.state = kDeepCheckRunning;
       t.check.run = run;
@@ -133,203 +372,37 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
     }
     return OkStatus();
   }));
-  if (targets.empty()) return OkStatus();
   if (wake_) wake_(cluster_id);  // the gate shows them in DeepHealthCheckInProgress
-
-  // Slurm: the checked compute nodes are held out of new jobs, and the run waits
-  // for the jobs already on them.
-  const store::NodeRecord* controller = nullptr;
-  for (const auto& n : nodes) {
-    if (!controller_group.empty() && n.group_name == controller_group && !n.remove &&
-        api::Is(n.status, ClusterInstanceStatus::kRunning)) {
-      controller = &n;
-    }
-  }
-  std::vector<std::string> reserved;
-  for (const auto& t : targets) {
-    if (t.node.group_name != controller_group && !t.node.hostname.empty()) {
-      reserved.push_back(t.node.hostname);
-    }
-  }
-  std::string slurm_note;
-  if (controller != nullptr && !reserved.empty()) {
-    const std::string hosts = Join(reserved, ",");
-    (void)run_(controller->instance_id,
-               {"scontrol", "delete", std::string("reservation=") + kDeepHealthReservation}, 30s);
-    auto made =
-        run_(controller->instance_id,
-             {"scontrol", "create", "reservation",
-              std::string("reservationname=") + kDeepHealthReservation, "nodes=" + hosts,
-              "starttime=now", "duration=infinite", "users=root", "flags=maint,ignore_jobs"},
-             30s);
-    if (!made.ok() || made->exit_code != 0) {
-      slurm_note = "; the Slurm reservation could not be made (" + Why(made) + ")";
-    } else {
-      const auto deadline = clock_.SteadyNow() + options_.job_wait;
-      for (;;) {
-        auto q = run_(controller->instance_id, {"squeue", "-h", "-w", hosts, "-o", "%A"}, 30s);
-        std::string jobs = q.ok() && q->exit_code == 0 ? q->stdout_data : "";
-        while (!jobs.empty() && (jobs.back() == '\n' || jobs.back() == ' ')) jobs.pop_back();
-        if (jobs.empty() || clock_.SteadyNow() > deadline) break;
-        {
-          MutexLock lock(mu_);
-          if (stopping_) return OkStatus();  // the next hpodd takes the run again
-        }
-        std::replace(jobs.begin(), jobs.end(), '\n', ' ');
-        spdlog::info("deep health checks of cluster {} wait for jobs {} on {}", cluster_id, jobs,
-                     hosts);
-        std::this_thread::sleep_for(2s);
-      }
-    }
-  }
 
   // InstanceStress: every node at once, each alone.
   {
-    std::vector<std::thread> threads;
+    std::vector<store::NodeRecord> stressed;
+    std::vector<Target*> of;
     for (auto& t : targets) {
       if (!Has(t.check.checks, kStress)) continue;
-      threads.emplace_back([&, tp = &t] {
-        auto r =
-            run_(tp->node.instance_id,
-                 {options_.program, "stress", "--seconds", std::to_string(options_.stress_seconds)},
-                 std::chrono::seconds(options_.stress_seconds + 120));
-        auto out = Output(r);
-        if (!out.ok()) {
-          tp->results[kStress] = {{"passed", false},
-                                  {"message", "could not run: " + out.status().message()}};
-        } else {
-          tp->results[kStress] = {{"passed", out->value("passed", false)},
-                                  {"message", out->value("message", "")},
-                                  {"detail", out->value("detail", json::object())}};
-        }
-      });
+      stressed.push_back(t.node);
+      of.push_back(&t);
     }
-    for (auto& th : threads) th.join();
+    auto results = deep::RunStress(run_, options_.program, options_.stress_seconds, stressed);
+    for (size_t i = 0; i < of.size(); ++i) of[i]->results[kStress] = results[i];
   }
 
-  // InstanceConnectivity: all its nodes together, ranked by hostname. A node
-  // checked alone is measured against a Running peer of its group (a
-  // replacement against a node its job ran with), which is not judged.
-  struct Rank {
-    store::NodeRecord node;
-    Target* target;  // null for the peer
-  };
-  std::vector<Rank> ring;
+  // InstanceConnectivity: the nodes of each instance group together (one type
+  // of machine and NIC: a ratio across types would blame the slower type).
+  std::map<std::string, std::vector<std::pair<store::NodeRecord, Target*>>> rings;
   for (auto& t : targets) {
-    if (Has(t.check.checks, kConnectivity)) ring.push_back({t.node, &t});
+    if (Has(t.check.checks, kConnectivity)) rings[t.node.group_name].emplace_back(t.node, &t);
   }
-  if (ring.size() == 1) {
-    std::set<std::string> taken;
-    for (const auto& t : targets) taken.insert(t.node.instance_id);
-    for (const auto& n : nodes) {
-      if (n.group_name == ring[0].node.group_name && !n.remove && !taken.count(n.instance_id) &&
-          !n.hostname.empty() && !n.private_ip.empty() &&
-          api::Is(n.status, ClusterInstanceStatus::kRunning)) {
-        ring.push_back({n, nullptr});
-        break;
-      }
-    }
+  for (auto& [group, ring] : rings) RunRing(run_, options_, nodes, targets, ring);
+  {
+    MutexLock lock(mu_);
+    // hpodd is stopping: its agents went first, so what came back says nothing
+    // of the nodes. The records stay InProgress; the next hpodd runs them again.
+    if (stopping_) return OkStatus();
   }
-  std::sort(ring.begin(), ring.end(),
-            [](const Rank& a, const Rank& b) { return a.node.hostname < b.node.hostname; });
-  if (ring.size() == 1) {
-    ring[0].target->results[kConnectivity] = {
-        {"passed", true},
-        {"skipped", true},
-        {"message", "skipped: it needs a second node, and no other node of group " +
-                        ring[0].node.group_name + " was checked with it or Running"}};
-  } else if (ring.size() > 1) {
-    std::vector<std::string> names;
-    std::string peer;
-    for (const Rank& r : ring) {
-      names.push_back(r.node.hostname);
-      if (r.target == nullptr) peer = r.node.hostname;
-    }
-    std::vector<StatusOr<CommandResult>> out(ring.size(), UnavailableError("not run"));
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < ring.size(); ++r) {
-      threads.emplace_back([&, r] {
-        out[r] = run_(ring[r].node.instance_id,
-                      {options_.program, "connectivity", "--rank", std::to_string(r), "--world",
-                       std::to_string(ring.size()), "--master", ring[0].node.private_ip, "--port",
-                       std::to_string(options_.rendezvous_port), "--names", Join(names, ","),
-                       "--iperf-port", std::to_string(options_.iperf_port)},
-                      std::chrono::seconds(120 + 4 * static_cast<int>(ring.size())));
-      });
-    }
-    for (auto& th : threads) th.join();
-    auto verdict = Output(out[0]);
-    for (size_t r = 0; r < ring.size(); ++r) {
-      if (ring[r].target == nullptr) continue;
-      json& res = ring[r].target->results[kConnectivity];
-      auto mine = Output(out[r]);
-      if (verdict.ok()) {
-        const auto& f = (*verdict)["failures"];
-        const std::string why = f.is_array() && r < f.size() ? f[r].get<std::string>() : "";
-        res = {{"passed", why.empty()},
-               {"message", (why.empty() ? verdict->value("message", "") : why) +
-                               (peer.empty() ? "" : " (against " + peer + ", a Running peer)")},
-               {"detail", verdict->value("detail", json::object())}};
-      } else if (!mine.ok()) {
-        res = {{"passed", false}, {"message", "could not run: " + mine.status().message()}};
-      } else {
-        res = {{"passed", false},
-               {"message", "the check did not complete: " + names[0] +
-                               " (rank 0): " + verdict.status().message()}};
-      }
-    }
-  }
-
-  if (controller != nullptr && !reserved.empty() && slurm_note.empty()) {
-    (void)run_(controller->instance_id,
-               {"scontrol", "delete", std::string("reservation=") + kDeepHealthReservation}, 30s);
-  }
-
-  // Results, each from a fresh read: a node replaced or removed meanwhile is
-  // left alone.
-  const double end = clock_.NowEpochSeconds();
-  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(auto fresh, LoadDeepChecks(tx, cluster_id));
-    for (auto& t : targets) {
-      auto node = tx.GetNode(cluster_id, t.node.instance_id);
-      auto rec = fresh.find(t.node.instance_id);
-      if (!node.ok() || node->remove || rec == fresh.end() || rec->second.run != run) continue;
-      std::vector<std::string> failed, lines, failed_lines;
-      for (const auto& name : t.check.checks) {
-        const json& r = t.results.contains(name) ? t.results[name] : json::object();
-        const bool ok = r.value("passed", false);
-        lines.push_back(name +
-                        (ok ? (r.value("skipped", false) ? " " : " passed: ") : " failed: ") +
-                        r.value("message", "not run"));
-        if (!ok) {
-          failed.push_back(name);
-          failed_lines.push_back(lines.back());
-        }
-      }
-      t.check.state = failed.empty() ? kDeepCheckPassed : kDeepCheckFailed;
-      t.check.finished = end;
-      t.check.results = t.results;
-      t.check.message = "Deep health check " + std::string(failed.empty() ? "passed" : "failed") +
-                        " at " + FormatUtc(end) + ": " + Join(lines, "; ") +
-                        (failed.empty() ? "" : slurm_note);
-      HPOD_RETURN_IF_ERROR(PutDeepCheck(tx, cluster_id, t.check));
-      HPOD_RETURN_IF_ERROR(
-          RecordEvent(tx, clock_, c, NodeSubject(node->group_name, node->instance_id),
-                      failed.empty() ? EventLevel::kInfo : EventLevel::kError, t.check.message));
-      if (failed.empty()) continue;
-      RecoveryRequest req;
-      req.action = RecoveryAction::kReplace;
-      req.source = "DeepHealthCheck";
-      req.check = Join(failed);
-      req.reason = "deep health check " + Join(failed_lines, "; ");
-      auto id =
-          RequestRecovery(tx, clock_, c, *node,
-                          !controller_group.empty() && node->group_name == controller_group, req);
-      if (!id.ok() && id.status().code() != StatusCode::kFailedPrecondition) return id.status();
-    }
-    return OkStatus();
-  }));
+  if (!reserved.empty() && slurm_note.empty()) HPOD_RETURN_IF_ERROR(forget_reservation());
+  HPOD_RETURN_IF_ERROR(
+      WriteResults(store_, clock_, cluster_id, run, controller_group, slurm_note, targets));
   if (wake_) wake_(cluster_id);
   return OkStatus();
 }

@@ -9,6 +9,7 @@
 
 #include <mutex>
 
+#include "hpod/controlplane/deep_health_exec.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/test_harness.h"
 
@@ -37,13 +38,28 @@ struct FakeNodes {
   std::mutex mu;
   std::vector<std::pair<std::string, std::vector<std::string>>> runs;
   std::set<std::string> failing_stress;
+  std::set<std::string> unreachable;   // their agent is not connected
+  std::set<std::string> without_tool;  // stress-ng is not installed there
+  std::string jobs;                    // what squeue prints
+  std::string stress_answer;           // when set, what every stress run prints
 
   StatusOr<CommandResult> Run(const std::string& id, const std::vector<std::string>& argv,
                               std::chrono::milliseconds) {
     std::lock_guard<std::mutex> lock(mu);
     runs.emplace_back(id, argv);
+    if (unreachable.count(id)) return FailedPreconditionError("the node's agent is not connected");
     CommandResult r;
-    if (argv[0] == "hpod-deep-check" && argv[1] == "stress") {
+    if (argv[0] == "squeue") r.stdout_data = jobs;
+    if (argv[0] == "hpod-deep-check" && argv[1] == "stress" && !stress_answer.empty()) {
+      r.stdout_data = stress_answer;
+    } else if (argv[0] == "hpod-deep-check" && argv[1] == "stress" && without_tool.count(id)) {
+      r.exit_code = 1;
+      r.stdout_data = json{
+          {"check", "InstanceStress"},
+          {"error", "cannot run stress-ng (install Debian's stress-ng package)"},
+          {"missing_tool",
+           true}}.dump();
+    } else if (argv[0] == "hpod-deep-check" && argv[1] == "stress") {
       const bool ok = !failing_stress.count(id);
       r.stdout_data = json{{"check", "InstanceStress"},
                            {"passed", ok},
@@ -316,6 +332,142 @@ TEST_F(DeepHealthTest, ANodeCheckedAloneIsMeasuredAgainstARunningPeerThatIsNotJu
       std::string::npos)
       << d;
   EXPECT_FALSE(DescribeNode(workers[1].instance_id).contains("HpodDeepHealthCheck"));
+}
+
+// What the checks could not say is not a node's failure: an agent away is tried
+// again (three times, 10 s apart, then taken for unreachable), a missing tool
+// leaves the node as it is, and nothing a node prints throws.
+TEST_F(DeepHealthTest, InconclusiveAndUnavailableChecksAreNotFailures) {
+  ASSERT_TRUE(
+      h_.Call("CreateCluster", {{"ClusterName", "demo"},
+                                {"InstanceGroups", {Controller(), Workers(3, {"InstanceStress"})}}})
+          .ok());
+  h_.Converge();
+  auto w = Nodes("workers");
+  nodes_.unreachable.insert(w[0].instance_id);
+  nodes_.without_tool.insert(w[1].instance_id);
+  ASSERT_TRUE(checker_.Pass().ok());
+  h_.Converge(3);
+  json d0 = DescribeNode(w[0].instance_id)["HpodDeepHealthCheck"];
+  EXPECT_EQ(d0["Status"], "Requested");
+  EXPECT_NE(d0["Message"].get<std::string>().find("could not complete"), std::string::npos) << d0;
+  EXPECT_NE(d0["Message"].get<std::string>().find("(attempt 2 of 3)"), std::string::npos) << d0;
+  EXPECT_EQ(Nodes("workers")[0].status, "DeepHealthCheckInProgress");
+  json d1 = DescribeNode(w[1].instance_id)["HpodDeepHealthCheck"];
+  EXPECT_EQ(d1["Status"], "Unavailable");
+  EXPECT_NE(d1["Message"].get<std::string>().find("install Debian's stress-ng package"),
+            std::string::npos);
+  EXPECT_EQ(Nodes("workers")[1].status, "Running");  // left as it is, reported
+  EXPECT_EQ(DescribeNode(w[2].instance_id)["HpodDeepHealthCheck"]["Status"], "Passed");
+  // Not again before its retry is due; then twice more, and it is replaced.
+  ASSERT_TRUE(checker_.Pass().ok());
+  EXPECT_EQ(DescribeNode(w[0].instance_id)["HpodDeepHealthCheck"]["Message"], d0["Message"]);
+  for (int i = 0; i < 2; ++i) {
+    h_.clock_.AdvanceTime(std::chrono::seconds(11));
+    ASSERT_TRUE(checker_.Pass().ok());
+  }
+  json failed = DescribeNode(w[0].instance_id)["HpodDeepHealthCheck"];
+  EXPECT_EQ(failed["Status"], "Failed");
+  EXPECT_NE(failed["Message"].get<std::string>().find("is not connected"), std::string::npos);
+  EXPECT_TRUE(
+      HasEvent("is unhealthy: deep health check could not complete 3 times, the node "
+               "taken for unreachable: InstanceStress inconclusive"));
+}
+
+// A replacement that fails its OnStart check is not taken for a good one: it is
+// in Failure, and the recovery that launched it ends Failed.
+TEST_F(DeepHealthTest, AReplacementThatFailsItsCheckFailsItsRecovery) {
+  ASSERT_TRUE(
+      h_.Call("CreateCluster", {{"ClusterName", "demo"},
+                                {"InstanceGroups", {Controller(), Workers(2, {"InstanceStress"})}}})
+          .ok());
+  h_.Converge();
+  ASSERT_TRUE(checker_.Pass().ok());
+  h_.Converge();
+  ASSERT_EQ(h_.Describe("demo")["ClusterStatus"], "InService");
+  auto bad = Nodes("workers")[0];
+  nodes_.failing_stress.insert(bad.instance_id);
+  ASSERT_TRUE(h_.Call("StartClusterHealthCheck", {{"ClusterName", "demo"},
+                                                  {"DeepHealthCheckConfigurations",
+                                                   {{{"InstanceGroupName", "workers"},
+                                                     {"InstanceIds", {bad.instance_id}},
+                                                     {"DeepHealthChecks", {"InstanceStress"}}}}}})
+                  .ok());
+  ASSERT_TRUE(checker_.Pass().ok());
+  h_.Converge();
+  std::string replacement;
+  for (const auto& n : Nodes("workers")) {
+    if (n.hostname == bad.hostname && n.instance_id != bad.instance_id) replacement = n.instance_id;
+  }
+  ASSERT_FALSE(replacement.empty());
+  EXPECT_EQ(DescribeNode(replacement)["InstanceStatus"]["Status"], "DeepHealthCheckInProgress");
+  nodes_.failing_stress.insert(replacement);
+  ASSERT_TRUE(checker_.Pass().ok());
+  h_.Converge();
+  EXPECT_EQ(DescribeNode(replacement)["InstanceStatus"]["Status"], "Failure");
+  EXPECT_TRUE(HasEvent("Failed: the replacement failed: Deep health check failed at"));
+}
+
+TEST_F(DeepHealthTest, WhatANodePrintsNeverThrows) {
+  ASSERT_TRUE(
+      h_.Call("CreateCluster", {{"ClusterName", "demo"},
+                                {"InstanceGroups", {Controller(), Workers(1, {"InstanceStress"})}}})
+          .ok());
+  h_.Converge();
+  nodes_.stress_answer = R"({"passed": 1, "message": ["x"], "detail": 3})";
+  ASSERT_TRUE(checker_.Pass().ok());
+  EXPECT_EQ(DescribeNode(Nodes("workers")[0].instance_id)["HpodDeepHealthCheck"]["Status"],
+            "Failed");
+  nodes_.stress_answer = R"({"error": 7, "missing_tool": "yes"})";
+  auto r = deep::Classify(CommandResult{0, false, nodes_.stress_answer, ""});
+  EXPECT_EQ(r.outcome, deep::Outcome::kInconclusive);
+  EXPECT_EQ(deep::Classify(CommandResult{-1, false, "", "No such file"}).outcome,
+            deep::Outcome::kUnavailable);
+}
+
+// Slurm jobs on the checked nodes: the run waits for them without holding the
+// checker (it returns and looks again), and a reservation a run left behind is
+// deleted on a later pass.
+TEST_F(DeepHealthTest, JobsAreWaitedForAndALeftReservationIsDeleted) {
+  ASSERT_TRUE(h_.Call("CreateCluster",
+                      {{"ClusterName", "demo"}, {"InstanceGroups", {Controller(), Workers(1)}}})
+                  .ok());
+  h_.Converge();
+  auto w = Nodes("workers")[0];
+  ASSERT_TRUE(
+      h_.Call("StartClusterHealthCheck",
+              {{"ClusterName", "demo"},
+               {"DeepHealthCheckConfigurations",
+                {{{"InstanceGroupName", "workers"}, {"DeepHealthChecks", {"InstanceStress"}}}}}})
+          .ok());
+  nodes_.jobs = "12\n13\n";
+  ASSERT_TRUE(checker_.Pass().ok());
+  EXPECT_TRUE(nodes_.Commands("hpod-deep-check").empty());
+  json d = DescribeNode(w.instance_id)["HpodDeepHealthCheck"];
+  EXPECT_EQ(d["Status"], "Requested");
+  EXPECT_NE(
+      d["Message"].get<std::string>().find("wait for Slurm jobs 12 13 to end on " + w.hostname),
+      std::string::npos)
+      << d;
+  nodes_.jobs = "";
+  ASSERT_TRUE(checker_.Pass().ok());
+  EXPECT_EQ(nodes_.Commands("hpod-deep-check").size(), 1u);
+  EXPECT_EQ(DescribeNode(w.instance_id)["HpodDeepHealthCheck"]["Status"], "Passed");
+  // A reservation recorded but not deleted (hpodd stopped in between) goes.
+  ASSERT_TRUE(h_.store_
+                  ->Write([&](store::WriteTx& tx) {
+                    return tx.PutSetting("cluster/" + w.cluster_id + "/deep-check-reservation",
+                                         w.hostname);
+                  })
+                  .ok());
+  const size_t before = nodes_.Commands("scontrol").size();
+  ASSERT_TRUE(checker_.Pass().ok());
+  auto scontrol = nodes_.Commands("scontrol");
+  ASSERT_EQ(scontrol.size(), before + 1);
+  EXPECT_NE(scontrol.back().find("scontrol delete reservation=hpod-deep-health"),
+            std::string::npos);
+  ASSERT_TRUE(checker_.Pass().ok());
+  EXPECT_EQ(nodes_.Commands("scontrol").size(), before + 1);  // forgotten once deleted
 }
 
 TEST_F(DeepHealthTest, ConnectivityOfOneNodeIsSkippedWithTheReason) {

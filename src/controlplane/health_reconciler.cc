@@ -142,7 +142,11 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
     const bool was_up =
         a != agents.end() && api::Parse<api::LifecycleState>(a->second.lifecycle_state) ==
                                  api::LifecycleState::kSucceeded;
-    const bool running = api::Is(n.status, ClusterInstanceStatus::kRunning);
+    // A node under a deep health check (deep_health.h) is watched as a Running
+    // one: its check does not notice an agent that died while it waits.
+    const bool running =
+        api::Is(n.status, ClusterInstanceStatus::kRunning) ||
+        (api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress) && was_up);
     const bool failed_after_up = api::Is(n.status, ClusterInstanceStatus::kFailure) && was_up;
     if (signals_ == nullptr || n.remove || !n.launched || (!running && !failed_after_up) ||
         busy.count(n.instance_id) || (!n.hostname.empty() && busy.count(n.hostname))) {

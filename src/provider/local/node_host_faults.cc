@@ -203,9 +203,11 @@ struct CpuCgroup {
 };
 
 std::optional<CpuCgroup> CpuCgroupFor(const std::string& name) {
-  const std::string controllers = ReadSmallFile("/sys/fs/cgroup/cgroup.controllers");
-  if (controllers.find("cpu") != std::string::npos)
-    return CpuCgroup{"/sys/fs/cgroup/" + name, true};
+  // The controllers are words: "cpuset" is not "cpu".
+  std::istringstream controllers(ReadSmallFile("/sys/fs/cgroup/cgroup.controllers"));
+  for (std::string c; controllers >> c;) {
+    if (c == "cpu") return CpuCgroup{"/sys/fs/cgroup/" + name, true};
+  }
   for (const char* v1 : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
     if (fs::exists(std::string(v1) + "/cpu.cfs_quota_us")) {
       return CpuCgroup{std::string(v1) + "/" + name, false};

@@ -182,8 +182,8 @@ StatusOr<ConnectivityVerdict> RunConnectivityCheck(JoinedWorld& w, const Connect
     server.output_file = "/dev/null";
     auto s = Subprocess::Start(server);
     if (!s.ok()) {
-      return UnavailableError("cannot start iperf3 (install Debian's iperf3 package): " +
-                              s.status().message());
+      return FailedPreconditionError("cannot start iperf3 (install Debian's iperf3 package): " +
+                                     s.status().message());
     }
     HPOD_RETURN_IF_ERROR(c.Barrier());
     // One link at a time, so each measures its link alone.

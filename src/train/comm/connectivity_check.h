@@ -32,7 +32,7 @@ namespace hpod::train::comm {
 struct ConnectivityOptions {
   int iperf_seconds = 1;
   int iperf_port = 5201;  // rank r listens on iperf_port + r
-  int64_t allreduce_bytes = 16 << 20;
+  int64_t allreduce_bytes = 8 << 20;
   int allreduce_iters = 4;
   int latency_iters = 40;
   double min_link_ratio = 0.25;
