@@ -21,12 +21,19 @@ std::string DeepCheckSetting(const std::string& cluster_id, const std::string& i
 }
 
 json DeepCheck::ToJson() const {
-  return {{"checks", checks},           {"state", state},
-          {"origin", origin},           {"run", run},
-          {"requested", requested},     {"started", started},
-          {"finished", finished},       {"message", message},
-          {"results", results},         {"attempts", attempts},
-          {"retry_after", retry_after}, {"waiting_since", waiting_since},
+  return {{"checks", checks},
+          {"state", state},
+          {"origin", origin},
+          {"run", run},
+          {"requested", requested},
+          {"started", started},
+          {"finished", finished},
+          {"message", message},
+          {"results", results},
+          {"attempts", attempts},
+          {"unjudged", unjudged},
+          {"retry_after", retry_after},
+          {"waiting_since", waiting_since},
           {"fail_node", fail_node}};
 }
 
@@ -61,6 +68,7 @@ DeepCheck DeepCheck::FromJson(const std::string& instance_id, const json& j) {
   c.finished = Num(j, "finished");
   c.message = Str(j, "message");
   c.attempts = static_cast<int>(Num(j, "attempts"));
+  c.unjudged = static_cast<int>(Num(j, "unjudged"));
   c.retry_after = Num(j, "retry_after");
   c.waiting_since = Num(j, "waiting_since");
   c.fail_node =

@@ -6,7 +6,8 @@
 // when asked (StartClusterHealthCheck, for Running nodes).
 //
 // - A node's check is a record kept as a cluster setting (DeepCheckSetting),
-//   removed with the cluster: Requested → Running → Passed | Failed.
+//   removed with the cluster: Requested → InProgress → Passed | Failed |
+//   Unavailable, or back to Requested for another try (deep_health_run.cc).
 // - The node concern's gate (GateDeepChecks) keeps a node whose check is due or
 //   running in DeepHealthCheckInProgress instead of Running, so a cluster is not
 //   InService, nor a recovery done, before its new nodes passed.
@@ -67,6 +68,7 @@ struct DeepCheck {
   std::string message;                                // where it stands, or what it found
   nlohmann::json results = nlohmann::json::object();  // check → {outcome, message, detail}
   int attempts = 0;          // runs that said nothing of the node (deep_health_run.cc)
+  int unjudged = 0;          // runs whose world did not form around another node
   double retry_after = 0;    // epoch seconds: not taken again before
   double waiting_since = 0;  // since when the run waits for Slurm jobs to end
   // Failed while replacing a node for a recovery in flight: the gate shows it in

@@ -42,21 +42,31 @@ CheckResult Classify(const StatusOr<CommandResult>& r) {
   if (!r.ok()) {
     // Not connected, disconnected, or no answer in time: nothing about the node.
     c.outcome = Outcome::kInconclusive;
+    c.counts = true;
     c.message = r.status().message();
     return c;
   }
   if (r->timed_out) {
     c.outcome = Outcome::kInconclusive;
+    c.counts = true;
     c.message = "hpod-deep-check did not finish in time";
     return c;
   }
   json j = json::parse(r->stdout_data, nullptr, false);
   if (!j.is_object()) {
-    // The agent could not start it (exit -1), or something else answered.
-    c.outcome = Outcome::kUnavailable;
-    c.message = "hpod-deep-check did not answer (exit code " + std::to_string(r->exit_code) +
-                (LastLine(*r).empty() ? "" : ": " + LastLine(*r)) +
-                "); install hpod-deep-check beside hpod-agent";
+    const std::string last = LastLine(*r);
+    // The agent could not start it: the program is not there (base's
+    // RunCommand says "not found"). Anything else (the agent busy or stopping,
+    // a malformed reply, the program killed) says nothing of the node.
+    if (r->exit_code == -1 && last.find("not found") != std::string::npos) {
+      c.outcome = Outcome::kUnavailable;
+      c.message = last + "; install hpod-deep-check beside hpod-agent";
+    } else {
+      c.outcome = Outcome::kInconclusive;
+      c.counts = true;
+      c.message = "hpod-deep-check gave no answer (exit code " + std::to_string(r->exit_code) +
+                  (last.empty() ? "" : ": " + last) + ")";
+    }
     return c;
   }
   if (j.contains("error")) {
@@ -127,15 +137,17 @@ std::vector<CheckResult> RunConnectivity(const RunFn& run, const std::string& pr
       out[r].detail = verdict.detail;
       continue;
     }
+    // No verdict: a rank whose own command failed is the suspect; a rank that
+    // answered (its world did not form) is not judged.
     const CheckResult mine = Classify(answers[r]);
-    out[r] = mine.outcome == Outcome::kUnavailable ? mine : CheckResult{};
-    out[r].outcome = mine.outcome == Outcome::kUnavailable ? mine.outcome : Outcome::kInconclusive;
-    if (out[r].message.empty()) {
-      out[r].message = "the check did not complete: " +
-                       (mine.outcome == Outcome::kInconclusive && !mine.message.empty()
-                            ? mine.message
-                            : ranks[0].hostname + " (rank 0): " + verdict.message);
+    if (mine.outcome == Outcome::kUnavailable || mine.counts) {
+      out[r] = mine;
+      continue;
     }
+    out[r].outcome = Outcome::kInconclusive;
+    out[r].counts = false;
+    out[r].message = "not judged: the connectivity check did not complete (" + ranks[0].hostname +
+                     ", rank 0: " + verdict.message + ")";
   }
   return out;
 }

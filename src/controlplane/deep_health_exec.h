@@ -5,9 +5,11 @@
 //
 // Every answer becomes an Outcome: the node passed or failed the check, or the
 // check said nothing about the node:
-//  - inconclusive: the agent was not connected or went away, the command timed
-//    out, the connectivity world did not come together; the check is tried
-//    again (and a node that stays unreachable is replaced after a few tries);
+//  - inconclusive: the agent was not connected, busy or went away, the command
+//    timed out or was killed, the connectivity world did not come together; the
+//    check is tried again. Only a node whose own command failed so
+//    (`counts`) uses up one of its tries, and is replaced when it has none left;
+//    the other ranks of a world that did not form are not judged;
 //  - unavailable: the node lacks what the check needs (stress-ng, iperf3 or
 //    hpod-deep-check itself); replacing the node would not help, so it is said
 //    and the node is left as it is.
@@ -37,6 +39,9 @@ struct CheckResult {
   std::string message;
   nlohmann::json detail = nlohmann::json::object();
   bool skipped = false;
+  // Inconclusive through this node's own command (its agent away, no answer
+  // in time, killed): it uses up one of the node's tries.
+  bool counts = false;
 };
 
 using RunFn = std::function<StatusOr<CommandResult>(

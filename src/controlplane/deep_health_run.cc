@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "hpod/api/states.h"
 #include "hpod/base/crypto.h"
+#include "hpod/base/hostlist.h"
 #include "hpod/controlplane/deep_health.h"
 #include "hpod/controlplane/deep_health_exec.h"
 #include "hpod/controlplane/events.h"
@@ -30,6 +32,7 @@ constexpr char kConnectivity[] = "InstanceConnectivity";
 // A check that said nothing about its node is tried this many times, this far
 // apart, before the node is taken for unreachable.
 constexpr int kAttempts = 3;
+constexpr int kUnjudged = 6;
 constexpr double kRetrySeconds = 10;
 
 struct Target {
@@ -73,14 +76,16 @@ const std::vector<std::string> kDeleteReservation = {
 //    controller). A node that is itself the replacement of a recovery in flight
 //    has that one: it is marked failed (fail_node), so that recovery ends
 //    Failed instead of taking it for a good replacement;
-//  - a check said nothing of the node: tried again kRetrySeconds later; after
-//    kAttempts the node is taken for unreachable, as a failure;
+//  - a check said nothing of the node: tried again kRetrySeconds later. When
+//    its own command failed (`counts`), after kAttempts the node is taken for
+//    unreachable, as a failure; when it was only not judged (a world that did
+//    not form around another node), after kUnjudged it is Unavailable;
 //  - a check could not run for lack of a tool: Unavailable, the node left as it
 //    is (another node would lack it too);
 //  - else Passed.
 Status WriteResults(store::Store& store, const Clock& clock, const std::string& cluster_id,
                     const std::string& run, const std::string& controller_group,
-                    const std::string& slurm_note, std::vector<Target>& targets) {
+                    const std::map<std::string, std::string>& notes, std::vector<Target>& targets) {
   const double end = clock.NowEpochSeconds();
   return store.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(cluster_id));
@@ -90,6 +95,9 @@ Status WriteResults(store::Store& store, const Clock& clock, const std::string& 
       auto rec = fresh.find(t.node.instance_id);
       if (!node.ok() || node->remove || rec == fresh.end() || rec->second.run != run) continue;
       std::vector<std::string> lines, failed, failed_lines, unsure, missing;
+      bool counted = false;
+      auto note_it = notes.find(t.node.instance_id);
+      const std::string note = note_it == notes.end() ? "" : note_it->second;
       for (const auto& name : t.check.checks) {
         auto it = t.results.find(name);
         const CheckResult r = it == t.results.end() ? CheckResult{} : it->second;
@@ -99,7 +107,10 @@ Status WriteResults(store::Store& store, const Clock& clock, const std::string& 
           failed.push_back(name);
           failed_lines.push_back(lines.back());
         }
-        if (r.outcome == Outcome::kInconclusive) unsure.push_back(lines.back());
+        if (r.outcome == Outcome::kInconclusive) {
+          unsure.push_back(lines.back());
+          counted |= r.counts;
+        }
         if (r.outcome == Outcome::kUnavailable) missing.push_back(lines.back());
       }
       DeepCheck& d = t.check;
@@ -112,14 +123,24 @@ Status WriteResults(store::Store& store, const Clock& clock, const std::string& 
       }
       EventLevel level = EventLevel::kInfo;
       bool recover = false;
-      if (failed.empty() && !unsure.empty() && d.attempts + 1 < kAttempts) {
-        ++d.attempts;
+      const bool retry = failed.empty() && !unsure.empty() &&
+                         (counted ? d.attempts + 1 < kAttempts : d.unjudged + 1 < kUnjudged);
+      if (retry) {
+        counted ? ++d.attempts : ++d.unjudged;
         d.state = kDeepCheckRequested;
         d.retry_after = end + kRetrySeconds;
         d.message = "Deep health check could not complete at " + FormatUtc(end) + " (" +
                     Join(unsure, "; ") + "); trying again in " +
-                    std::to_string(static_cast<int>(kRetrySeconds)) + " s (attempt " +
-                    std::to_string(d.attempts + 1) + " of " + std::to_string(kAttempts) + ")";
+                    std::to_string(static_cast<int>(kRetrySeconds)) + " s" +
+                    (counted ? " (attempt " + std::to_string(d.attempts + 1) + " of " +
+                                   std::to_string(kAttempts) + ")"
+                             : "");
+        level = EventLevel::kWarn;
+      } else if (failed.empty() && !unsure.empty() && !counted) {
+        d.state = kDeepCheckUnavailable;
+        d.message = "Deep health check could not judge the node " + std::to_string(kUnjudged) +
+                    " times, by " + FormatUtc(end) + ": " + Join(lines, "; ") +
+                    "; the node is left as it is" + note;
         level = EventLevel::kWarn;
       } else if (!failed.empty() || !unsure.empty()) {
         d.state = kDeepCheckFailed;
@@ -129,17 +150,18 @@ Status WriteResults(store::Store& store, const Clock& clock, const std::string& 
                           " times, the node taken for unreachable: " + Join(unsure, "; ")};
         }
         d.message =
-            "Deep health check failed at " + FormatUtc(end) + ": " + Join(lines, "; ") + slurm_note;
+            "Deep health check failed at " + FormatUtc(end) + ": " + Join(lines, "; ") + note;
         level = EventLevel::kError;
         recover = true;
       } else if (!missing.empty()) {
         d.state = kDeepCheckUnavailable;
         d.message = "Deep health check could not run at " + FormatUtc(end) + ": " +
-                    Join(lines, "; ") + "; the node is left as it is";
+                    Join(lines, "; ") + "; the node is left as it is" + note;
         level = EventLevel::kWarn;
       } else {
         d.state = kDeepCheckPassed;
-        d.message = "Deep health check passed at " + FormatUtc(end) + ": " + Join(lines, "; ");
+        d.message =
+            "Deep health check passed at " + FormatUtc(end) + ": " + Join(lines, "; ") + note;
       }
       if (recover) {
         RecoveryRequest req;
@@ -168,15 +190,12 @@ Status WriteResults(store::Store& store, const Clock& clock, const std::string& 
 // measured against a Running peer of its group (a replacement against a node
 // its job ran with), which is not judged.
 void RunRing(const deep::RunFn& run, const DeepHealthOptions& options,
-             const std::vector<store::NodeRecord>& nodes, const std::vector<Target>& targets,
+             const std::vector<store::NodeRecord>& peers,
              std::vector<std::pair<store::NodeRecord, Target*>>& ring) {
   if (ring.size() == 1) {
-    std::set<std::string> taken;
-    for (const auto& t : targets) taken.insert(t.node.instance_id);
-    for (const auto& n : nodes) {
-      if (n.group_name == ring[0].first.group_name && !n.remove && !taken.count(n.instance_id) &&
-          !n.hostname.empty() && !n.private_ip.empty() &&
-          api::Is(n.status, ClusterInstanceStatus::kRunning)) {
+    for (const auto& n : peers) {
+      if (n.group_name == ring[0].first.group_name && n.instance_id != ring[0].first.instance_id &&
+          !n.hostname.empty() && !n.private_ip.empty()) {
         ring.emplace_back(n, nullptr);
         break;
       }
@@ -217,6 +236,7 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
   std::vector<store::GroupRecord> groups;
   std::vector<store::NodeRecord> nodes;
   std::map<std::string, DeepCheck> checks;
+  std::vector<store::RecoveryRecord> recoveries;
   std::string controller_group, reservation_left;
   std::optional<std::set<std::string>> priority;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
@@ -224,6 +244,7 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
     HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
     HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
     HPOD_ASSIGN_OR_RETURN(checks, LoadDeepChecks(tx, cluster_id));
+    HPOD_ASSIGN_OR_RETURN(recoveries, tx.ListRecoveries(cluster_id));
     HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
     HPOD_ASSIGN_OR_RETURN(priority, PriorityGroups(tx, cluster_id, groups));
     auto left = tx.GetSetting(ReservationSetting(cluster_id));
@@ -235,28 +256,37 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
       api::Is(cluster.status, ClusterStatus::kFailed)) {
     return OkStatus();
   }
+  // A node being recovered is not checked meanwhile (a reboot would look like a
+  // dead node); the replacement a recovery launched is, before it counts.
+  std::set<std::string> recovering;
+  for (const auto& r : recoveries) {
+    if (!RecoveryActive(r)) continue;
+    recovering.insert(r.instance_id);
+  }
   std::map<std::string, const store::GroupRecord*> by_group;
   for (const auto& g : groups) by_group[g.name] = &g;
+  auto compute = [&](const store::NodeRecord& n) {
+    return priority ? !priority->count(n.group_name) : n.group_name != controller_group;
+  };
   std::set<std::string> live;
   std::vector<Target> targets;
+  std::vector<std::string> held;  // compute hosts the reservation holds
   const double now = clock_.NowEpochSeconds();
-  bool waiting_retry = false;
   for (const auto& n : nodes) {
     live.insert(n.instance_id);
-    if (n.remove || !n.launched) continue;
+    if (n.remove || !n.launched || recovering.count(n.instance_id)) continue;
     auto c = checks.find(n.instance_id);
     Target t{n, {}, {}};
     if (c != checks.end()) {
       // InProgress here is a run an earlier hpodd did not finish (this thread
       // runs one at a time): it is taken again.
       if (!c->second.Active()) continue;
-      if (c->second.retry_after > now) {
-        waiting_retry = true;
-        continue;
-      }
+      if (compute(n) && !n.hostname.empty()) held.push_back(n.hostname);
+      if (c->second.retry_after > now) continue;  // held out of jobs meanwhile
       t.check = c->second;
     } else if (api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress) &&
                by_group.count(n.group_name) && !OnStartChecks(*by_group[n.group_name]).empty()) {
+      if (compute(n) && !n.hostname.empty()) held.push_back(n.hostname);
       t.check.instance_id = n.instance_id;
       t.check.checks = OnStartChecks(*by_group[n.group_name]);
       t.check.origin = "OnStartDeepHealthChecks";
@@ -280,9 +310,9 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
     }));
   }
 
-  // Slurm: the controller (by its group: it may be under a check itself), and
-  // the compute nodes among the targets (controller and login nodes are not
-  // Slurm nodes).
+  // Slurm: the controller (by its group: it may be under a check itself) holds
+  // the compute nodes with a check due, waiting or retrying out of new jobs
+  // (controller and login nodes are not Slurm nodes), until none is left.
   const store::NodeRecord* controller = nullptr;
   for (const auto& n : nodes) {
     if (!controller_group.empty() && n.group_name == controller_group && !n.remove && n.launched) {
@@ -293,67 +323,96 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
     if (controller == nullptr) return FailedPreconditionError("no controller");
     return run_(controller->instance_id, argv, 30s);
   };
-  auto forget_reservation = [&]() -> Status {
-    auto r = slurm(kDeleteReservation);
-    const bool gone =
-        r.ok() && (r->exit_code == 0 || r->stderr_data.find("not found") != std::string::npos ||
-                   r->stdout_data.find("not found") != std::string::npos);
-    if (!gone) return OkStatus();  // tried again on a later pass
-    return store_.Write(
-        [&](store::WriteTx& tx) { return tx.DeleteSetting(ReservationSetting(cluster_id)); });
+  auto set_reservation = [&](const std::string& hosts) {
+    return store_.Write([&](store::WriteTx& tx) {
+      return hosts.empty() ? tx.DeleteSetting(ReservationSetting(cluster_id))
+                           : tx.PutSetting(ReservationSetting(cluster_id), hosts);
+    });
   };
-  if (targets.empty()) {
-    // A reservation a run left (hpodd stopped, the controller away) ends here.
-    if (!reservation_left.empty() && !waiting_retry && controller != nullptr) {
-      return forget_reservation();
+  if (held.empty()) {
+    if (!reservation_left.empty() && controller != nullptr) {
+      // Slurm answers "Requested reservation is invalid" for one that is gone.
+      auto r = slurm(kDeleteReservation);
+      const std::string said = r.ok() ? r->stdout_data + r->stderr_data : "";
+      if (r.ok() && (r->exit_code == 0 || said.find("invalid") != std::string::npos ||
+                     said.find("not found") != std::string::npos)) {
+        HPOD_RETURN_IF_ERROR(set_reservation(""));
+      }  // else tried again on a later pass
     }
-    return OkStatus();
+    if (targets.empty()) return OkStatus();
   }
-  std::vector<std::string> reserved;
-  for (const auto& t : targets) {
-    const bool compute =
-        priority ? !priority->count(t.node.group_name) : t.node.group_name != controller_group;
-    if (compute && !t.node.hostname.empty()) reserved.push_back(t.node.hostname);
-  }
+  const std::string hosts = Join(held, ",");
   std::string slurm_note;
-  if (controller != nullptr && !reserved.empty()) {
-    const std::string hosts = Join(reserved, ",");
-    // Written before the reservation exists, so it is never left unrecorded.
-    HPOD_RETURN_IF_ERROR(store_.Write(
-        [&](store::WriteTx& tx) { return tx.PutSetting(ReservationSetting(cluster_id), hosts); }));
-    (void)slurm(kDeleteReservation);
-    auto made = slurm(ReservationArgv(hosts));
-    if (!made.ok() || made->exit_code != 0) {
-      slurm_note = " (the Slurm reservation could not be made: " +
-                   (made.ok() ? made->stderr_data + made->stdout_data : made.status().message()) +
-                   ")";
-    } else {
-      auto q = slurm({"squeue", "-h", "-w", hosts, "-o", "%A"});
-      std::string jobs = q.ok() && q->exit_code == 0 ? q->stdout_data : "";
-      while (!jobs.empty() && (jobs.back() == '\n' || jobs.back() == ' ')) jobs.pop_back();
-      std::replace(jobs.begin(), jobs.end(), '\n', ' ');
-      double since = now;
-      for (const auto& t : targets) {
-        if (t.check.waiting_since > 0) since = std::min(since, t.check.waiting_since);
+  std::set<std::string> busy;  // hosts with jobs, whose checks wait
+  std::string jobs_text;
+  if (controller != nullptr && !held.empty()) {
+    bool reserved = reservation_left == hosts;
+    if (!reserved) {
+      // Recorded before it exists, so it is never left unrecorded.
+      HPOD_RETURN_IF_ERROR(set_reservation(hosts));
+      (void)slurm(kDeleteReservation);
+      auto made = slurm(ReservationArgv(hosts));
+      reserved = made.ok() && made->exit_code == 0;
+      if (!reserved) {
+        slurm_note = " (the Slurm reservation could not be made: " +
+                     (made.ok() ? made->stderr_data + made->stdout_data : made.status().message()) +
+                     ")";
+        HPOD_RETURN_IF_ERROR(set_reservation(""));
       }
-      if (!jobs.empty() && now - since < std::chrono::duration<double>(options_.job_wait).count()) {
-        // Not here: the checker serves every cluster. The next pass looks again.
-        return store_.Write([&](store::WriteTx& tx) -> Status {
-          for (auto& t : targets) {
-            t.check.state = kDeepCheckRequested;
-            if (t.check.waiting_since == 0) t.check.waiting_since = now;
-            t.check.message = "Deep health checks " + Join(t.check.checks) +
-                              " wait for Slurm jobs " + jobs + " to end on " + hosts +
-                              " (held out of new jobs by reservation " + kDeepHealthReservation +
-                              ")";
-            HPOD_RETURN_IF_ERROR(PutDeepCheck(tx, cluster_id, t.check));
-          }
-          return OkStatus();
-        });
+    }
+    if (reserved) {
+      // Jobs still on the held nodes, by node ("%N" is a Slurm host list).
+      auto q = slurm({"squeue", "-h", "-w", hosts, "-o", "%A %N"});
+      if (!q.ok() || q->exit_code != 0) {
+        for (const auto& h : held) busy.insert(h);
+        jobs_text =
+            "(squeue did not answer: " + (q.ok() ? q->stderr_data : q.status().message()) + ")";
+      } else {
+        std::istringstream lines(q->stdout_data);
+        for (std::string line; std::getline(lines, line);) {
+          std::istringstream f(line);
+          std::string job, list;
+          if (!(f >> job >> list)) continue;
+          jobs_text += (jobs_text.empty() ? "" : " ") + job;
+          auto names = ExpandHostlist(list);
+          for (const auto& h : names.ok() ? *names : held) busy.insert(h);
+        }
       }
-      if (!jobs.empty()) slurm_note = " (Slurm jobs " + jobs + " still ran after the wait)";
     }
   }
+
+  // Busy nodes wait (not here: the checker serves every cluster; the next pass
+  // looks again), up to job_wait; the others run now.
+  const double wait_limit = std::chrono::duration<double>(options_.job_wait).count();
+  std::vector<Target> now_targets;
+  std::vector<Target*> waiting;
+  std::map<std::string, std::string> notes;  // instance id → what Slurm left to say
+  for (auto& t : targets) {
+    const double since = t.check.waiting_since > 0 ? t.check.waiting_since : now;
+    if (busy.count(t.node.hostname) && now - since < wait_limit) {
+      waiting.push_back(&t);
+      continue;
+    }
+    if (busy.count(t.node.hostname)) {
+      notes[t.node.instance_id] = " (Slurm jobs " + jobs_text + " still ran on it after the wait)";
+    }
+    now_targets.push_back(t);
+  }
+  if (!waiting.empty()) {
+    HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+      for (Target* t : waiting) {
+        t->check.state = kDeepCheckRequested;
+        if (t->check.waiting_since == 0) t->check.waiting_since = now;
+        t->check.message = "Deep health checks " + Join(t->check.checks) + " wait for Slurm jobs " +
+                           jobs_text + " to end on " + t->node.hostname +
+                           " (held out of new jobs by reservation " + kDeepHealthReservation + ")";
+        HPOD_RETURN_IF_ERROR(PutDeepCheck(tx, cluster_id, t->check));
+      }
+      return OkStatus();
+    }));
+  }
+  targets = std::move(now_targets);
+  if (targets.empty()) return OkStatus();
 
   const std::string run = "run-" + NewUuid4().substr(0, 8);
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
@@ -361,6 +420,9 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
       t.check.state = kDeepCheckRunning;
       t.check.run = run;
       t.check.started = now;
+      t.check.finished = 0;
+      t.check.waiting_since = 0;
+      t.check.results = json::object();
       t.check.message = "Deep health checks " + Join(t.check.checks) + " running since " +
                         FormatUtc(now) + " with " + std::to_string(targets.size()) + " node(s)";
       HPOD_RETURN_IF_ERROR(PutDeepCheck(tx, cluster_id, t.check));
@@ -393,16 +455,27 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
   for (auto& t : targets) {
     if (Has(t.check.checks, kConnectivity)) rings[t.node.group_name].emplace_back(t.node, &t);
   }
-  for (auto& [group, ring] : rings) RunRing(run_, options_, nodes, targets, ring);
+  std::vector<store::NodeRecord> peers;  // Running, not recovered, not checked
+  for (const auto& n : nodes) {
+    auto c = checks.find(n.instance_id);
+    if (!n.remove && !recovering.count(n.instance_id) &&
+        (c == checks.end() || !c->second.Active()) &&
+        api::Is(n.status, ClusterInstanceStatus::kRunning)) {
+      peers.push_back(n);
+    }
+  }
+  for (auto& [group, ring] : rings) RunRing(run_, options_, peers, ring);
   {
     MutexLock lock(mu_);
     // hpodd is stopping: its agents went first, so what came back says nothing
     // of the nodes. The records stay InProgress; the next hpodd runs them again.
     if (stopping_) return OkStatus();
   }
-  if (!reserved.empty() && slurm_note.empty()) HPOD_RETURN_IF_ERROR(forget_reservation());
+  // Slurm's notes join each node's result; the reservation ends on a pass with
+  // no check left to hold (above).
+  for (auto& t : targets) notes[t.node.instance_id] = notes[t.node.instance_id] + slurm_note;
   HPOD_RETURN_IF_ERROR(
-      WriteResults(store_, clock_, cluster_id, run, controller_group, slurm_note, targets));
+      WriteResults(store_, clock_, cluster_id, run, controller_group, notes, targets));
   if (wake_) wake_(cluster_id);
   return OkStatus();
 }

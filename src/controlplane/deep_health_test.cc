@@ -40,8 +40,10 @@ struct FakeNodes {
   std::set<std::string> failing_stress;
   std::set<std::string> unreachable;   // their agent is not connected
   std::set<std::string> without_tool;  // stress-ng is not installed there
-  std::string jobs;                    // what squeue prints
+  std::string jobs;                    // what squeue prints ("JOB HOSTLIST" lines)
+  bool reserved = false;               // Slurm's hpod-deep-health reservation exists
   std::string stress_answer;           // when set, what every stress run prints
+  bool connectivity_error = false;     // the world does not form
 
   StatusOr<CommandResult> Run(const std::string& id, const std::vector<std::string>& argv,
                               std::chrono::milliseconds) {
@@ -50,6 +52,15 @@ struct FakeNodes {
     if (unreachable.count(id)) return FailedPreconditionError("the node's agent is not connected");
     CommandResult r;
     if (argv[0] == "squeue") r.stdout_data = jobs;
+    if (argv[0] == "scontrol" && argv[1] == "create") reserved = true;
+    if (argv[0] == "scontrol" && argv[1] == "delete") {
+      if (!reserved) {  // as Slurm answers for one that is not there
+        r.exit_code = 1;
+        r.stderr_data =
+            "delete_reservation reservation=hpod-deep-health: Requested reservation is invalid\n";
+      }
+      reserved = false;
+    }
     if (argv[0] == "hpod-deep-check" && argv[1] == "stress" && !stress_answer.empty()) {
       r.stdout_data = stress_answer;
     } else if (argv[0] == "hpod-deep-check" && argv[1] == "stress" && without_tool.count(id)) {
@@ -66,6 +77,14 @@ struct FakeNodes {
                            {"message", ok ? "cpu 880/s" : "cpu ran at 7 bogo-ops/s"},
                            {"detail", json::object()}}
                           .dump();
+    } else if (argv[0] == "hpod-deep-check" && argv[1] == "connectivity" && connectivity_error) {
+      r.exit_code = 1;
+      r.stdout_data = json{
+          {"check", "InstanceConnectivity"},
+          {"rank", std::stoi(argv[3])},
+          {"error", "rank 1 did not arrive within 30 s"},
+          {"missing_tool",
+           false}}.dump();
     } else if (argv[0] == "hpod-deep-check" && argv[1] == "connectivity") {
       const int world = std::stoi(argv[5]);
       r.stdout_data = argv[3] == "0" ? json{{"check", "InstanceConnectivity"},
@@ -171,7 +190,7 @@ TEST_F(DeepHealthTest, OnStartChecksHoldNewNodesUntilTheyPass) {
   // The workers were held in a maintenance reservation on the controller.
   auto scontrol = nodes_.Commands("scontrol");
   const std::string ctl = Nodes("controller")[0].instance_id;
-  ASSERT_EQ(scontrol.size(), 3u);
+  ASSERT_EQ(scontrol.size(), 2u);
   EXPECT_EQ(scontrol[0], ctl + " scontrol delete reservation=hpod-deep-health");
   EXPECT_NE(scontrol[1].find(ctl +
                              " scontrol create reservation reservationname=hpod-deep-health "
@@ -180,8 +199,8 @@ TEST_F(DeepHealthTest, OnStartChecksHoldNewNodesUntilTheyPass) {
             std::string::npos)
       << scontrol[1];
   EXPECT_NE(scontrol[1].find("flags=maint,ignore_jobs"), std::string::npos);
-  EXPECT_EQ(scontrol[2], ctl + " scontrol delete reservation=hpod-deep-health");
   EXPECT_EQ(nodes_.Commands("squeue").size(), 1u);
+  EXPECT_TRUE(nodes_.reserved);  // until a pass finds no check left to hold
   // Stress on each, connectivity on both with rank 0's address as the master.
   auto checks = nodes_.Commands("hpod-deep-check");
   ASSERT_EQ(checks.size(), 4u);
@@ -210,9 +229,12 @@ TEST_F(DeepHealthTest, OnStartChecksHoldNewNodesUntilTheyPass) {
       << d;
   EXPECT_TRUE(HasEvent("Deep health checks started on instance " + workers[0].instance_id +
                        " (OnStartDeepHealthChecks): InstanceStress, InstanceConnectivity"));
-  // Nothing is checked twice.
+  // Nothing is checked twice; the reservation ends.
   ASSERT_TRUE(checker_.Pass().ok());
   EXPECT_EQ(nodes_.Commands("hpod-deep-check").size(), 4u);
+  EXPECT_FALSE(nodes_.reserved);
+  EXPECT_EQ(nodes_.Commands("scontrol").back(),
+            ctl + " scontrol delete reservation=hpod-deep-health");
 }
 
 TEST_F(DeepHealthTest, StartClusterHealthCheckValidatesThenReplacesANodeThatFails) {
@@ -421,8 +443,16 @@ TEST_F(DeepHealthTest, WhatANodePrintsNeverThrows) {
   nodes_.stress_answer = R"({"error": 7, "missing_tool": "yes"})";
   auto r = deep::Classify(CommandResult{0, false, nodes_.stress_answer, ""});
   EXPECT_EQ(r.outcome, deep::Outcome::kInconclusive);
-  EXPECT_EQ(deep::Classify(CommandResult{-1, false, "", "No such file"}).outcome,
-            deep::Outcome::kUnavailable);
+  EXPECT_EQ(
+      deep::Classify(CommandResult{-1, false, "", "program hpod-deep-check not found in PATH"})
+          .outcome,
+      deep::Outcome::kUnavailable);
+  auto busy =
+      deep::Classify(CommandResult{-1, false, "", "the agent is busy or stopping; try again"});
+  EXPECT_EQ(busy.outcome, deep::Outcome::kInconclusive);
+  EXPECT_TRUE(busy.counts);
+  EXPECT_EQ(deep::Classify(CommandResult{137, false, "", ""}).outcome,
+            deep::Outcome::kInconclusive);
 }
 
 // Slurm jobs on the checked nodes: the run waits for them without holding the
@@ -440,7 +470,7 @@ TEST_F(DeepHealthTest, JobsAreWaitedForAndALeftReservationIsDeleted) {
                {"DeepHealthCheckConfigurations",
                 {{{"InstanceGroupName", "workers"}, {"DeepHealthChecks", {"InstanceStress"}}}}}})
           .ok());
-  nodes_.jobs = "12\n13\n";
+  nodes_.jobs = "12 " + w.hostname + "\n13 " + w.hostname + "\n";
   ASSERT_TRUE(checker_.Pass().ok());
   EXPECT_TRUE(nodes_.Commands("hpod-deep-check").empty());
   json d = DescribeNode(w.instance_id)["HpodDeepHealthCheck"];
@@ -453,7 +483,11 @@ TEST_F(DeepHealthTest, JobsAreWaitedForAndALeftReservationIsDeleted) {
   ASSERT_TRUE(checker_.Pass().ok());
   EXPECT_EQ(nodes_.Commands("hpod-deep-check").size(), 1u);
   EXPECT_EQ(DescribeNode(w.instance_id)["HpodDeepHealthCheck"]["Status"], "Passed");
-  // A reservation recorded but not deleted (hpodd stopped in between) goes.
+  ASSERT_TRUE(checker_.Pass().ok());
+  EXPECT_FALSE(nodes_.reserved);
+  // A reservation recorded but not deleted (hpodd stopped in between) goes,
+  // also when Slurm no longer has it ("Requested reservation is invalid").
+  nodes_.reserved = true;
   ASSERT_TRUE(h_.store_
                   ->Write([&](store::WriteTx& tx) {
                     return tx.PutSetting("cluster/" + w.cluster_id + "/deep-check-reservation",
@@ -466,8 +500,42 @@ TEST_F(DeepHealthTest, JobsAreWaitedForAndALeftReservationIsDeleted) {
   ASSERT_EQ(scontrol.size(), before + 1);
   EXPECT_NE(scontrol.back().find("scontrol delete reservation=hpod-deep-health"),
             std::string::npos);
+  EXPECT_FALSE(nodes_.reserved);
   ASSERT_TRUE(checker_.Pass().ok());
   EXPECT_EQ(nodes_.Commands("scontrol").size(), before + 1);  // forgotten once deleted
+  ASSERT_TRUE(h_.store_
+                  ->Write([&](store::WriteTx& tx) {
+                    return tx.PutSetting("cluster/" + w.cluster_id + "/deep-check-reservation",
+                                         w.hostname);
+                  })
+                  .ok());
+  ASSERT_TRUE(checker_.Pass().ok());  // Slurm has none: forgotten all the same
+  ASSERT_TRUE(checker_.Pass().ok());
+  EXPECT_EQ(nodes_.Commands("scontrol").size(), before + 2);
+}
+
+// A world that does not form: the node whose own command failed uses up a try;
+// the others are not judged (no try used), and the reservation holds them all
+// meanwhile.
+TEST_F(DeepHealthTest, ANodeThatBreaksTheWorldIsTheOnlyOneCounted) {
+  ASSERT_TRUE(h_.Call("CreateCluster",
+                      {{"ClusterName", "demo"},
+                       {"InstanceGroups", {Controller(), Workers(2, {"InstanceConnectivity"})}}})
+                  .ok());
+  h_.Converge();
+  auto w = Nodes("workers");
+  auto ring = w;
+  std::sort(ring.begin(), ring.end(),
+            [](const auto& a, const auto& b) { return a.hostname < b.hostname; });
+  nodes_.unreachable.insert(ring[1].instance_id);  // rank 1; rank 0 answers without a world
+  nodes_.connectivity_error = true;
+  ASSERT_TRUE(checker_.Pass().ok());
+  json bad = DescribeNode(ring[1].instance_id)["HpodDeepHealthCheck"];
+  json other = DescribeNode(ring[0].instance_id)["HpodDeepHealthCheck"];
+  EXPECT_NE(bad["Message"].get<std::string>().find("(attempt 2 of 3)"), std::string::npos) << bad;
+  EXPECT_NE(other["Message"].get<std::string>().find("not judged"), std::string::npos) << other;
+  EXPECT_EQ(other["Message"].get<std::string>().find("attempt"), std::string::npos) << other;
+  EXPECT_TRUE(nodes_.reserved);
 }
 
 TEST_F(DeepHealthTest, ConnectivityOfOneNodeIsSkippedWithTheReason) {

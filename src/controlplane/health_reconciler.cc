@@ -128,8 +128,10 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
     if (controller_group.empty() || n.group_name != controller_group || signals_ == nullptr) {
       continue;
     }
+    // Under a deep health check it is still up (deep_health.h).
     controller_down |= busy.count(n.instance_id) > 0 ||
-                       !api::Is(n.status, ClusterInstanceStatus::kRunning) ||
+                       (!api::Is(n.status, ClusterInstanceStatus::kRunning) &&
+                        !api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress)) ||
                        !signals_->Liveness(n.instance_id).connected;
   }
   const bool controller_side =

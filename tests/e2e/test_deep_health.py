@@ -161,8 +161,10 @@ class DeepHealthTest(unittest.TestCase):
         held = [e for e in self.events() if "Instance status changed from Pending to "
                 "DeepHealthCheckInProgress" in e["Description"]]
         self.assertEqual(len(held), 2, held)
-        # The reservation that held them is gone; Slurm runs on both.
-        self.assertIn("No reservations", self.on_controller("scontrol show reservation"))
+        # The reservation that held them ends on the checker's next pass; then
+        # Slurm runs on both.
+        self.wait("the reservation's end", lambda: "No reservations" in self.on_controller(
+            "scontrol show reservation"), timeout=30)
         self.assertEqual(sorted(set(self.on_controller("srun -N2 hostname").split())), hosts)
 
     def test_2_a_slow_link_fails_connectivity_and_its_node_is_replaced(self):
