@@ -78,6 +78,20 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
       }
     }
   }
+  // hpod-deep-check, which the agents run for deep health checks: installed
+  // beside hpodd, or in the build tree (build/cmd/hpod-deep-check/).
+  {
+    std::error_code ec;
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    for (const fs::path& p :
+         {self.parent_path() / "hpod-deep-check",
+          self.parent_path().parent_path() / "hpod-deep-check" / "hpod-deep-check"}) {
+      if (!ec && fs::exists(p, ec)) {
+        o.deep_check_program = p.string();
+        break;
+      }
+    }
+  }
   if (!ctx.fake_nvml_library.empty()) {
     // Nodes resolve it in their own mount namespace: pass it absolute.
     o.fake_nvml_library = fs::absolute(ctx.fake_nvml_library).string();

@@ -93,9 +93,10 @@ Agent::Agent(AgentOptions options, const Clock& clock)
             channel_->Send(proto::LifecycleReport{s.wire()}.ToJson());
           },
           [this](std::string_view chunk) { channel_->SendLog("LifecycleConfig", chunk); }),
-      commands_(
-          CommandRunnerOptions{options_.max_concurrent_commands, options_.max_queued_commands},
-          [this](Json reply) { channel_->Send(reply); }),
+      commands_(CommandRunnerOptions{.max_concurrent = options_.max_concurrent_commands,
+                                     .max_queued = options_.max_queued_commands,
+                                     .state_dir = options_.state_dir},
+                [this](Json reply) { channel_->Send(reply); }),
       training_(TrainingMetricsOptions{}, [this](Json reply) { channel_->Send(reply); }),
       host_(HostOptions(options_), clock_) {
   ChannelOptions channel;

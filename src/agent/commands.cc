@@ -23,9 +23,13 @@ Json Result(const std::string& id, int exit_code, std::string out, std::string e
 
 }  // namespace
 
-std::string ShippedProgram(const std::string& name, const std::string& self) {
+std::string ShippedProgram(const std::string& name, const std::string& self,
+                           const std::string& state_dir) {
   namespace fs = std::filesystem;
   if (name.rfind("hpod-", 0) != 0 || name.find('/') != std::string::npos) return name;
+  if (!state_dir.empty() && ::access((fs::path(state_dir) / name).c_str(), X_OK) == 0) {
+    return (fs::path(state_dir) / name).string();
+  }
   std::error_code ec;
   fs::path me = self.empty() ? fs::read_symlink("/proc/self/exe", ec) : fs::path(self);
   if (ec) return name;
@@ -115,7 +119,7 @@ Json CommandRunner::Execute(const CommandRequest& request) const {
   }
   SubprocessOptions run;
   run.argv = request.argv;
-  run.argv[0] = ShippedProgram(run.argv[0]);
+  run.argv[0] = ShippedProgram(run.argv[0], "", options_.state_dir);
   run.env = request.env;
   run.cwd = request.cwd;
   run.timeout = request.timeout.count() <= 0 || request.timeout > options_.max_timeout

@@ -32,10 +32,12 @@ struct CommandRequest {
 };
 
 // The path of a program shipped with the agent (a name beginning with "hpod-",
-// such as hpod-deep-check): beside `self` (default: this executable) or in the
-// build tree beside it; any other name, or one not found there, is returned as
-// it is (looked up in PATH).
-std::string ShippedProgram(const std::string& name, const std::string& self = "");
+// such as hpod-deep-check): in `state_dir` (where a provider whose nodes cannot
+// see the agent's own directory copies it), beside `self` (default: this
+// executable) or in the build tree beside it; any other name, or one not found
+// there, is returned as it is (looked up in PATH).
+std::string ShippedProgram(const std::string& name, const std::string& self = "",
+                           const std::string& state_dir = "");
 
 // Parses a `command` message (api::agentproto::Command); on a malformed one returns
 // a request with parse_error set, no argv and whatever id could be read (the runner
@@ -51,6 +53,8 @@ struct CommandRunnerOptions {
   // A request without a timeout (or a longer one) gets this one: nothing runs
   // unbounded on the node.
   std::chrono::milliseconds max_timeout{std::chrono::hours(1)};
+  // The agent's state directory, where shipped programs may be (ShippedProgram).
+  std::string state_dir;
 };
 
 class CommandRunner {

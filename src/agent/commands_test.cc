@@ -47,6 +47,14 @@ TEST(CommandsTest, ShippedProgramsAreFoundBesideTheAgent) {
   EXPECT_EQ(ShippedProgram("hpod-deep-check", (dir / "build/cmd/hpod-agent/hpod-agent").string()),
             (dir / "build/cmd/hpod-deep-check/hpod-deep-check").string());
   EXPECT_EQ(ShippedProgram("hpod-missing", (dir / "bin/hpod-agent").string()), "hpod-missing");
+  // A copy in the agent's state directory wins (a local node cannot see a build
+  // tree under hpodd's /tmp).
+  fs::create_directories(dir / "state");
+  std::ofstream(dir / "state/hpod-deep-check") << "#!/bin/sh\n";
+  fs::permissions(dir / "state/hpod-deep-check", fs::perms::owner_all);
+  EXPECT_EQ(ShippedProgram("hpod-deep-check", (dir / "bin/hpod-agent").string(),
+                           (dir / "state").string()),
+            (dir / "state/hpod-deep-check").string());
   EXPECT_EQ(ShippedProgram("scontrol", (dir / "bin/hpod-agent").string()), "scontrol");
   fs::remove_all(dir);
 }

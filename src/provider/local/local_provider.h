@@ -109,6 +109,10 @@ struct LocalProviderOptions {
   // (the plugin runs it for --container-image); empty: none, and a containerized
   // step fails with one line saying so.
   std::string container_helper;
+  // hpod-deep-check (deep health checks), copied onto each node's disk beside
+  // the agent's state (/var/lib/hpod-agent), where the agent runs it from: a
+  // node does not see hpodd's /tmp, where a build tree may be. Empty: none.
+  std::string deep_check_program;
   // Wall-clock time for partition ends (persisted, so hpodd restarts keep them).
   // Borrowed, outlives the provider; null: the real clock.
   const Clock* clock = nullptr;

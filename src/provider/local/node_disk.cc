@@ -87,7 +87,8 @@ Status LocalProvider::PrepareDisk(const Node& n) {
   // its copies unless the build is newer; a new copy is renamed into place, so a
   // full disk never leaves a truncated plugin that plugstack.conf requires.
   for (const auto& [from, name] : {std::pair{&options_.spank_plugin, "spank_hpod.so"},
-                                   std::pair{&options_.container_helper, "hpod-container"}}) {
+                                   std::pair{&options_.container_helper, "hpod-container"},
+                                   std::pair{&options_.deep_check_program, "hpod-deep-check"}}) {
     if (from->empty()) continue;
     const std::string dest = disk + "/state/" + name;
     std::error_code newer;
