@@ -210,6 +210,11 @@ class Rig:
             raise RuntimeError("a systemd host needs the machine's name=systemd cgroup hierarchy")
         if systemd:
             env.update(HOSTRIG_INIT="systemd", HOSTRIG_AGENT_UNIT=AGENT_UNIT)
+        # The init writes the boot's id first; a caller reads it as soon as this
+        # returns, so the old boot's file must not be what it finds.
+        boot_file = os.path.join(host.disk, "boot_id")
+        if os.path.exists(boot_file):
+            os.unlink(boot_file)
         with open(os.path.join(host.disk, "init.log"), "a") as out:  # the child keeps its copy
             host.init = subprocess.Popen(
                 ["nsenter", "--net=/run/netns/" + host.netns, "unshare", "--uts", "--mount",
@@ -217,6 +222,11 @@ class Rig:
                  host.name, agent, server, token, instance_type, spank],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
         host.pid1()
+        deadline = time.time() + 10
+        while not (os.path.exists(boot_file) and len(host.boot_id()) == 36):
+            if time.time() > deadline:
+                raise RuntimeError("host %s wrote no boot id (see init.log)" % host.name)
+            time.sleep(0.05)
         return host
 
     def start_storage(self, host, port=2222):
