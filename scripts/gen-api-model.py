@@ -20,7 +20,7 @@ OPERATIONS = [
     "CreateCluster", "DescribeCluster", "ListClusters", "DeleteCluster", "UpdateCluster",
     "ListClusterNodes", "DescribeClusterNode", "BatchDeleteClusterNodes",
     "BatchRebootClusterNodes", "BatchReplaceClusterNodes", "BatchAddClusterNodes",
-    "StartClusterHealthCheck",
+    "StartClusterHealthCheck", "UpdateClusterSoftware",
     "ListClusterEvents", "DescribeClusterEvent",
     # SageMaker's tagging, served for cluster ARNs (a cluster's Tags).
     "AddTags", "ListTags", "DeleteTags",

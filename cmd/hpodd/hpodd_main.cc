@@ -159,6 +159,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   std::string node_block = "10.77.0.0/16", fsx_root, s3_endpoint, s3_region = "us-east-1";
   std::string link_prefix = "hp";
   int node_disk_mb = 0;
+  std::string node_software;
   std::string fake_nvml_library;
   std::vector<std::string> fake_clock_skew;
   int heartbeat_ms = 2000, heartbeat_timeout_ms = 6000, lifecycle_timeout_s = 1800,
@@ -217,6 +218,11 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
                   "on the host's disk")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
+    a->add_option("--node-software", node_software,
+                  "A directory whose hpod-agent, spank_hpod.so, hpod-container and "
+                  "hpod-deep-check local nodes get in place of those beside hpodd: where a new "
+                  "release is staged for UpdateClusterSoftware (docs/software-updates.md)")
+        ->check(CLI::ExistingDirectory);
     a->add_option("--fake-nvml-library", fake_nvml_library,
                   "Path of a fake libnvidia-ml (hpod_fake_nvml) that the agents of GPU nodes "
                   "load, so GPU health checks and gpu-xid faults work without GPUs");
@@ -517,6 +523,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   context.fsx_root = fsx_root;
   context.link_prefix = link_prefix;
   context.node_disk_mb = node_disk_mb;
+  context.node_software = node_software;
   context.fake_nvml_library = fake_nvml_library;
   for (const std::string& skew : fake_clock_skew) {
     const size_t eq = skew.find('=');

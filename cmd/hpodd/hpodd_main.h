@@ -22,6 +22,7 @@ struct ProviderContext {
   std::string fsx_root;           // --fsx-root (empty: <data_dir>/local/fsx)
   std::string link_prefix;        // --link-prefix (names of bridges, veths, netns)
   int node_disk_mb = 0;           // --node-disk-mb (0: node disks are plain directories)
+  std::string node_software;      // --node-software (empty: the programs beside hpodd)
   std::string fake_nvml_library;  // --fake-nvml-library (empty: no NVML seam)
   std::map<std::string, int> fake_clock_skew_s;  // --fake-clock-skew GROUP=SECONDS
   // --agent-transport: "unix" (agents dial agent_socket) or "tls" (over the node

@@ -92,6 +92,18 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
       }
     }
   }
+  // A staged release: its programs replace those found above (node_images.cc
+  // names the image from whatever the options point at).
+  if (!ctx.node_software.empty()) {
+    std::error_code ec;
+    for (auto [name, path] :
+         {std::pair{"hpod-agent", &o.agent_binary}, std::pair{"spank_hpod.so", &o.spank_plugin},
+          std::pair{"hpod-container", &o.container_helper},
+          std::pair{"hpod-deep-check", &o.deep_check_program}}) {
+      const fs::path staged = fs::absolute(ctx.node_software, ec) / name;
+      if (!ec && fs::exists(staged, ec)) *path = staged.string();
+    }
+  }
   if (!ctx.fake_nvml_library.empty()) {
     // Nodes resolve it in their own mount namespace: pass it absolute.
     o.fake_nvml_library = fs::absolute(ctx.fake_nvml_library).string();

@@ -261,12 +261,14 @@ void Agent::Stop() {
 }
 
 proto::Hello Agent::Hello() {
+  std::call_once(software_once_, [this] { software_ = RunningSoftware(options_.state_dir); });
   return proto::Hello{proto::kProtocolVersion,
                       std::string(kAgentVersion),
                       Hostname(options_.hostname),
                       options_.private_ip,
                       boot_id_,
-                      lifecycle_.status().wire()};
+                      lifecycle_.status().wire(),
+                      software_};
 }
 
 proto::Heartbeat Agent::HeartbeatFields() {

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <list>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -89,6 +91,10 @@ class Agent final : public ChannelHandler {
   const Clock& clock_;
   const std::chrono::steady_clock::time_point started_;
   const std::string boot_id_;
+  // RunningSoftware(), read once at the first hello (hashing the programs takes
+  // a moment; they do not change under a running agent).
+  std::once_flag software_once_;
+  std::map<std::string, std::string> software_;
   std::atomic<bool> stopping_{false};
 
   LifecycleRunner lifecycle_;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "hpod/api/agent_protocol.h"
+#include "hpod/base/crypto.h"
 #include "hpod/base/subprocess.h"
 
 namespace hpod::agent {
@@ -39,6 +40,36 @@ std::string ShippedProgram(const std::string& name, const std::string& self,
     if (::access(p.c_str(), X_OK) == 0) return p.string();
   }
   return name;
+}
+
+std::map<std::string, std::string> RunningSoftware(const std::string& state_dir,
+                                                   const std::string& self) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path me = self.empty() ? fs::read_symlink("/proc/self/exe", ec) : fs::path(self);
+  std::map<std::string, std::string> out;
+  auto add = [&](const std::string& name, const fs::path& path) {
+    if (path.empty() || out.count(name)) return;
+    auto digest = Sha256FileHex(path.string());
+    if (digest.ok()) out[name] = *digest;
+  };
+  // /proc/self/exe names the file this process runs even when a node sees it
+  // under another path (hpod-node-init binds it on /run/hpod-node-program).
+  add("hpod-agent", self.empty() ? fs::path("/proc/self/exe") : me);
+  for (const char* name : {"hpod-container", "hpod-deep-check"}) {
+    const std::string found = ShippedProgram(name, ec ? "" : me.string(), state_dir);
+    if (found.find('/') != std::string::npos) add(name, found);
+  }
+  for (const fs::path& p :
+       {state_dir.empty() ? fs::path() : fs::path(state_dir) / "spank_hpod.so",
+        ec ? fs::path() : me.parent_path() / "spank_hpod.so",
+        ec ? fs::path() : me.parent_path().parent_path() / "lib" / "hpod" / "spank_hpod.so"}) {
+    if (!p.empty() && fs::exists(p)) {
+      add("spank_hpod.so", p);
+      break;
+    }
+  }
+  return out;
 }
 
 CommandRequest ParseCommandRequest(const Json& message) {

@@ -39,6 +39,14 @@ struct CommandRequest {
 std::string ShippedProgram(const std::string& name, const std::string& self = "",
                            const std::string& state_dir = "");
 
+// The programs this agent runs, for hello's `software` (api/software_image.h):
+// itself (`self`, default /proc/self/exe) as hpod-agent, hpod-container and
+// hpod-deep-check where ShippedProgram finds them, and spank_hpod.so in
+// `state_dir`, beside `self` or in <self>/../lib/hpod (the package's place).
+// A program not found is left out; the digests are read from the files now.
+std::map<std::string, std::string> RunningSoftware(const std::string& state_dir,
+                                                   const std::string& self = "");
+
 // Parses a `command` message (api::agentproto::Command); on a malformed one returns
 // a request with parse_error set, no argv and whatever id could be read (the runner
 // answers it with the error, so hpodd's caller is not left waiting).

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <mutex>
 
+#include "hpod/base/crypto.h"
+
 namespace hpod::agent {
 namespace {
 
@@ -56,6 +58,29 @@ TEST(CommandsTest, ShippedProgramsAreFoundBesideTheAgent) {
                            (dir / "state").string()),
             (dir / "state/hpod-deep-check").string());
   EXPECT_EQ(ShippedProgram("scontrol", (dir / "bin/hpod-agent").string()), "scontrol");
+  fs::remove_all(dir);
+}
+
+TEST(CommandsTest, RunningSoftwareDigestsWhatTheAgentRuns) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "running_software";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "bin");
+  fs::create_directories(dir / "lib/hpod");
+  fs::create_directories(dir / "state");
+  std::ofstream(dir / "bin/hpod-agent") << "agent";
+  std::ofstream(dir / "lib/hpod/spank_hpod.so") << "plugin";
+  std::ofstream(dir / "state/hpod-deep-check") << "check";
+  fs::permissions(dir / "state/hpod-deep-check", fs::perms::owner_all);
+  auto sw = RunningSoftware((dir / "state").string(), (dir / "bin/hpod-agent").string());
+  EXPECT_EQ(sw,
+            (std::map<std::string, std::string>{{"hpod-agent", HexEncode(Sha256("agent"))},
+                                                {"hpod-deep-check", HexEncode(Sha256("check"))},
+                                                {"spank_hpod.so", HexEncode(Sha256("plugin"))}}));
+  // A plugin in the state dir (a local node's copy) is the one slurmd loads there.
+  std::ofstream(dir / "state/spank_hpod.so") << "node copy";
+  sw = RunningSoftware((dir / "state").string(), (dir / "bin/hpod-agent").string());
+  EXPECT_EQ(sw["spank_hpod.so"], HexEncode(Sha256("node copy")));
   fs::remove_all(dir);
 }
 

@@ -181,6 +181,7 @@ StatusOr<Hello> Hello::FromJson(const Json& j) {
   r.Str("private_ip", &h.private_ip);
   r.Str("boot_id", &h.boot_id);
   r.Obj("lifecycle", &h.lifecycle, ParseLifecycleState);
+  r.StrMap("software", &h.software);
   return r.Done(std::move(h));
 }
 Json Hello::ToJson() const {
@@ -190,6 +191,7 @@ Json Hello::ToJson() const {
          {"private_ip", private_ip},
          {"boot_id", boot_id}};
   if (lifecycle) j["lifecycle"] = lifecycle->ToJson();
+  if (!software.empty()) j["software"] = software;
   return Typed(kType, std::move(j));
 }
 

@@ -158,6 +158,9 @@ struct Hello {
   std::string private_ip;
   std::string boot_id;
   std::optional<LifecycleState> lifecycle;
+  // The programs the agent runs, name → hex SHA-256 (api/software_image.h);
+  // empty from agents older than the field.
+  std::map<std::string, std::string> software;
 
   static StatusOr<Hello> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;

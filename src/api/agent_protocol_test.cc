@@ -49,7 +49,13 @@ TrainingResult FullTrainingResult() {
 }
 // One value of every message with every field set (so ToJson writes them all).
 Hello FullHello() {
-  return {kProtocolVersion, "0.1.0", "ip-10-0-0-1", "10.0.0.1", "boot", FullLifecycle()};
+  return {kProtocolVersion,
+          "0.1.0",
+          "ip-10-0-0-1",
+          "10.0.0.1",
+          "boot",
+          FullLifecycle(),
+          {{"hpod-agent", std::string(64, 'a')}}};
 }
 Heartbeat FullHeartbeat() {
   return {7, FullLifecycle(), 42, FullSlurm(), FullHost(), "", 1700000003.75};
@@ -249,6 +255,8 @@ TEST(AgentProtocolTest, MalformedFieldsAreNamed) {
        "hello: field 'protocol_version' must be an integer"},
       {"hello agent", Parse<Hello>(R"({"protocol_version":1,"agent_version":2})"),
        "hello: field 'agent_version' must be a string"},
+      {"hello software", Parse<Hello>(R"({"agent_version":"1","software":{"hpod-agent":1}})"),
+       "hello: field 'software.hpod-agent' must be a string"},
       {"log", Parse<Log>(R"({"stream":"Agent"})"), "log: field 'data' is missing"},
       {"nodes", Parse<SlurmNodes>(R"({"nodes":{}})"),
        "slurm_nodes: field 'nodes' must be an array"},

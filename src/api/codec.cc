@@ -47,8 +47,6 @@ std::string RefusedClusterOperation(std::string_view operation) {
                            "UpdateComputeQuota", "DeleteComputeQuota"}) {
       m[op] = quotas;
     }
-    m["UpdateClusterSoftware"] =
-        "rolling software updates are not available yet; a node runs its host's software";
     return m;
   }();
   auto it = kRefused.find(operation);

@@ -25,8 +25,8 @@ TEST(CodecTest, EmptyBodyIsAnEmptyObject) {
 // with their reason (a ValidationException), not as unknown.
 TEST(CodecTest, RefusedClusterOperationsSayWhy) {
   const ServiceModel& m = ServiceModel::Get();
-  for (const char* op : {"AttachClusterNodeVolume", "CreateClusterSchedulerConfig",
-                         "ListComputeQuotas", "UpdateClusterSoftware"}) {
+  for (const char* op :
+       {"AttachClusterNodeVolume", "CreateClusterSchedulerConfig", "ListComputeQuotas"}) {
     auto r = DecodeRequest(m, std::string("SageMaker.") + op, kJson, "{}");
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << op;
     EXPECT_EQ(r.status().aws_type(), "") << op << ": answered as a ValidationException";
@@ -36,6 +36,7 @@ TEST(CodecTest, RefusedClusterOperationsSayWhy) {
   EXPECT_NE(RefusedClusterOperation("DetachClusterNodeVolume").find("EKS"), std::string::npos);
   EXPECT_EQ(RefusedClusterOperation("CreateTrainingJob"), "");
   EXPECT_EQ(RefusedClusterOperation("CreateCluster"), "");
+  EXPECT_EQ(RefusedClusterOperation("UpdateClusterSoftware"), "") << "served";
 }
 
 TEST(CodecTest, Errors) {

@@ -6,7 +6,10 @@
 #include <openssl/rand.h>
 #include <sys/random.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 
 namespace hpod {
 
@@ -15,6 +18,29 @@ std::string Sha256(std::string_view data) {
   unsigned int len = 0;
   EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr);
   return std::string(reinterpret_cast<char*>(out), len);
+}
+
+StatusOr<std::string> Sha256FileHex(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) {
+    const int err = errno;
+    std::string what = "reading " + path + ": " + std::strerror(err);
+    return err == ENOENT ? NotFoundError(what) : InternalError(what);
+  }
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    return InternalError("SHA-256 context");
+  }
+  std::string buf(1 << 20, '\0');
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+    EVP_DigestUpdate(ctx.get(), buf.data(), n);
+  }
+  if (std::ferror(f.get())) return InternalError("reading " + path + ": I/O error");
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), out, &len);
+  return HexEncode(std::string_view(reinterpret_cast<char*>(out), len));
 }
 
 std::string HmacSha256(std::string_view key, std::string_view data) {

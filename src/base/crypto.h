@@ -16,6 +16,9 @@ namespace hpod {
 
 // Raw 32-byte SHA-256 digest of `data`.
 std::string Sha256(std::string_view data);
+// Lowercase hex SHA-256 of the file at `path`, read in chunks (a program of tens
+// of MiB is never held whole). kNotFound when it does not exist.
+StatusOr<std::string> Sha256FileHex(const std::string& path);
 // Raw 32-byte HMAC-SHA256 of `data` under `key`.
 std::string HmacSha256(std::string_view key, std::string_view data);
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 #include <vector>
 
@@ -13,6 +14,23 @@ TEST(CryptoTest, Sha256KnownVectors) {
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(HexEncode(Sha256("abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(CryptoTest, Sha256FileHexReadsInChunks) {
+  const std::string path = ::testing::TempDir() + "/sha256_file";
+  std::string data(3 << 20, 'x');  // more than one chunk
+  data += "tail";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(data.data(), 1, data.size(), f);
+    std::fclose(f);
+  }
+  auto hex = Sha256FileHex(path);
+  ASSERT_TRUE(hex.ok()) << hex.status().ToString();
+  EXPECT_EQ(*hex, HexEncode(Sha256(data)));
+  std::remove(path.c_str());
+  EXPECT_EQ(Sha256FileHex(path).status().code(), StatusCode::kNotFound);
 }
 
 TEST(CryptoTest, HmacRfc4231Case2) {

@@ -8,6 +8,7 @@
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/lifecycle_bundle.h"
+#include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
 
@@ -330,7 +331,10 @@ void AgentService::HandleHello(const std::shared_ptr<Channel>& ch, const json& m
     store::AgentRecord a = *existing;
     a.agent_version = hello->agent_version;
     if (confirm && a.registered_time == 0) a.registered_time = clock_.NowEpochSeconds();
-    return tx.PutAgent(a);
+    HPOD_RETURN_IF_ERROR(tx.PutAgent(a));
+    // What the node runs (software_update.h); an agent older than the field says nothing.
+    if (hello->software.empty()) return OkStatus();
+    return RecordNodeSoftware(tx, clock_, a.cluster_id, a.instance_id, hello->software);
   });
   if (!s.ok()) spdlog::warn("hello from {}: {}", ch->instance_id, s.ToString());
   if (hello->lifecycle) HandleLifecycle(ch, *hello->lifecycle);

@@ -14,6 +14,7 @@
 #include "hpod/controlplane/provisioning.h"
 #include "hpod/controlplane/render.h"
 #include "hpod/controlplane/slurm_plan.h"
+#include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
 
@@ -183,6 +184,7 @@ StatusOr<ordered_json> ClusterApi::Call(const api::Operation& op, const json& re
   if (n == "BatchReplaceClusterNodes") return BatchReplaceClusterNodes(req);
   if (n == "BatchAddClusterNodes") return BatchAddClusterNodes(req);
   if (n == "StartClusterHealthCheck") return StartClusterHealthCheck(req);
+  if (n == "UpdateClusterSoftware") return UpdateClusterSoftware(req);
   if (n == "ListClusterEvents") return ListClusterEvents(req);
   if (n == "DescribeClusterEvent") return DescribeClusterEvent(req);
   if (n == "AddTags") return AddTags(req);
@@ -293,6 +295,7 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
   for (const char* m : kClusterSpecMembers) {
     if (req.contains(m)) c.spec[m] = req[m];
   }
+  const std::string image = ShippedImage();  // the groups' software (software_update.h)
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
     auto existing = tx.GetClusterByName(c.name);
     if (existing.ok()) {
@@ -322,6 +325,7 @@ StatusOr<ordered_json> ClusterApi::CreateCluster(const json& req) {
       gr.previous_target_count = -1;
       gr.status = api::NameString(api::InstanceGroupStatus::kCreating);
       HPOD_RETURN_IF_ERROR(tx.PutGroup(gr));
+      if (!image.empty()) HPOD_RETURN_IF_ERROR(PutGroupImage(tx, c.id, gr.name, {image, ""}));
     }
     return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
                        "Cluster creation started with " + std::to_string(total) + " instances in " +
@@ -356,6 +360,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
     }
   }
   std::string cluster_id, arn;
+  const std::string image = ShippedImage();  // for the groups it adds
   HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
     const bool continuous = IsContinuous(c);
@@ -427,6 +432,7 @@ StatusOr<ordered_json> ClusterApi::UpdateCluster(const json& req) {
           gr.position = next_position++;
           gr.previous_target_count = -1;
           gr.status = api::NameString(api::InstanceGroupStatus::kCreating);
+          if (!image.empty()) HPOD_RETURN_IF_ERROR(PutGroupImage(tx, c.id, name, {image, ""}));
         }
         gr.spec = g;
         gr.target_count = g["InstanceCount"];

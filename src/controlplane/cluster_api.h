@@ -71,6 +71,11 @@ class ClusterApi {
   Result StartClusterHealthCheck(const nlohmann::json& req);
   Result ListClusterEvents(const nlohmann::json& req);
   Result DescribeClusterEvent(const nlohmann::json& req);
+  // cluster_api_software.cc: rolling software updates (software_update.h).
+  Result UpdateClusterSoftware(const nlohmann::json& req);
+  // The provider's current image (Provider::CurrentImage) for new groups; "" when
+  // it ships none or could not say (logged: the nodes then get what it has).
+  std::string ShippedImage() const;
   // cluster_api_tags.cc: a cluster's Tags, by its ARN.
   Result AddTags(const nlohmann::json& req);
   Result ListTags(const nlohmann::json& req);

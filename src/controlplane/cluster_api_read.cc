@@ -8,6 +8,7 @@
 #include "hpod/controlplane/deep_health.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/render.h"
+#include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
 
@@ -60,6 +61,7 @@ std::string PageToken(const PageTokenCodec& tokens, const std::string& scope,
 
 StatusOr<ordered_json> ClusterApi::DescribeCluster(const json& req) {
   ordered_json out;
+  const std::string shipped = ShippedImage();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     auto found = FindCluster(tx, req["ClusterName"]);
     if (found.status().code() == StatusCode::kNotFound) {
@@ -69,7 +71,11 @@ StatusOr<ordered_json> ClusterApi::DescribeCluster(const json& req) {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, std::move(found));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     HPOD_ASSIGN_OR_RETURN(auto running, tx.CountRunningNodes(c.id));
-    out = RenderCluster(c, groups, running);
+    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped));
+    std::map<std::string, json> extra;
+    for (const auto& g : groups) extra[g.name] = GroupSoftwareFields(software, g.name);
+    out = RenderCluster(c, groups, running, extra);
+    if (software.update) out["HpodSoftwareUpdate"] = SoftwareUpdateSummary(*software.update);
     return OkStatus();
   }));
   return out;
@@ -123,9 +129,11 @@ StatusOr<ordered_json> ClusterApi::ListClusterNodes(const json& req) {
   const std::string scope = PageTokenCodec::ScopeOf("ListClusterNodes", req);
   HPOD_ASSIGN_OR_RETURN(q.after, PageStart(tokens_, scope, req));
   ordered_json out = ordered_json::object();
+  const std::string shipped = ShippedImage();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
     q.cluster_id = c.id;
+    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped));
     HPOD_ASSIGN_OR_RETURN(auto rows, tx.QueryNodes(q));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     std::map<std::string, const store::GroupRecord*> gmap;
@@ -135,8 +143,8 @@ StatusOr<ordered_json> ClusterApi::ListClusterNodes(const json& req) {
     for (int i = 0; i < static_cast<int>(rows.size()) && i < page; ++i) {
       const auto& n = rows[i];
       auto it = gmap.find(n.group_name);
-      list.push_back(
-          RenderNodeSummary(n, it == gmap.end() ? nullptr : it->second, logical, options_.region));
+      list.push_back(RenderNodeSummary(n, it == gmap.end() ? nullptr : it->second, logical,
+                                       options_.region, NodeSoftwareFields(software, n)));
     }
     if (static_cast<int>(rows.size()) > page) {
       const auto& last = rows[page - 1];
@@ -156,9 +164,11 @@ StatusOr<ordered_json> ClusterApi::DescribeClusterNode(const json& req) {
     return InvalidArgumentError("Specify exactly one of NodeId or NodeLogicalId");
   }
   ordered_json out;
+  const std::string shipped = ShippedImage();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
+    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     std::string key = by_id ? req["NodeId"] : req["NodeLogicalId"];
     for (const auto& n : nodes) {
@@ -167,7 +177,12 @@ StatusOr<ordered_json> ClusterApi::DescribeClusterNode(const json& req) {
       for (const auto& gr : groups) {
         if (gr.name == n.group_name) g = &gr;
       }
-      out = ordered_json{{"NodeDetails", RenderNodeDetails(n, g, options_.region)}};
+      out = ordered_json{{"NodeDetails", RenderNodeDetails(n, g, options_.region,
+                                                           NodeSoftwareFields(software, n))}};
+      if (auto s = software.nodes.find(n.instance_id); s != software.nodes.end()) {
+        // What the agent said it runs (hello.software): the digests the image is named from.
+        out["NodeDetails"]["HpodSoftware"] = s->second.software;
+      }
       // The node's last deep health check, as it stands (deep_health.h).
       auto deep = tx.GetSetting(DeepCheckSetting(c.id, n.instance_id));
       if (!deep.ok() && deep.status().code() != StatusCode::kNotFound) return deep.status();

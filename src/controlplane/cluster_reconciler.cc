@@ -41,6 +41,7 @@ ClusterReconciler::ClusterReconciler(store::Store& store, provider::Provider* pr
       nodes_(provider, clock, options_, std::move(bootstrap_token), slurm_),
       recovery_(store, provider, clock, slurm_agents),
       retry_(store, provider, clock, options_.retry),
+      software_(store, clock),
       rollup_(store, clock) {}
 
 WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
@@ -133,6 +134,7 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
   std::vector<NodeRecord> nodes;
   std::map<std::string, store::AgentRecord> agents;
   std::map<std::string, DeepCheck> deep;
+  std::map<std::string, std::string> launch_images;  // group → the image its new nodes get
   auto read = [&]() {
     return store_.Read([&](store::ReadTx& tx) -> Status {
       HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(cluster_id));
@@ -142,9 +144,15 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
       agents.clear();
       for (auto& a : list) agents[a.instance_id] = std::move(a);
       HPOD_ASSIGN_OR_RETURN(deep, LoadDeepChecks(tx, cluster_id));
+      HPOD_ASSIGN_OR_RETURN(auto images, LoadGroupImages(tx, cluster_id));
+      launch_images.clear();
+      for (const auto& [group, image] : images) launch_images[group] = image.Launch();
       return OkStatus();
     });
   };
+  // A software update's next step first: the recoveries it starts are taken in
+  // this same pass.
+  HPOD_RETURN_IF_ERROR(software_.Step(cluster_id).status());
   HPOD_RETURN_IF_ERROR(read());
   const bool winding_down =
       Is(c.status, ClusterStatus::kDeleting) || Is(c.status, ClusterStatus::kFailed);
@@ -159,7 +167,8 @@ StatusOr<std::vector<NodeChange>> ClusterReconciler::ActOnNodes(const std::strin
   HPOD_ASSIGN_OR_RETURN(bool retried, retry_.Step(c, groups, nodes, agents, recovery.recovering));
   if (retried) HPOD_RETURN_IF_ERROR(read());
   std::vector<NodeChange> changes;
-  Status transient = nodes_.Act(c, groups, nodes, agents, slurm, recovery.held, &changes);
+  Status transient =
+      nodes_.Act(c, groups, nodes, agents, slurm, recovery.held, launch_images, &changes);
   // A node whose deep health checks are due or running is not Running yet.
   GateDeepChecks(groups, nodes, deep, &changes);
   slurm_.Finish(slurm);

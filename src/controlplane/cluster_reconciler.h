@@ -32,6 +32,7 @@
 #include "hpod/controlplane/rollup.h"
 #include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/slurm_reconciler.h"
+#include "hpod/controlplane/software_update.h"
 #include "hpod/controlplane/work_queue.h"
 #include "hpod/provider/provider.h"
 #include "hpod/store/store.h"
@@ -70,6 +71,7 @@ class ClusterReconciler {
   NodeReconciler nodes_;
   RecoveryReconciler recovery_;
   ProvisioningRetry retry_;
+  SoftwareUpdater software_;
   ClusterRollUp rollup_;
 };
 

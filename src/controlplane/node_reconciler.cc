@@ -48,6 +48,7 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
                            const std::vector<NodeRecord>& nodes,
                            const std::map<std::string, store::AgentRecord>& agents,
                            SlurmReconciler::Pass& slurm, const std::set<std::string>& held,
+                           const std::map<std::string, std::string>& images,
                            std::vector<NodeChange>* changes) {
   std::map<std::string, const GroupRecord*> gmap;
   for (const auto& g : groups) gmap[g.name] = &g;
@@ -81,7 +82,7 @@ Status NodeReconciler::Act(const ClusterRecord& cluster, const std::vector<Group
     for (size_t i = 0; i < count; ++i) {
       launched[i].instance_id = to_launch[first + i]->instance_id;
       auto launch = [&, i] {
-        results[i] = Launch(cluster, gmap, *to_launch[first + i], &launched[i]);
+        results[i] = Launch(cluster, gmap, images, *to_launch[first + i], &launched[i]);
       };
       if (count == 1) {
         launch();
@@ -170,7 +171,8 @@ Status NodeReconciler::Remove(const NodeRecord& n, SlurmReconciler::Pass& slurm,
 
 Status NodeReconciler::Launch(const ClusterRecord& cluster,
                               const std::map<std::string, const GroupRecord*>& groups,
-                              const NodeRecord& n, NodeChange* change) {
+                              const std::map<std::string, std::string>& images, const NodeRecord& n,
+                              NodeChange* change) {
   if (provider_ == nullptr) {
     change->status = ClusterInstanceStatus::kFailure;
     change->message = kNoProvider;
@@ -187,6 +189,9 @@ Status NodeReconciler::Launch(const ClusterRecord& cluster,
   if (git != groups.end()) {
     spec.group_spec = git->second->spec;
     spec.instance_type = git->second->spec.value("InstanceType", "");
+  }
+  if (auto image = images.find(n.group_name); image != images.end()) {
+    spec.image_id = image->second;
   }
   if (bootstrap_token_) spec.bootstrap_token = bootstrap_token_(n.instance_id);
   // Set before launch only for a replacement, which keeps the failed node's

@@ -58,19 +58,22 @@ class NodeReconciler {
   bool AgentsDecide() const { return provider_ != nullptr && provider_->RunsAgents(); }
 
   // Acts on every node of `cluster` but those in `held` (a recovery has them).
-  // Appends what it learnt to `changes` even when a provider call failed
-  // transiently; that failure is the returned status.
+  // A node is launched with its group's image in `images` (software_update.h;
+  // none: the provider's current one). Appends what it learnt to `changes` even
+  // when a provider call failed transiently; that failure is the returned status.
   Status Act(const store::ClusterRecord& cluster, const std::vector<store::GroupRecord>& groups,
              const std::vector<store::NodeRecord>& nodes,
              const std::map<std::string, store::AgentRecord>& agents, SlurmReconciler::Pass& slurm,
-             const std::set<std::string>& held, std::vector<NodeChange>* changes);
+             const std::set<std::string>& held, const std::map<std::string, std::string>& images,
+             std::vector<NodeChange>* changes);
 
  private:
   // Removing: drain (Slurm), terminate, forget once the provider says it is gone.
   Status Remove(const store::NodeRecord& n, SlurmReconciler::Pass& slurm, NodeChange* change);
   Status Launch(const store::ClusterRecord& cluster,
                 const std::map<std::string, const store::GroupRecord*>& groups,
-                const store::NodeRecord& n, NodeChange* change);
+                const std::map<std::string, std::string>& images, const store::NodeRecord& n,
+                NodeChange* change);
   Status Observe(const store::NodeRecord& n,
                  const std::map<std::string, store::AgentRecord>& agents,
                  SlurmReconciler::Pass& slurm, NodeChange* change);

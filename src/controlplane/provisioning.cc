@@ -12,6 +12,7 @@
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/recovery.h"
 #include "hpod/controlplane/slurm_plan.h"
+#include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
 
@@ -139,6 +140,7 @@ StatusOr<bool> ProvisioningRetry::Step(const store::ClusterRecord& cluster,
         if (RecoveryActive(r) && r.instance_id == f->instance_id) return OkStatus();
       }
       HPOD_RETURN_IF_ERROR(tx.DeleteNode(f->instance_id));
+      HPOD_RETURN_IF_ERROR(ForgetNodeSoftware(tx, cluster.id, f->instance_id));
       // A failed launch is seldom its host's alone (a broken script, an agent
       // that cannot reach hpodd fail on every host alike): a pool host goes back
       // to the pool, as after an all-or-nothing failure; quarantining it would

@@ -3,6 +3,7 @@
 #include "hpod/api/states.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/ids.h"
+#include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
 
@@ -89,8 +90,10 @@ StatusOr<std::string> RequestRecovery(store::WriteTx& tx, const Clock& clock,
   r.source = request.source;
   r.check = request.check;
   r.node_dead = request.node_dead;
-  // NodeRecovery=None stops hpod's own repairs, not a caller's explicit request.
-  const bool requested = request.source.rfind("Batch", 0) == 0;
+  // NodeRecovery=None stops hpod's own repairs, not a caller's explicit request
+  // (a Batch API, or UpdateClusterSoftware's replacements).
+  const bool requested =
+      request.source.rfind("Batch", 0) == 0 || request.source == kSoftwareUpdateSource;
   auto setting = cluster.spec.find("NodeRecovery");
   const bool none = setting != cluster.spec.end() && setting->is_string() &&
                     setting->get<std::string>() == "None";

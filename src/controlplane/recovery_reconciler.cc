@@ -12,6 +12,7 @@
 #include "hpod/controlplane/host_states.h"
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/jobs.h"
+#include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
 
@@ -279,7 +280,10 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
     // Removed meanwhile (scale-down, BatchDelete): the user's decision wins; the
     // machine is gone, the row goes with no replacement.
     removed = current.ok() && current->remove;
-    if (current.ok()) HPOD_RETURN_IF_ERROR(tx.DeleteNode(node.instance_id));
+    if (current.ok()) {
+      HPOD_RETURN_IF_ERROR(tx.DeleteNode(node.instance_id));
+      HPOD_RETURN_IF_ERROR(ForgetNodeSoftware(tx, cluster.id, node.instance_id));
+    }
     // Its host failed it: quarantined with the reason, out of the pool until a
     // person releases it (a pool host; a one-launch host is retired anyway).
     HPOD_RETURN_IF_ERROR(EndHostTenure(

@@ -60,7 +60,8 @@ bool IsLiveNode(const store::NodeRecord& node) {
 
 ordered_json RenderCluster(const store::ClusterRecord& cluster,
                            const std::vector<store::GroupRecord>& groups,
-                           const std::map<std::string, int>& running) {
+                           const std::map<std::string, int>& running,
+                           const std::map<std::string, nlohmann::json>& group_extra) {
   nlohmann::json r = cluster.spec;  // VpcConfig, Tags, NodeRecovery, Orchestrator, ...
   r["ClusterArn"] = cluster.arn;
   r["ClusterName"] = cluster.name;
@@ -76,6 +77,9 @@ ordered_json RenderCluster(const store::ClusterRecord& cluster,
     d["TargetCount"] = g.target_count;
     d["Status"] = g.status;
     d.erase("InstanceCount");
+    if (auto extra = group_extra.find(g.name); extra != group_extra.end()) {
+      d.update(extra->second);
+    }
     gs.push_back(std::move(d));
   }
   r["InstanceGroups"] = std::move(gs);
@@ -83,7 +87,8 @@ ordered_json RenderCluster(const store::ClusterRecord& cluster,
 }
 
 ordered_json RenderNodeSummary(const store::NodeRecord& node, const store::GroupRecord* group,
-                               bool include_logical_id, const std::string& region) {
+                               bool include_logical_id, const std::string& region,
+                               const nlohmann::json& extra) {
   nlohmann::json r;
   r["InstanceGroupName"] = node.group_name;
   r["InstanceId"] = node.instance_id;
@@ -92,11 +97,12 @@ ordered_json RenderNodeSummary(const store::NodeRecord& node, const store::Group
   r["LaunchTime"] = node.launch_time;
   r["InstanceStatus"] = {{"Status", node.status}, {"Message", node.message}};
   if (!node.private_ip.empty()) r["PrivateDnsHostname"] = PrivateDnsName(node.private_ip, region);
+  r.update(extra);
   return InModelOrder(ShapeNamed("ClusterNodeSummary"), r);
 }
 
 ordered_json RenderNodeDetails(const store::NodeRecord& node, const store::GroupRecord* group,
-                               const std::string& region) {
+                               const std::string& region, const nlohmann::json& extra) {
   nlohmann::json r = group ? group->spec : nlohmann::json::object();
   r["InstanceGroupName"] = node.group_name;
   r["InstanceId"] = node.instance_id;
@@ -107,6 +113,7 @@ ordered_json RenderNodeDetails(const store::NodeRecord& node, const store::Group
     r["PrivatePrimaryIp"] = node.private_ip;
     r["PrivateDnsHostname"] = PrivateDnsName(node.private_ip, region);
   }
+  r.update(extra);
   return InModelOrder(ShapeNamed("ClusterNodeDetails"), r);
 }
 

@@ -22,15 +22,20 @@ ordered_json InModelOrder(const api::Shape& shape, const nlohmann::json& value);
 
 // DescribeClusterResponse.
 // `running` is the CurrentCount of each group (store::ReadTx::CountRunningNodes).
+// `group_extra` adds members to a group's ClusterInstanceGroupDetails (its software).
 ordered_json RenderCluster(const store::ClusterRecord& cluster,
                            const std::vector<store::GroupRecord>& groups,
-                           const std::map<std::string, int>& running);
+                           const std::map<std::string, int>& running,
+                           const std::map<std::string, nlohmann::json>& group_extra = {});
 // ClusterNodeSummary / ClusterNodeDetails. `group` may be null for a group that
 // was deleted while its nodes shut down.
+// `extra` adds or replaces members (a node's software, software_update.h).
 ordered_json RenderNodeSummary(const store::NodeRecord& node, const store::GroupRecord* group,
-                               bool include_logical_id, const std::string& region);
+                               bool include_logical_id, const std::string& region,
+                               const nlohmann::json& extra = nlohmann::json::object());
 ordered_json RenderNodeDetails(const store::NodeRecord& node, const store::GroupRecord* group,
-                               const std::string& region);
+                               const std::string& region,
+                               const nlohmann::json& extra = nlohmann::json::object());
 // ClusterEventSummary / ClusterEventDetail.
 ordered_json RenderEvent(const store::EventRecord& event, bool detail);
 

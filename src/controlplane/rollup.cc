@@ -12,6 +12,7 @@
 #include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/provisioning.h"
 #include "hpod/controlplane/slurm_plan.h"
+#include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
 
@@ -85,6 +86,7 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
       NodeRecord n = *current;
       if (o.gone) {
         HPOD_RETURN_IF_ERROR(tx.DeleteNode(n.instance_id));
+        HPOD_RETURN_IF_ERROR(ForgetNodeSoftware(tx, cluster_id, n.instance_id));
         HPOD_RETURN_IF_ERROR(EndHostTenure(tx, clock_, n.instance_id,
                                            "instance " + n.instance_id + " was terminated"));
         HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, NodeSubject(n.group_name, n.instance_id),

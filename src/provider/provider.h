@@ -35,6 +35,9 @@ struct LaunchSpec {
   // Keep this address (and so the hostname ip-a-b-c-d) instead of allocating one:
   // a replacement node takes over the failed node's name. Empty: allocate.
   std::string private_ip;
+  // The software image to put on the node (api/software_image.h): one HasImage
+  // accepts. Empty: the provider's CurrentImage(), or its hosts' own software.
+  std::string image_id;
 };
 
 enum class NodeState {
@@ -118,6 +121,13 @@ class Provider {
   virtual Status InjectFault(const std::string& instance_id, const FaultSpec& fault) {
     return UnimplementedError("this provider cannot inject faults");
   }
+  // The software image (api/software_image.h) this provider puts on the nodes it
+  // launches now; "" when it ships none (its nodes run their hosts' own software,
+  // as pool hosts do). May take a moment: a provider keeps a copy of each image
+  // it names, so that nodes launched later with it get the same programs.
+  virtual StatusOr<std::string> CurrentImage() const { return std::string(); }
+  // Whether LaunchSpec::image_id may name `image_id` (the provider still holds it).
+  virtual bool HasImage(const std::string& image_id) const { return false; }
 };
 
 // Terminates the node (idempotent) and says whether it is gone: Describe says

@@ -136,6 +136,30 @@ class Boto3JourneyTest(Boto3Base):
         self.assertEqual([g["CurrentCount"] for g in desc["InstanceGroups"]], [1, 2])
         self.assertEqual(len(sm.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]), 3)
 
+        # UpdateClusterSoftware: the controller group is refused (hpod never replaces a
+        # controller); the compute group is replaced half at a time. This hpodd's fake
+        # nodes run no hpod software, so there is no image to compare.
+        self.client_error(sm.update_cluster_software, "ValidationException", ClusterName=arn,
+                          InstanceGroups=[{"InstanceGroupName": "controller-machine"}])
+        self.client_error(sm.update_cluster_software, "ValidationException", ClusterName=arn,
+                          ImageId="ami-0123456789abcdef0")
+        before = {n["InstanceId"]: n["InstanceGroupName"]
+                  for n in sm.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]}
+        out = sm.update_cluster_software(ClusterName=arn, DeploymentConfig={
+            "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "CAPACITY_PERCENTAGE",
+                                                         "Value": 50}},
+            "WaitIntervalInSeconds": 0})
+        self.assertEqual(out["ClusterArn"], arn)
+        desc = wait_cluster(sm, arn, "InService")
+        self.assertEqual([g.get("SoftwareUpdateStatus") for g in desc["InstanceGroups"]],
+                         [None, "Succeeded"])
+        after = {n["InstanceId"]: n["InstanceGroupName"]
+                 for n in sm.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]}
+        self.assertEqual(sorted(after.values()), sorted(before.values()))
+        self.assertEqual([i for i, g in after.items() if i in before],
+                         [i for i, g in before.items() if g == "controller-machine"],
+                         "every compute node was replaced, the controller kept")
+
         # Changing a group's instance type is refused; the controller group cannot go.
         self.client_error(sm.update_cluster, "ValidationException", ClusterName=arn,
                           InstanceGroups=[group("compute", 2, instance_type="ml.m5.large")])

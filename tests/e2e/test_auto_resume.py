@@ -6,6 +6,7 @@ killed) is recovered by hpod, the step re-runs in the same allocation (or, for t
 batch host, Slurm requeues the job), hpod-train resumes from its newest checkpoint
 and the job ends with the same final loss as an undisturbed run, bit for bit. The
 same job without --auto-resume fails. Needs root and Debian's slurm packages."""
+import hashlib
 import json
 import os
 import re
@@ -27,17 +28,19 @@ SAVE_INTERVAL = 20
 # test_4's attempt 0 stops at this checkpoint and waits for the test (GATED_TRAIN).
 GATE_STEP = 2 * SAVE_INTERVAL
 GATED_TRAIN = """#!/bin/bash
-# Attempt 0 trains to step %d (a checkpoint), says so, and waits while the
-# gate exists; any later attempt trains on from its checkpoint as usual.
+# Attempt 0 of the job's first run trains to step %d (a checkpoint), says so,
+# and waits while the gate (/fsx/ar/$GATE.gate, default user) exists; any later
+# attempt, or the job requeued, trains on from its checkpoint as usual.
 set -euo pipefail
-if [ "${HPOD_AUTO_RESUME_ATTEMPT:-0}" = 0 ]; then
+gate=/fsx/ar/${GATE:-user}
+if [ "${HPOD_AUTO_RESUME_ATTEMPT:-0}" = 0 ] && [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
   args=()
   while [ $# -gt 0 ]; do
     if [ "$1" = --max-steps ]; then args+=(--max-steps %d); shift 2; else args+=("$1"); shift; fi
   done
   /fsx/bin/hpod-train "${args[@]}"
-  touch "/fsx/ar/user.at-gate.$SLURM_PROCID"
-  while [ -e /fsx/ar/user.gate ]; do sleep 0.2; done
+  touch "$gate.at-gate.$SLURM_PROCID"
+  while [ -e "$gate.gate" ]; do sleep 0.2; done
   exit 0
 fi
 exec /fsx/bin/hpod-train "$@"
@@ -74,6 +77,13 @@ class AutoResumeTest(unittest.TestCase):
             raise unittest.SkipTest("spank_hpod.so is not built")
         cls.d = nodestest.NodesDaemon(cls.PREFIX, extra_args=cls.HPODD_ARGS)
         try:
+            # Where test_8 stages a new release (hpodd --node-software): a copy of
+            # the build's hpod-agent the nodes get until then.
+            cls.software = os.path.join(cls.d.root, "software")
+            os.makedirs(cls.software)
+            shutil.copy(os.path.join(nodestest.hpodtest.BIN_DIR, "cmd", "hpod-agent",
+                                     "hpod-agent"), cls.software)
+            cls.d.extra_args += ["--node-software", cls.software]
             lcs = os.path.join(cls.d.root, "lcs")
             nodestest.write_script(os.path.join(lcs, "on_create.sh"), "#!/bin/bash\ntrue\n")
             cls.d.start()
@@ -124,14 +134,14 @@ class AutoResumeTest(unittest.TestCase):
         nodestest.write_script(os.path.join(cls.fsx, "ar", "gated.sh"), GATED_TRAIN)
         nodestest.training_fsx(cls.fsx, cls.on_controller)
 
-    def submit(self, name, auto_resume=True, steps=STEPS, train="/fsx/bin/hpod-train"):
-        """sbatch of the seed's form; returns the job id."""
+    def submit(self, name, auto_resume=True, steps=STEPS, train="/fsx/bin/hpod-train", env=""):
+        """sbatch of the seed's form (--auto-resume=1, or N); returns the job id."""
         out = self.on_controller(
-            "cd /fsx/ar && HPOD_TRAIN=" + train + " MAX_STEPS=%d "
+            "cd /fsx/ar && " + env + "HPOD_TRAIN=" + train + " MAX_STEPS=%d "
             "RUN_DIR=/fsx/runs/%s sbatch --nodes 3 %s--output=/fsx/ar/%s.out run.slurm "
             "./llama_tiny.sh --save-interval %d --lr-decay-steps %d" % (
-                steps, name, "--auto-resume=1 " if auto_resume else "", name, SAVE_INTERVAL,
-                steps))
+                steps, name, "--auto-resume=%d " % auto_resume if auto_resume else "", name,
+                SAVE_INTERVAL, steps))
         self.assertRegex(out, r"Submitted batch job \d+")
         return out.split()[-1]
 
@@ -329,6 +339,103 @@ class AutoResumeTest(unittest.TestCase):
         self.assertIn(self.job_state(job), ("FAILED", "CANCELLED", "NODE_FAIL"), log)
         self.assertNotIn("Retrying step", log)
         self.assertNotIn("process_task_init", log)
+
+    def test_8_a_rolling_software_update_keeps_the_job_running(self):
+        """UpdateClusterSoftware with the aws CLI, one worker per batch, while a
+        3-node --auto-resume job runs: attempt 0 holds at its step-40 checkpoint
+        (test_4's gate) until the first batch's replacement made it retry, so the
+        update provably lands in the job; every worker comes back under its
+        hostname running the new hpod-agent, and the job ends with the loss of an
+        undisturbed run. Later batches may land in the job or after it: either
+        way it completes (--auto-resume=3 covers one retry per worker)."""
+        self.reference_loss()
+        view = self.d.hpod_json("describe-cluster", "--cluster-name", "ar")
+        groups = {g["InstanceGroupName"]: g for g in view["InstanceGroups"]}
+        old_image = groups["workers"]["CurrentImageId"]
+        self.assertEqual(groups["workers"]["ImageVersionStatus"], "UpToDate")
+        hostnames = sorted(self.hostname(i) for i in self.workers())
+        # A new release staged beside hpodd: the agent with bytes appended (an ELF
+        # runs as before), renamed into place as an upgrade does.
+        agent = os.path.join(self.software, "hpod-agent")
+        with open(agent, "rb") as f:
+            release = f.read() + b"\0hpod e2e release 2\n"
+        with open(agent + ".new", "wb") as f:
+            f.write(release)
+        os.chmod(agent + ".new", 0o755)
+        os.rename(agent + ".new", agent)
+        digest = hashlib.sha256(release).hexdigest()
+        view = self.d.hpod_json("describe-cluster", "--cluster-name", "ar")
+        self.assertEqual({g["InstanceGroupName"]: g["ImageVersionStatus"]
+                          for g in view["InstanceGroups"]},
+                         {"controller-machine": "UpdateAvailable", "workers": "UpdateAvailable"})
+
+        gate = self.host_file("/fsx/ar/update.gate")
+        open(gate, "w").close()
+        job = self.submit("update", auto_resume=3, train="/fsx/ar/gated.sh", env="GATE=update ")
+        try:
+            nodestest.wait_for_files(self.host_file("/fsx/ar"), "update.at-gate.", 3)
+            self.assertEqual(self.job_state(job), "RUNNING", self.read("/fsx/ar/update.out"))
+            p = subprocess.run(
+                ["aws", "--endpoint-url", self.d.endpoint, "--region", nodestest.hpodtest.REGION,
+                 "sagemaker", "update-cluster-software", "--cluster-name", "ar",
+                 "--deployment-config", json.dumps({"RollingUpdatePolicy": {
+                     "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}}})],
+                capture_output=True, text=True, env=self.d.env(), timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(json.loads(p.stdout)["ClusterArn"], view["ClusterArn"])
+            self.assertEqual(self.d.hpod_json("describe-cluster", "--cluster-name", "ar")[
+                "ClusterStatus"], "SystemUpdating")
+            # The first batch's node ends attempt 0: a step retry, or a requeue
+            # when it was the batch host (as a killed batch host does, test_5).
+            deadline = time.time() + 120
+            while time.time() < deadline and not re.search(
+                    r"Attempt number: 1|Job failed - replacing nodes",
+                    self.read("/fsx/ar/update.out")):
+                time.sleep(0.5)
+        finally:
+            os.unlink(gate)
+        self.wait_done(job, timeout=400)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            view = self.d.hpod_json("describe-cluster", "--cluster-name", "ar")
+            if view["HpodSoftwareUpdate"]["Status"] != "InProgress":
+                break
+            time.sleep(1)
+        update = view["HpodSoftwareUpdate"]
+        print("\nsoftware update %s, %s to %s: %s" % (
+            update["Status"], update["StartTime"], update.get("EndTime"), update["Message"]))
+        self.assertEqual(update["Status"], "Succeeded", json.dumps(update) + self.d.log_tail())
+        self.assertEqual(update["Batches"], 3)
+        self.assertEqual(view["ClusterStatus"], "InService")
+        log = self.read("/fsx/ar/update.out")
+        self.assertEqual(self.job_state(job), "COMPLETED", log + self.d.log_tail())
+        self.assertRegex(log, r"Retrying step\. Attempt number: 1|\(restart 1\)",
+                         "the update ended attempt 0 at its gate")
+        starts = [e for e in self.ledger(job) if e["event"] == "start"]
+        self.assertGreaterEqual(len(starts), 2, starts)
+        self.assertGreaterEqual(starts[-1]["resumed_step"], GATE_STEP, starts)
+        self.assertEqual(self.summary("update")["final_loss"], self.reference_loss(),
+                         "the job under the update must end where an undisturbed one ends")
+        groups = {g["InstanceGroupName"]: g for g in view["InstanceGroups"]}
+        new_image = groups["workers"]["CurrentImageId"]
+        self.assertNotEqual(new_image, old_image)
+        self.assertEqual(groups["workers"]["ImageVersionStatus"], "UpToDate")
+        self.assertEqual(groups["workers"]["SoftwareUpdateStatus"], "Succeeded")
+        self.assertEqual(groups["controller-machine"]["CurrentImageId"], old_image,
+                         "the controller is not updated")
+        self.assertEqual(sorted(self.hostname(i) for i in self.workers()), hostnames)
+        for iid in self.workers():
+            node = self.d.hpod_json("describe-cluster-node", "--cluster-name", "ar",
+                                    "--node-id", iid)["NodeDetails"]
+            self.assertEqual(node["HpodSoftware"]["hpod-agent"], digest,
+                             "the agent on %s runs the new release" % iid)
+            self.assertEqual(node["CurrentImageId"], new_image)
+            self.assertEqual(node["ImageVersionStatus"], "UpToDate")
+            self.assertIn("LastSoftwareUpdateTime", node)
+            self.assertEqual(node["InstanceStatus"]["Status"], "Running")
+        sinfo = self.on_controller("sinfo -h -N -o '%N %T'")
+        for host in hostnames:
+            self.assertRegex(sinfo, host + r" (idle|mixed|allocated)\b", "resumed in Slurm")
 
     def test_9_a_pytorch_ddp_job_resumes_from_its_snapshot(self):
         """examples/pytorch as users bring it: DDP over gloo on the three workers,

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +14,10 @@ namespace fs = std::filesystem;
 
 FakeProvider::FakeProvider(const Clock& clock, FakeProviderOptions options)
     : clock_(clock), options_(std::move(options)) {
+  {
+    MutexLock lock(mu_);
+    images_ = options_.images;
+  }
   if (!options_.state_dir.empty()) {
     fs::create_directories(options_.state_dir);
     MutexLock lock(mu_);  // nothing else runs yet; Load requires it all the same
@@ -48,12 +53,38 @@ Status FakeProvider::Launch(const LaunchSpec& spec) {
   n.ip = "198." + std::to_string(18 + ((k >> 16) & 1)) + "." + std::to_string((k >> 8) & 255) +
          "." + std::to_string(k & 255);
   if (!spec.private_ip.empty()) n.ip = spec.private_ip;  // a replacement keeps its address
+  n.image = spec.image_id.empty() && !images_.empty() ? images_.back() : spec.image_id;
+  if (!n.image.empty() && std::find(images_.begin(), images_.end(), n.image) == images_.end()) {
+    return InvalidArgumentError("fake provider: no image " + n.image);
+  }
   n.broken = options_.fail_groups.count(spec.group_name) ||
-             options_.fail_instance_types.count(spec.instance_type);
+             options_.fail_instance_types.count(spec.instance_type) ||
+             options_.fail_images.count(n.image);
   if (n.broken) n.message = options_.failure_message;
   nodes_[n.instance_id] = n;
   Save(n);
   return OkStatus();
+}
+
+StatusOr<std::string> FakeProvider::CurrentImage() const {
+  MutexLock lock(mu_);
+  return images_.empty() ? std::string() : images_.back();
+}
+
+bool FakeProvider::HasImage(const std::string& image_id) const {
+  MutexLock lock(mu_);
+  return std::find(images_.begin(), images_.end(), image_id) != images_.end();
+}
+
+void FakeProvider::ShipImage(const std::string& image) {
+  MutexLock lock(mu_);
+  images_.push_back(image);
+}
+
+std::string FakeProvider::ImageOf(const std::string& instance_id) const {
+  MutexLock lock(mu_);
+  auto it = nodes_.find(instance_id);
+  return it == nodes_.end() ? "" : it->second.image;
 }
 
 Status FakeProvider::Terminate(const std::string& instance_id) {

@@ -39,6 +39,10 @@ struct FakeProviderOptions {
   // host path, run no agent and keep their address across a replacement; tests
   // declare other machines (sees_hpodd_files = false) or private dirs here.
   NodeEnvironment environment = DefaultEnvironment();
+  // Software images (api/software_image.h) it holds, the current one last; empty:
+  // it ships none. A node launched with an image in `fail_images` fails.
+  std::vector<std::string> images;
+  std::set<std::string> fail_images;
   static NodeEnvironment DefaultEnvironment() {
     NodeEnvironment e;
     e.sees_hpodd_files = true;
@@ -59,6 +63,8 @@ class FakeProvider final : public Provider {
   // a no-op, as the interface asks.
   Status Reboot(const std::string& instance_id, const std::string& request_id) override;
   NodeEnvironment Environment() const override { return options_.environment; }
+  StatusOr<std::string> CurrentImage() const override;
+  bool HasImage(const std::string& image_id) const override;
 
   // Test hooks.
   struct Action {
@@ -71,6 +77,10 @@ class FakeProvider final : public Provider {
   void FailNextCalls(int n);
   // Marks a node failed now (as a dying machine would).
   void BreakNode(const std::string& instance_id, const std::string& message);
+  // Ships `image` from now on (it is held from now on too).
+  void ShipImage(const std::string& image);
+  // The image a node was launched with ("" for none, or an unknown node).
+  std::string ImageOf(const std::string& instance_id) const;
 
  private:
   struct Node {
@@ -81,6 +91,7 @@ class FakeProvider final : public Provider {
     std::string message;
     std::string last_reboot;  // request id
     int reboots = 0;          // persisted: tests check a recovery rebooted once
+    std::string image;        // in memory only
   };
   Status TransientFailure() REQUIRES(mu_);
   // The state files mirror nodes_ and change under mu_ with it.
@@ -92,6 +103,7 @@ class FakeProvider final : public Provider {
   const Clock& clock_;
   const FakeProviderOptions options_;
   mutable Mutex mu_;
+  std::vector<std::string> images_ GUARDED_BY(mu_);
   std::map<std::string, Node> nodes_ GUARDED_BY(mu_);
   std::vector<Action> actions_ GUARDED_BY(mu_);
   int fail_next_ GUARDED_BY(mu_) = 0;

@@ -191,6 +191,7 @@ Status LocalProvider::Load() {
     n.disk_mb = j->value("disk_mb", 0);
     n.gpus = j->value("gpus", 0);
     n.last_reboot_request = j->value("last_reboot_request", "");
+    n.image_id = j->value("image_id", "");
     n.partition_until = j->value("partition_until", 0.0);
     if (n.instance_id.empty() || !clusters_.count(n.cluster_id)) continue;
     // Adopt a node whose PID 1 (same pid, same start time) still runs; never kill it.
@@ -214,41 +215,6 @@ Status LocalProvider::Load() {
     if (!s.ok()) spdlog::warn("local provider: {}", s.ToString());
   }
   return OkStatus();
-}
-
-void LocalProvider::SaveProvider() {
-  Status s = WriteFileAtomic(options_.state_dir + "/provider.json",
-                             json{{"next_node_index", next_index_}}.dump(), 0644);
-  if (!s.ok()) spdlog::warn("local provider: {}", s.ToString());
-}
-
-Status LocalProvider::SaveCluster(const Cluster& c) {
-  std::error_code ec;
-  fs::create_directories(ClusterDir(c.id), ec);
-  if (ec) return InternalError("creating " + ClusterDir(c.id) + ": " + ec.message());
-  return WriteFileAtomic(ClusterDir(c.id) + "/cluster.json",
-                         json{{"cluster_id", c.id}, {"subnet", c.subnet}}.dump(), 0644);
-}
-
-Status LocalProvider::SaveNode(const Node& n) {
-  json j = {{"instance_id", n.instance_id},
-            {"cluster_id", n.cluster_id},
-            {"cluster_name", n.cluster_name},
-            {"group_name", n.group_name},
-            {"instance_name", n.instance_name},
-            {"instance_type", n.instance_type},
-            {"ip", n.ip},
-            {"hostname", n.hostname},
-            {"index", n.index},
-            {"netns", NetnsName(n.index)},
-            {"veth_host", VethHost(n.index)},
-            {"pid", n.process.pid},
-            {"pid_start_time", n.process.start_time},
-            {"disk_mb", n.disk_mb},
-            {"gpus", n.gpus},
-            {"last_reboot_request", n.last_reboot_request},
-            {"partition_until", n.partition_until}};
-  return WriteFileAtomic(NodeDir(n.instance_id) + "/node.json", j.dump(2), 0644);
 }
 
 Status LocalProvider::WriteHosts(const std::string& cluster_id) {
@@ -372,7 +338,9 @@ Status LocalProvider::WriteNodeFiles(const Node& n, const LaunchSpec& spec) {
   init.node_disk = dir + "/disk";
   init.agent_config = dir + "/agent.json";
   init.program = options_.node_program;
-  if (init.program.empty()) init.program = {options_.agent_binary, "--config", kAgentConfigInNode};
+  if (init.program.empty()) {
+    init.program = {NodeProgram(n, "hpod-agent"), "--config", kAgentConfigInNode};
+  }
   init.env = AgentEnv(n);
   return WriteFileAtomic(dir + "/node-init.json", NodeInitConfigToJson(init).dump(2), 0644);
 }
@@ -405,6 +373,13 @@ Status LocalProvider::Launch(const LaunchSpec& spec) {
       spec.cluster_id[0] == '.') {
     return InvalidArgumentError("local provider: bad instance or cluster id");
   }
+  std::string image = spec.image_id;
+  if (image.empty()) {
+    HPOD_ASSIGN_OR_RETURN(image, CurrentImage());  // before mu_: it may copy the programs
+  } else if (!HasImage(image)) {
+    return InvalidArgumentError("software image " + image + " is not in the image store (" +
+                                ImageDir(image) + ")");
+  }
   MutexLock lock(mu_);
   if (nodes_.count(spec.instance_id)) return OkStatus();  // idempotent
   HPOD_ASSIGN_OR_RETURN(Cluster * cluster, EnsureCluster(spec.cluster_id, spec.private_ip));
@@ -434,6 +409,7 @@ Status LocalProvider::Launch(const LaunchSpec& spec) {
   n.hostname = HostnameFor(*ip);
   n.index = next_index_++;
   n.disk_mb = options_.node_disk_mb;
+  n.image_id = image;
   if (auto type = api::LookupInstanceType(spec.instance_type)) n.gpus = type->gpus;
   SaveProvider();
 
@@ -474,6 +450,7 @@ Status LocalProvider::RemoveNode(const std::string& instance_id) {
   fs::remove_all(NodeDir(instance_id), ec);
   if (ec) return InternalError("removing " + NodeDir(instance_id) + ": " + ec.message());
   nodes_.erase(it);
+  CollectImages();
   bool cluster_empty = std::none_of(nodes_.begin(), nodes_.end(), [&](const auto& kv) {
     return kv.second.cluster_id == n.cluster_id;
   });

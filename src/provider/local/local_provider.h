@@ -154,6 +154,16 @@ class LocalProvider final : public Provider {
   // /run/hpod-gpus (the host has no GPUs for them); a replacement takes over its
   // predecessor's address on the cluster's bridge.
   NodeEnvironment Environment() const override;
+  // The programs this provider puts on nodes (agent_binary, spank_plugin,
+  // container_helper, deep_check_program) as an image, copied into its image
+  // store (<state_dir>/images/<id>/) the first time they are seen, so that a node
+  // launched later with this image, or rebooted, runs these programs even after
+  // the build or package beside hpodd changed. "" without an agent_binary file.
+  // Node-images.cc; the store keeps every image a node runs and the newest
+  // kKeptImages others (a rollback's).
+  StatusOr<std::string> CurrentImage() const override EXCLUDES(images_mu_);
+  bool HasImage(const std::string& image_id) const override;
+  static constexpr int kKeptImages = 3;
 
   // kTls: where hpodd's agent listener must bind (the node block's last usable
   // address, "10.77.255.254" for 10.77.0.0/16); empty for a block of one /24.
@@ -198,6 +208,7 @@ class LocalProvider final : public Provider {
     int disk_mb = 0;                  // its disk is a tmpfs of this size (0: a directory)
     int gpus = 0;                     // of its instance type; a fake NVML script when > 0
     std::string last_reboot_request;  // Reboot's request id, for idempotency
+    std::string image_id;             // its software image; "" = the options' programs
     double partition_until = 0;       // epoch seconds its link comes up again; 0: not cut
     // In memory only: set when Create found PID 1 gone (hpodd restarted).
     bool vanished = false;
@@ -242,6 +253,14 @@ class LocalProvider final : public Provider {
   std::string ClusterDir(const std::string& id) const;
   std::string FsxDir(const std::string& id) const;
 
+  // node_images.cc. The store's directory of image `id`.
+  std::string ImageDir(const std::string& id) const;
+  // Where node `n` gets program `name` (api::SoftwareNames()) from: its image, or
+  // the option's path for a node without one; "" when the option is empty.
+  std::string NodeProgram(const Node& n, const std::string& name) const;
+  // Deletes images no node runs, but for the newest kKeptImages.
+  void CollectImages() REQUIRES(mu_);
+
   // local_faults.cc. `n` is one of nodes_.
   Status KillNamed(const Node& n, const std::string& name) REQUIRES(mu_);
   Status Hang(const Node& n) REQUIRES(mu_);
@@ -255,6 +274,12 @@ class LocalProvider final : public Provider {
   const std::unique_ptr<NodeHost> host_;
   const uint32_t block_;
   const int block_prefix_;
+
+  // Taken after mu_ when both are held (Launch names its image under mu_).
+  mutable Mutex images_mu_;
+  // CurrentImage()'s last answer, for programs of this size, time and inode.
+  mutable std::string image_key_ GUARDED_BY(images_mu_);
+  mutable std::string image_id_ GUARDED_BY(images_mu_);
 
   mutable Mutex mu_;
   int next_index_ GUARDED_BY(mu_) = 0;

@@ -1,7 +1,8 @@
 // LocalProvider's node disks and environment (local_provider.h): what a node finds
 // on its own disk at boot — the agent's state directory, the kernel log it reads,
 // hpod's SPANK plugin, the fake NVML of GPU nodes — and how it reaches hpodd (the
-// declared NodeEnvironment; for network agents, its one route to hpodd's address).
+// declared NodeEnvironment; for network agents, its one route to hpodd's address) —
+// and the records on the host's disk that Load reads back after a restart.
 
 #include <spdlog/spdlog.h>
 
@@ -16,6 +17,43 @@ namespace hpod::provider::local {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// The provider's, its clusters' and its nodes' records (Load reads them back).
+void LocalProvider::SaveProvider() {
+  Status s = WriteFileAtomic(options_.state_dir + "/provider.json",
+                             json{{"next_node_index", next_index_}}.dump(), 0644);
+  if (!s.ok()) spdlog::warn("local provider: {}", s.ToString());
+}
+
+Status LocalProvider::SaveCluster(const Cluster& c) {
+  std::error_code ec;
+  fs::create_directories(ClusterDir(c.id), ec);
+  if (ec) return InternalError("creating " + ClusterDir(c.id) + ": " + ec.message());
+  return WriteFileAtomic(ClusterDir(c.id) + "/cluster.json",
+                         json{{"cluster_id", c.id}, {"subnet", c.subnet}}.dump(), 0644);
+}
+
+Status LocalProvider::SaveNode(const Node& n) {
+  json j = {{"instance_id", n.instance_id},
+            {"cluster_id", n.cluster_id},
+            {"cluster_name", n.cluster_name},
+            {"group_name", n.group_name},
+            {"instance_name", n.instance_name},
+            {"instance_type", n.instance_type},
+            {"ip", n.ip},
+            {"hostname", n.hostname},
+            {"index", n.index},
+            {"netns", NetnsName(n.index)},
+            {"veth_host", VethHost(n.index)},
+            {"pid", n.process.pid},
+            {"pid_start_time", n.process.start_time},
+            {"disk_mb", n.disk_mb},
+            {"gpus", n.gpus},
+            {"last_reboot_request", n.last_reboot_request},
+            {"image_id", n.image_id},
+            {"partition_until", n.partition_until}};
+  return WriteFileAtomic(NodeDir(n.instance_id) + "/node.json", j.dump(2), 0644);
+}
 
 std::string LocalProvider::AgentServiceAddress(const std::string& node_block) {
   auto cidr = ParseCidr(node_block);
@@ -83,23 +121,22 @@ Status LocalProvider::PrepareDisk(const Node& n) {
   fs::remove(disk + "/state/agent.json", ec);
   // Before slurmd starts (the agent starts it after this node boots): srun and
   // slurmstepd load the plugin from plugstack.conf's path, Environment().spank_plugin,
-  // and the plugin runs hpod-container from beside itself. A rebooted node keeps
-  // its copies unless the build is newer; a new copy is renamed into place, so a
-  // full disk never leaves a truncated plugin that plugstack.conf requires.
-  for (const auto& [from, name] : {std::pair{&options_.spank_plugin, "spank_hpod.so"},
-                                   std::pair{&options_.container_helper, "hpod-container"},
-                                   std::pair{&options_.deep_check_program, "hpod-deep-check"}}) {
-    if (from->empty()) continue;
+  // and the plugin runs hpod-container from beside itself, all from the node's
+  // image (node_images.cc). A rebooted node keeps its copies unless the image's are newer; a new
+  // copy is renamed into place, so a full disk never leaves a truncated plugin that plugstack.conf
+  // requires.
+  for (const char* name : {"spank_hpod.so", "hpod-container", "hpod-deep-check"}) {
+    const std::string from = NodeProgram(n, name);  // its image's copy
+    if (from.empty()) continue;
     const std::string dest = disk + "/state/" + name;
     std::error_code newer;
-    if (!fs::exists(dest) || fs::last_write_time(*from, newer) > fs::last_write_time(dest, newer)) {
-      fs::copy_file(*from, dest + ".new", fs::copy_options::overwrite_existing, ec);
+    if (!fs::exists(dest) || fs::last_write_time(from, newer) > fs::last_write_time(dest, newer)) {
+      fs::copy_file(from, dest + ".new", fs::copy_options::overwrite_existing, ec);
       if (!ec) fs::rename(dest + ".new", dest, ec);
       if (ec) fs::remove(dest + ".new", newer);
     }
     if (ec)
-      return InternalError("copying " + *from + " onto node " + n.instance_id + ": " +
-                           ec.message());
+      return InternalError("copying " + from + " onto node " + n.instance_id + ": " + ec.message());
   }
   if (n.gpus > 0 && !options_.fake_nvml_library.empty()) {
     Status s = WriteFileInPlace(FakeNvmlScriptPath(n.instance_id),
