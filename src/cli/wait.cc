@@ -42,6 +42,11 @@ std::string DescribeState(const Json& cluster) {
               "/" + count("TargetCount");
     }
   }
+  // A software update says where it stands (hpod's HpodSoftwareUpdate member).
+  auto update = cluster.find("HpodSoftwareUpdate");
+  if (line.rfind("SystemUpdating", 0) == 0 && update != cluster.end() && update->is_object()) {
+    line += "  " + update->value("Message", std::string());
+  }
   return line;
 }
 

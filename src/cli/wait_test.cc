@@ -55,6 +55,19 @@ TEST_F(WaitTest, InServicePollsEveryTwoSecondsWithPlainLines) {
             "ml: InService  controller 1/1  workers 4/4  [00:06]\n");
 }
 
+TEST_F(WaitTest, ASoftwareUpdateSaysWhereItStands) {
+  http::Response updating = Cluster("SystemUpdating", 3, 3);
+  Json body = Json::parse(updating.body);
+  body["HpodSoftwareUpdate"] = {{"Status", "InProgress"},
+                                {"Message", "batch 2: replacing ip-10-1-0-12 in workers"}};
+  transport_.Queue("DescribeCluster", {JsonResponse(200, body), Cluster("InService", 3, 3)});
+  EXPECT_TRUE(Wait(Waiter::kClusterInService, false).ok());
+  EXPECT_EQ(progress_.str(),
+            "ml: SystemUpdating  controller 1/1  workers 3/3  batch 2: replacing ip-10-1-0-12 in "
+            "workers  [00:00]\n"
+            "ml: InService  controller 1/1  workers 3/3  [00:02]\n");
+}
+
 TEST_F(WaitTest, LiveLineIsRewrittenInPlace) {
   transport_.Queue("DescribeCluster", {Cluster("Creating", 0, 4), Cluster("InService", 4, 4)});
   EXPECT_TRUE(Wait(Waiter::kClusterInService, true).ok());

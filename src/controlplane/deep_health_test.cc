@@ -118,22 +118,9 @@ class DeepHealthTest : public ::testing::Test {
                    std::chrono::milliseconds t) { return nodes_.Run(id, argv, t); },
             [this](const std::string& id) { h_.queue_->Add(id); }) {}
 
-  std::string ClusterId() {
-    return ClusterIdFromArn(h_.Describe("demo")["ClusterArn"].get<std::string>()).value_or("");
-  }
+  std::string ClusterId() { return h_.ClusterId("demo"); }
   std::vector<store::NodeRecord> Nodes(const std::string& group) {
-    std::vector<store::NodeRecord> out;
-    const std::string id = ClusterId();  // not inside the read: a ":memory:" store has one reader
-    EXPECT_TRUE(h_.store_
-                    ->Read([&](store::ReadTx& tx) -> Status {
-                      HPOD_ASSIGN_OR_RETURN(auto all, tx.ListNodes(id));
-                      for (auto& n : all) {
-                        if (n.group_name == group) out.push_back(n);
-                      }
-                      return OkStatus();
-                    })
-                    .ok());
-    return out;
+    return h_.NodesOf("demo", group);
   }
   json DescribeNode(const std::string& id) {
     auto r = h_.Call("DescribeClusterNode", {{"ClusterName", "demo"}, {"NodeId", id}});

@@ -104,8 +104,11 @@ Status RecoveryReconciler::Advance(const store::ClusterRecord& cluster, Recovery
       HPOD_RETURN_IF_ERROR(Drain(cluster, r, node, slurm));
       if (ParseRecoveryPhase(r.phase) != RecoveryPhase::kDrained) return OkStatus();
       [[fallthrough]];
-    case RecoveryPhase::kDrained:
-      return Act(cluster, r, node, out);
+    case RecoveryPhase::kDrained: {
+      HPOD_ASSIGN_OR_RETURN(bool settling, Settling(cluster, r, slurm));
+      if (settling) return OkStatus();
+      return Act(cluster, r, node, slurm, out);
+    }
     default:
       return OkStatus();
   }
@@ -212,6 +215,8 @@ Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRe
       step = "StepsCancelled";
       detail = cancelled.empty() ? "the node's auto-resume jobs run no step on it"
                                  : "cancelled the auto-resume job steps " + cancelled;
+      // Its batch host's job was requeued: Settling waits for Slurm to end it here.
+      if (Has(cancelled, "requeued job")) AddTimelineStep(r, clock_, "JobRequeued", cancelled);
     } else {
       detail = "no jobs left on the node (Slurm state " + s->state + ")";
     }
@@ -221,12 +226,46 @@ Status RecoveryReconciler::Drain(const store::ClusterRecord& cluster, RecoveryRe
   return Save(cluster, r, {}, "Recovery " + r.recovery_id + ": " + detail);
 }
 
+StatusOr<bool> RecoveryReconciler::Settling(const store::ClusterRecord& cluster, RecoveryRecord& r,
+                                            const SlurmReconciler::Pass& slurm) {
+  const double requeued = RecoveryStepTime(r, "JobRequeued");
+  if (r.node_dead || requeued <= 0 || HasStep(r, "Settled")) return false;
+  // Asked afresh: the controller's periodic report may predate the requeue.
+  std::string completing;
+  Status asked =
+      Scontrol(slurm, {"squeue", "-h", "-t", "CG", "-w", r.hostname, "-o", "%A"}, &completing);
+  const bool waited_enough = clock_.NowEpochSeconds() - requeued > kSettleSeconds;
+  if (asked.ok() && completing.find_first_not_of(" \n") != std::string::npos && !waited_enough) {
+    return true;
+  }
+  AddTimelineStep(r, clock_, "Settled",
+                  !asked.ok()     ? "Slurm did not answer: " + std::string(asked.message())
+                  : waited_enough ? "the requeued job still ends on the node; going on"
+                                  : "Slurm ended the requeued job on the node");
+  HPOD_RETURN_IF_ERROR(Save(cluster, r, {}, ""));
+  return false;
+}
+
 Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryRecord& r,
-                               const NodeRecord& node, Outcome* out) {
+                               const NodeRecord& node, const SlurmReconciler::Pass& slurm,
+                               Outcome* out) {
   if (provider_ == nullptr) {
     return Finish(cluster, r, kRecoveryFailed, "hpodd has no node provider to recover nodes with");
   }
   if (ParseRecoveryAction(r.action) == RecoveryAction::kReboot) {
+    // A live controller saves its state first: `scontrol shutdown slurmctld`
+    // writes what slurmctld holds only in memory (a job that just ended) and
+    // stops it; a reboot kills it, and the next one would start from older state
+    // (a finished job running again, holding its nodes). The reboot is the next
+    // pass, once the save had a moment.
+    if (!r.node_dead && slurm.plan && slurm.plan->controller_instance == r.instance_id &&
+        !HasStep(r, "StateSaved") && !HasStep(r, "RebootRequested")) {
+      Status saved = Scontrol(slurm, {"scontrol", "shutdown", "slurmctld"});
+      AddTimelineStep(r, clock_, "StateSaved",
+                      saved.ok() ? "scontrol shutdown slurmctld"
+                                 : "slurmctld did not answer: " + std::string(saved.message()));
+      return Save(cluster, r, {}, "");
+    }
     // Intent first: the row's launch time (a slurmd newer than it is the rebooted
     // one) is written before the reboot, so a crash between the two repeats the
     // keyed Reboot (a no-op) against the same time.
@@ -241,6 +280,24 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
             n.launch_time = at;
           },
           ""));
+    }
+    if (r.source == kSoftwareUpdateSource) {
+      // A node updated in place (the controller) restarts into its group's new
+      // image (software_update.h); set again on a repeat, which is a no-op.
+      std::string image;
+      HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+        HPOD_ASSIGN_OR_RETURN(auto images, LoadGroupImages(tx, cluster.id));
+        image = images[r.group_name].Launch();
+        return OkStatus();
+      }));
+      if (!image.empty()) {
+        Status set = provider_->SetNodeImage(r.instance_id, image);
+        if (!set.ok() && set.code() != StatusCode::kUnavailable) {
+          return Finish(cluster, r, kRecoveryFailed,
+                        "software update failed: " + std::string(set.message()));
+        }
+        HPOD_RETURN_IF_ERROR(set);
+      }
     }
     Status s = provider_->Reboot(r.instance_id, r.recovery_id);
     if (s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kNotFound) {

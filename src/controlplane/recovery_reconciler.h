@@ -74,8 +74,15 @@ class RecoveryReconciler {
   // The jobs on `hostname` with their batch hosts (squeue %A %B).
   StatusOr<std::vector<std::pair<std::string, std::string>>> JobsOn(
       const SlurmReconciler::Pass& slurm, const std::string& hostname);
+  // A live node whose auto-resume job was just requeued (its batch host) stays
+  // until Slurm has ended that job on it, at most kSettleSeconds: terminated
+  // sooner, slurmctld retries the job's termination against the node of the
+  // same name that replaces it, and kills the job's next run there. true: wait.
+  StatusOr<bool> Settling(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
+                          const SlurmReconciler::Pass& slurm);
+  static constexpr double kSettleSeconds = 30;
   Status Act(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
-             const store::NodeRecord& node, Outcome* out);
+             const store::NodeRecord& node, const SlurmReconciler::Pass& slurm, Outcome* out);
   Status Follow(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
                 const std::map<std::string, const store::NodeRecord*>& rows,
                 const std::map<std::string, store::AgentRecord>& agents,

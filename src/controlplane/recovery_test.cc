@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "hpod/controlplane/jobs.h"
 #include "hpod/controlplane/slurm_reconcile_fixture.h"
 
@@ -249,6 +251,47 @@ TEST_F(RecoveryTest, ADeadBatchHostRequeuesOnlyItsAutoResumeJobs) {
   EXPECT_TRUE(batch_filtered);
   EXPECT_TRUE(RanCommand("scontrol requeue 43"));
   EXPECT_FALSE(RanCommand("scontrol requeue 44"));  // not an auto-resume job
+}
+
+// A live batch host (a graceful Replace: an update, a user's mark): its job is
+// requeued, and the node goes only once Slurm ended the job on it, or after
+// kSettleSeconds; sooner, slurmctld's retried termination of the job would hit
+// the replacement, which has the node's name, and kill the job's next run.
+TEST_F(RecoveryTest, ALiveBatchHostWaitsForItsRequeuedJobToEnd) {
+  SlurmClusterInService();
+  NodeRecord a = NodesOf("w").at(0);
+  JobService jobs(*h_.store_, h_.clock_);
+  ASSERT_EQ(jobs.Answer(id_, {{"op", "job_event"}, {"job_id", "45"}, {"event", "started"}}),
+            json({{"ok", true}}));
+  std::string rid = Request(a, RecoveryAction::kReplace, /*dead=*/false);
+  Pass(1);
+  agents_.SetNode(a.hostname, "ALLOCATED+FAIL", "Action:Replace");
+  agents_.SetRunOutput("45 " + a.hostname + "\n");  // every squeue: the job, still here
+  Pass(1);
+  EXPECT_TRUE(RanCommand("scontrol requeue 45"));
+  Pass(3);
+  EXPECT_TRUE(RanCommand("squeue -h -t CG -w " + a.hostname));
+  EXPECT_FALSE(Terminated(a.instance_id)) << "the requeued job still ends on the node";
+  agents_.SetRunOutput("");  // Slurm ended it there
+  Pass();
+  EXPECT_TRUE(Terminated(a.instance_id));
+  auto steps = Steps(rid);
+  EXPECT_NE(std::find(steps.begin(), steps.end(), "Settled"), steps.end());
+
+  // Bounded: a job that never ends on the node holds it kSettleSeconds at most.
+  NodeRecord b = NodesOf("w").at(1);
+  ASSERT_EQ(jobs.Answer(id_, {{"op", "job_event"}, {"job_id", "46"}, {"event", "started"}}),
+            json({{"ok", true}}));
+  std::string second = Request(b, RecoveryAction::kReplace, /*dead=*/false);
+  Pass(1);
+  agents_.SetNode(b.hostname, "ALLOCATED+FAIL", "Action:Replace");
+  agents_.SetRunOutput("46 " + b.hostname + "\n");
+  Pass(2);
+  EXPECT_FALSE(Terminated(b.instance_id));
+  h_.clock_.AdvanceTime(std::chrono::seconds(31));
+  Pass(2);
+  EXPECT_TRUE(Terminated(b.instance_id));
+  EXPECT_NE(Recovery(second).status, "Failed");
 }
 
 TEST_F(RecoveryTest, ANodeRemovedMeanwhileIsNotReplaced) {

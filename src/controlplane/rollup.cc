@@ -162,6 +162,7 @@ StatusOr<bool> ClusterRollUp::RecordAndRollUp(const std::string& cluster_id,
                                 [&](const NodeRecord& n) { return InGroup(n, *it); });
       if (it->deleting && empty) {
         HPOD_RETURN_IF_ERROR(tx.DeleteGroup(c.id, it->name));
+        HPOD_RETURN_IF_ERROR(tx.DeleteSetting(GroupImageSetting(c.id, it->name)));
         HPOD_RETURN_IF_ERROR(RecordEvent(tx, clock_, c, GroupSubject(it->name), EventLevel::kInfo,
                                          "Instance group deleted"));
         it = groups.erase(it);

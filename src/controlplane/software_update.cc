@@ -4,6 +4,7 @@
 #include "hpod/controlplane/software_update.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "hpod/api/software_image.h"
@@ -212,9 +213,9 @@ int BatchSize(const json* size, int count) {
 Status StartSoftwareUpdate(store::WriteTx& tx, const Clock& clock, store::ClusterRecord& c,
                            const json& req, const std::string& current_image,
                            const std::function<bool(const std::string&)>& has_image) {
-  if (!api::Is(c.status, api::ClusterStatus::kInService)) {
-    return InvalidArgumentError("Cluster " + c.name + " is " + c.status +
-                                "; its software is updated while it is InService");
+  if (!api::Is(c.status, api::ClusterStatus::kInService)) {  // ConflictException, as the model
+    return FailedPreconditionError("Cluster " + c.name + " is " + c.status +
+                                   "; its software is updated while it is InService");
   }
   HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
   HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
@@ -225,9 +226,6 @@ Status StartSoftwareUpdate(store::WriteTx& tx, const Clock& clock, store::Cluste
   for (auto& g : groups) {
     if (!g.deleting) by_name[g.name] = &g;
   }
-  const std::string controller_refusal =
-      " is the Slurm controller group: hpod reboots a controller, never replaces it, and a "
-      "reboot keeps a node's software; leave it out of InstanceGroups";
   SoftwareUpdate u;
   if (auto it = req.find("InstanceGroups"); it != req.end()) {
     for (const auto& spec : *it) {
@@ -235,8 +233,6 @@ Status StartSoftwareUpdate(store::WriteTx& tx, const Clock& clock, store::Cluste
       if (!by_name.count(name)) {
         return InvalidArgumentError("Instance group " + name + " is not in cluster " + c.name);
       }
-      if (name == controller)
-        return InvalidArgumentError("Instance group " + name + controller_refusal);
       if (std::find(u.groups.begin(), u.groups.end(), name) != u.groups.end()) {
         return InvalidArgumentError("Instance group " + name + " is named twice in InstanceGroups");
       }
@@ -244,15 +240,16 @@ Status StartSoftwareUpdate(store::WriteTx& tx, const Clock& clock, store::Cluste
     }
   } else {
     for (const auto& g : groups) {
-      if (!g.deleting && g.name != controller) u.groups.push_back(g.name);
+      if (!g.deleting) u.groups.push_back(g.name);
     }
   }
-  if (u.groups.empty()) {
-    return InvalidArgumentError("Cluster " + c.name +
-                                " has no instance group to update but its controller group " +
-                                controller);
-  }
-  const std::string asked = req.value("ImageId", "default");
+  // The controller last: it is rebooted into the new software, and while it
+  // restarts, slurmctld does not answer (the workers' jobs run on meanwhile).
+  std::stable_partition(u.groups.begin(), u.groups.end(),
+                        [&](const std::string& g) { return g != controller; });
+  std::string asked = req.value("ImageId", "default");  // the model allows upper-case hex
+  std::transform(asked.begin(), asked.end(), asked.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   u.target = asked == "default" ? current_image : asked;
   if (u.target != current_image && !has_image(u.target)) {
     return InvalidArgumentError(
@@ -275,13 +272,24 @@ Status StartSoftwareUpdate(store::WriteTx& tx, const Clock& clock, store::Cluste
       }
     }
   }
+  if (u.target.empty() && u.AutoRollback()) {
+    return InvalidArgumentError(
+        "This hpodd's nodes run their hosts' own software (it ships no image), so an update "
+        "re-provisions them and has nothing to roll back to: leave out AutoRollbackConfiguration");
+  }
   for (const auto& g : u.groups) {
     GroupImage& image = images[g];
-    if (image.current.empty()) image.current = MostReported(nodes, g, software);
+    if (image.current.empty()) {
+      // A group from before images: what its nodes report, if hpodd can launch it.
+      image.current = MostReported(nodes, g, software);
+      if (!image.current.empty() && image.current != current_image && !has_image(image.current)) {
+        image.current.clear();
+      }
+    }
     if (image.current.empty() && u.AutoRollback()) {
       return InvalidArgumentError("The software of instance group " + g +
-                                  " is unknown (its agents predate software reports), so it "
-                                  "could not be rolled back: leave out AutoRollbackConfiguration");
+                                  " is unknown or no longer held by hpodd, so it could not be "
+                                  "rolled back: leave out AutoRollbackConfiguration");
     }
     u.previous[g] = image.current;
     image.desired = u.target;

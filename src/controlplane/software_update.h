@@ -17,6 +17,8 @@
 //   replacement launched under its hostname with the group's desired image, its
 //   lifecycle scripts run again and its OnStart deep health checks run, then
 //   resumed. A `--auto-resume` job on it resumes from its last checkpoint.
+// - Forward, each logical node (NodeLogicalId) is replaced at most once; back,
+//   those it replaced and any other now running the target, once.
 // - A batch is done when each of its recoveries succeeded and each replacement's
 //   agent reported the target image. One that did not fails the update; with
 //   AutoRollbackConfiguration the nodes it updated are replaced again with the
@@ -26,8 +28,9 @@
 // - Level-triggered: SoftwareUpdater::Step reads the record and the recoveries on
 //   each pass of the cluster's reconciler, so a restarted hpodd goes on.
 //
-// The controller group is not updated: hpod reboots a controller, never replaces
-// it (its slurmctld state is on its disk), and a reboot keeps a node's image.
+// The controller is never replaced (its slurmctld state is on its disk): its
+// recovery is a Reboot, before which the provider moves it to its group's
+// desired image (Provider::SetNodeImage); its group goes last.
 //
 // Thread contract: free functions and SoftwareUpdater are stateless over the
 // store; safe from any thread (each call is one transaction).

@@ -16,6 +16,7 @@
 #include "hpod/api/states.h"
 #include "hpod/controlplane/events.h"
 #include "hpod/controlplane/recovery.h"
+#include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/software_update.h"
 
 namespace hpod::controlplane {
@@ -42,6 +43,12 @@ const json* SizeConfig(const SoftwareUpdate& u, bool rollback) {
   }
   auto it = policy->find("MaximumBatchSize");
   return it == policy->end() ? nullptr : &*it;
+}
+
+// What `updated` and `reverted` hold: the logical node, which a replacement keeps
+// (its hostname may change where addresses do not carry over: pool hosts).
+std::string NodeKey(const store::NodeRecord& n) {
+  return n.logical_id.empty() ? n.instance_id : n.logical_id;
 }
 
 std::string Describe(const std::string& image) {
@@ -132,22 +139,36 @@ StatusOr<bool> SoftwareUpdater::Step(const std::string& cluster_id) {
     std::map<std::string, const store::RecoveryRecord*> by_id;
     for (const auto& r : recoveries) by_id[r.recovery_id] = &r;
 
+    // The image a group's nodes should run now; "" when the update re-provisions
+    // on the hosts' own software (a provider that ships no image).
+    auto want_of = [&](const std::string& group) {
+      return u.target.empty() ? std::string() : images[group].Launch();
+    };
     if (!u.batch.empty()) {
+      for (const auto& id : u.batch) {
+        auto it = by_id.find(id);
+        if (it != by_id.end() && RecoveryActive(*it->second)) {
+          wrote = false;
+          return OkStatus();  // the batch is under way
+        }
+      }
       std::vector<std::string> failures, done;
       for (const auto& id : u.batch) {
         auto it = by_id.find(id);
         if (it == by_id.end()) continue;  // gone with its nodes
         const store::RecoveryRecord& r = *it->second;
-        if (RecoveryActive(r)) {
-          wrote = false;
-          return OkStatus();  // the batch is under way
-        }
+        // Cancelled: the node was removed meanwhile (scale-down, BatchDelete); the
+        // user's decision, not the software's failure.
+        if (r.status == kRecoveryCancelled) continue;
         if (r.status != kRecoverySucceeded) {
           failures.push_back(r.hostname + ": recovery " + r.recovery_id + " " + r.status);
           continue;
         }
-        const std::string want = images[r.group_name].Launch();
-        auto reported = software.find(r.replacement_id);
+        const std::string want = want_of(r.group_name);
+        // A controller is rebooted in place; any other node is replaced.
+        const std::string& now_running =
+            r.replacement_id.empty() ? r.instance_id : r.replacement_id;
+        auto reported = software.find(now_running);
         const std::string got = reported == software.end() ? "" : reported->second.image;
         if (!want.empty() && got != want) {
           failures.push_back(r.hostname + " runs " +
@@ -156,13 +177,12 @@ StatusOr<bool> SoftwareUpdater::Step(const std::string& cluster_id) {
           continue;
         }
         done.push_back(r.hostname);
-        if (reported != software.end()) {
-          auto stored = tx.GetSetting(NodeSoftwareSetting(c.id, r.replacement_id));
+        if (reported != software.end()) {  // LastSoftwareUpdateTime
+          auto stored = tx.GetSetting(NodeSoftwareSetting(c.id, now_running));
           json j = stored.ok() ? json::parse(*stored, nullptr, false) : json();
           if (j.is_object()) {
             j["updated"] = now;
-            HPOD_RETURN_IF_ERROR(
-                tx.PutSetting(NodeSoftwareSetting(c.id, r.replacement_id), j.dump()));
+            HPOD_RETURN_IF_ERROR(tx.PutSetting(NodeSoftwareSetting(c.id, now_running), j.dump()));
           }
         }
       }
@@ -172,7 +192,8 @@ StatusOr<bool> SoftwareUpdater::Step(const std::string& cluster_id) {
       if (!failures.empty()) return fail(label + " failed: " + Join(failures));
       const int wait = u.deployment.value("WaitIntervalInSeconds", 0);
       u.next_batch_at = now + wait;
-      u.message = label + " done: " + Join(done) + " run " + Describe(u.target) +
+      u.message = label + " done: " + Join(done) + " run " +
+                  Describe(rolling_back ? "their previous software" : u.target) +
                   (wait > 0 ? "; a next batch waits " + std::to_string(wait) + " s" : "");
       HPOD_RETURN_IF_ERROR(PutSoftwareUpdate(tx, c.id, u));
       return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
@@ -190,22 +211,30 @@ StatusOr<bool> SoftwareUpdater::Step(const std::string& cluster_id) {
       recovering.insert(r.replacement_id);
       recovering.insert(r.hostname);
     }
+    // The controller is rebooted into its new image, never replaced (RequestRecovery).
+    HPOD_ASSIGN_OR_RETURN(const std::string controller, ControllerGroup(tx, c.id, groups));
     std::vector<std::string> left_alone;  // nodes the update could not take
     for (const auto& group_name : u.groups) {
       auto g = std::find_if(groups.begin(), groups.end(),
                             [&](const auto& x) { return x.name == group_name; });
       if (g == groups.end() || g->deleting) continue;
-      const std::string want = images[group_name].Launch();
+      const std::string want = want_of(group_name);
       std::vector<const store::NodeRecord*> due;
       bool waiting = false;
       for (const auto& n : nodes) {
         if (n.group_name != group_name || n.remove) continue;
-        if (rolling_back ? !Has(u.updated, n.hostname) || Has(u.reverted, n.hostname)
-                         : Has(u.updated, n.hostname)) {
+        auto s = software.find(n.instance_id);
+        const std::string image = s == software.end() ? "" : s->second.image;
+        if (!want.empty() && image == want) continue;
+        // Each logical node at most once each way. Back: the nodes this update
+        // changed, and any other now running its target (a health recovery's
+        // replacement launched during the update).
+        const std::string key = NodeKey(n);
+        if (rolling_back ? Has(u.reverted, key) ||
+                               !(Has(u.updated, key) || (!image.empty() && image == u.target))
+                         : Has(u.updated, key)) {
           continue;
         }
-        auto s = software.find(n.instance_id);
-        if (!want.empty() && s != software.end() && s->second.image == want) continue;
         if (recovering.count(n.instance_id) || recovering.count(n.hostname)) {
           waiting = true;  // its replacement gets `want` anyway; look again after
           continue;
@@ -217,7 +246,8 @@ StatusOr<bool> SoftwareUpdater::Step(const std::string& cluster_id) {
             (api::Is(n.status, api::ClusterInstanceStatus::kRunning) ||
              (rolling_back && api::Is(n.status, api::ClusterInstanceStatus::kFailure)));
         if (!can) {
-          left_alone.push_back(n.hostname.empty() ? n.instance_id : n.hostname);
+          left_alone.push_back((n.hostname.empty() ? n.instance_id : n.hostname) + " (" + n.status +
+                               ")");
           continue;
         }
         due.push_back(&n);
@@ -243,12 +273,14 @@ StatusOr<bool> SoftwareUpdater::Step(const std::string& cluster_id) {
                        Describe(want) + " (UpdateClusterSoftware)";
       std::vector<std::string> names;
       for (const store::NodeRecord* n : due) {
-        HPOD_ASSIGN_OR_RETURN(std::string id, RequestRecovery(tx, clock_, c, *n, false, request));
+        HPOD_ASSIGN_OR_RETURN(
+            std::string id, RequestRecovery(tx, clock_, c, *n, group_name == controller, request));
         u.batch.push_back(id);
-        (rolling_back ? u.reverted : u.updated).push_back(n->hostname);
+        (rolling_back ? u.reverted : u.updated).push_back(NodeKey(*n));
         names.push_back(n->hostname);
       }
-      u.message = "batch " + std::to_string(u.batches + 1) + ": replacing " + Join(names) + " in " +
+      u.message = "batch " + std::to_string(u.batches + 1) + ": " +
+                  (group_name == controller ? "rebooting " : "replacing ") + Join(names) + " in " +
                   group_name + " with " + Describe(want);
       HPOD_RETURN_IF_ERROR(PutSoftwareUpdate(tx, c.id, u));
       return RecordEvent(tx, clock_, c, ClusterSubject(), EventLevel::kInfo,
@@ -257,9 +289,12 @@ StatusOr<bool> SoftwareUpdater::Step(const std::string& cluster_id) {
     std::string message = rolling_back
                               ? "rolled back to the groups' previous software after " + u.failure
                               : Join(u.groups) + " run " + Describe(u.target) + " (" +
-                                    std::to_string(u.updated.size()) + " node(s) replaced in " +
+                                    std::to_string(u.updated.size()) + " node(s) updated in " +
                                     std::to_string(u.batches) + " batch(es))";
-    if (!left_alone.empty()) message += "; not updated, not running: " + Join(left_alone);
+    if (!left_alone.empty()) {
+      message += std::string("; not ") + (rolling_back ? "rolled back" : "updated") +
+                 ", not running: " + Join(left_alone);
+    }
     if (rolling_back) {
       return finish(kUpdateRolledBack, message, EventLevel::kWarn,
                     [&](const std::string& g) { return u.previous[g]; });

@@ -61,22 +61,9 @@ class SoftwareUpdateTest : public ::testing::Test {
     Run(20);
     ASSERT_EQ(h_.Describe("demo")["ClusterStatus"], "InService");
   }
-  std::string ClusterId() {
-    return ClusterIdFromArn(h_.Describe("demo")["ClusterArn"].get<std::string>()).value_or("");
-  }
+  std::string ClusterId() { return h_.ClusterId("demo"); }
   std::vector<store::NodeRecord> Nodes(const std::string& group) {
-    std::vector<store::NodeRecord> out;
-    const std::string id = ClusterId();  // not inside the read: a ":memory:" store has one reader
-    EXPECT_TRUE(h_.store_
-                    ->Read([&](store::ReadTx& tx) -> Status {
-                      HPOD_ASSIGN_OR_RETURN(auto all, tx.ListNodes(id));
-                      for (auto& n : all) {
-                        if (n.group_name == group && !n.remove) out.push_back(n);
-                      }
-                      return OkStatus();
-                    })
-                    .ok());
-    return out;
+    return h_.NodesOf("demo", group, /*live_only=*/true);
   }
   std::vector<store::RecoveryRecord> Recoveries() {
     std::vector<store::RecoveryRecord> out;
@@ -145,14 +132,13 @@ class SoftwareUpdateTest : public ::testing::Test {
 
 TEST_F(SoftwareUpdateTest, RefusesWhatItCannotDo) {
   Create(2);
-  auto refused = [&](json req, const std::string& words) {
+  auto refused = [&](json req, const std::string& words,
+                     StatusCode code = StatusCode::kInvalidArgument) {
     auto r = Update(req);
     ASSERT_FALSE(r.ok()) << req.dump();
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().code(), code);
     EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
   };
-  refused({{"InstanceGroups", {{{"InstanceGroupName", "controller"}}}}},
-          "is the Slurm controller group");
   refused({{"InstanceGroups", {{{"InstanceGroupName", "nope"}}}}}, "is not in cluster demo");
   refused({{"InstanceGroups",
             {{{"InstanceGroupName", "workers"}}, {{"InstanceGroupName", "workers"}}}}},
@@ -166,15 +152,20 @@ TEST_F(SoftwareUpdateTest, RefusesWhatItCannotDo) {
   // Nothing was written by a refusal.
   EXPECT_EQ(h_.Describe("demo")["ClusterStatus"], "InService");
   EXPECT_FALSE(h_.Describe("demo").contains("HpodSoftwareUpdate"));
-  // One at a time.
+  // ImageId in upper case, as the model allows, names the same image.
   h_.provider_->ShipImage(kNew);
-  ASSERT_TRUE(Update({}).ok());
-  refused({}, "is SystemUpdating");
+  std::string upper = kNew;
+  std::transform(upper.begin() + 4, upper.end(), upper.begin() + 4, ::toupper);
+  ASSERT_TRUE(Update({{"ImageId", upper}}).ok());
+  EXPECT_EQ(h_.Describe("demo")["HpodSoftwareUpdate"]["TargetImageId"], kNew);
+  // One at a time.
+  refused({}, "is SystemUpdating", StatusCode::kFailedPrecondition);  // ConflictException
 }
 
 TEST_F(SoftwareUpdateTest, ReplacesOneBatchAtATimeWithTheNewImage) {
   Create(3);
   const auto hostnames = Hostnames("workers");
+  const std::string controller = Nodes("controller")[0].instance_id;
   EXPECT_EQ(Group("workers")["CurrentImageId"], kOld);
   EXPECT_EQ(Group("workers")["ImageVersionStatus"], "UpToDate");
   h_.provider_->ShipImage(kNew);  // hpod was upgraded beside hpodd
@@ -204,25 +195,29 @@ TEST_F(SoftwareUpdateTest, ReplacesOneBatchAtATimeWithTheNewImage) {
   d = h_.Describe("demo");
   EXPECT_EQ(d["ClusterStatus"], "InService");
   EXPECT_EQ(d["HpodSoftwareUpdate"]["Status"], "Succeeded") << d.dump();
-  EXPECT_EQ(d["HpodSoftwareUpdate"]["Batches"], 3);
+  EXPECT_EQ(d["HpodSoftwareUpdate"]["Batches"], 4) << "three workers, then the controller";
   EXPECT_EQ(most_in_flight_, 1) << "batch size 1";
   EXPECT_EQ(Group("workers")["Status"], "InService");
   EXPECT_EQ(Group("workers")["CurrentImageId"], kNew);
   EXPECT_EQ(Group("workers")["SoftwareUpdateStatus"], "Succeeded");
   EXPECT_FALSE(Group("workers").contains("ActiveSoftwareUpdateConfig"));
-  // The controller was left as it was.
-  EXPECT_EQ(Group("controller")["CurrentImageId"], kOld);
-  EXPECT_EQ(Group("controller")["ImageVersionStatus"], "UpdateAvailable");
+  // The controller was rebooted into the new image, last; never replaced.
+  EXPECT_EQ(Group("controller")["CurrentImageId"], kNew);
+  EXPECT_EQ(Group("controller")["ImageVersionStatus"], "UpToDate");
+  ASSERT_EQ(Nodes("controller").size(), 1u);
+  EXPECT_EQ(Nodes("controller")[0].instance_id, controller);
+  EXPECT_EQ(h_.provider_->ImageOf(controller), kNew);
   // Each worker was replaced once, keeping its hostname, with the new image.
   EXPECT_EQ(Hostnames("workers"), hostnames);
-  int replaced = 0;
+  std::vector<std::string> actions;
   for (const auto& rec : Recoveries()) {
     if (rec.source != kSoftwareUpdateSource) continue;
-    ++replaced;
+    actions.push_back(rec.group_name + " " + rec.action);
     EXPECT_EQ(rec.status, kRecoverySucceeded);
-    EXPECT_EQ(rec.action, "Replace");
   }
-  EXPECT_EQ(replaced, 3);
+  std::sort(actions.begin(), actions.end());
+  EXPECT_EQ(actions, (std::vector<std::string>{"controller Reboot", "workers Replace",
+                                               "workers Replace", "workers Replace"}));
   for (const auto& n : Nodes("workers")) {
     EXPECT_EQ(h_.provider_->ImageOf(n.instance_id), kNew);
     auto node =
@@ -235,7 +230,6 @@ TEST_F(SoftwareUpdateTest, ReplacesOneBatchAtATimeWithTheNewImage) {
     EXPECT_EQ(details["HpodSoftware"], json(Software("2")));
     EXPECT_EQ(details["InstanceStatus"]["Status"], "Running");
   }
-  EXPECT_EQ(h_.provider_->ImageOf(Nodes("controller")[0].instance_id), kOld);
   // The replaced nodes' records went with their rows.
   const std::string id = ClusterId();
   size_t records = 0;
@@ -254,7 +248,9 @@ TEST_F(SoftwareUpdateTest, WaitsBetweenBatches) {
   h_.provider_->ShipImage(kNew);
   json config = Batch(1);
   config["WaitIntervalInSeconds"] = 600;
-  ASSERT_TRUE(Update({{"DeploymentConfig", config}}).ok());
+  ASSERT_TRUE(Update({{"DeploymentConfig", config},
+                      {"InstanceGroups", {{{"InstanceGroupName", "workers"}}}}})
+                  .ok());
   Run(40);  // the first batch; then 600 s of waiting have not passed
   auto count = [&] {
     int k = 0;
@@ -337,6 +333,54 @@ TEST_F(SoftwareUpdateTest, AReplacementRunningOtherSoftwareFailsItsBatch) {
   json u = h_.Describe("demo")["HpodSoftwareUpdate"];
   EXPECT_EQ(u["Status"], "Failed") << u;
   EXPECT_NE(u["FailureReason"].get<std::string>().find(", not " + kNew), std::string::npos) << u;
+}
+
+TEST_F(SoftwareUpdateTest, ANodeDeletedFromItsBatchDoesNotFailTheUpdate) {
+  Create(3);
+  h_.provider_->ShipImage(kNew);
+  ASSERT_TRUE(Update({{"DeploymentConfig", Batch(1)}}).ok());
+  h_.queue_->RunUntilIdle();  // the first batch takes a worker
+  std::string taken;
+  for (const auto& r : Recoveries()) {
+    if (r.source == kSoftwareUpdateSource) taken = r.instance_id;
+  }
+  ASSERT_FALSE(taken.empty());
+  auto deleted =
+      h_.Call("BatchDeleteClusterNodes", {{"ClusterName", "demo"}, {"NodeIds", {taken}}});
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  Run(80);
+  json u = h_.Describe("demo")["HpodSoftwareUpdate"];
+  EXPECT_EQ(u["Status"], "Succeeded") << u;
+  for (const auto& n : Nodes("workers")) EXPECT_EQ(h_.provider_->ImageOf(n.instance_id), kNew);
+}
+
+// A provider whose nodes run their hosts' software (pool hosts): no image to
+// compare, and replacements on other hosts get other hostnames; each logical
+// node is replaced once all the same.
+class SoftwareUpdateNoImageTest : public SoftwareUpdateTest {
+ protected:
+  static provider::FakeProviderOptions NoImages() {
+    provider::FakeProviderOptions o;
+    o.environment.replacement_keeps_address = false;
+    return o;
+  }
+  SoftwareUpdateNoImageTest() : SoftwareUpdateTest(NoImages()) {}
+};
+
+TEST_F(SoftwareUpdateNoImageTest, ReprovisionsEachNodeOnce) {
+  Create(3);
+  json alarms = Batch(1);
+  alarms["AutoRollbackConfiguration"] = {{{"AlarmName", "hpod-node-health"}}};
+  auto refused = Update({{"DeploymentConfig", alarms}});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << "nothing to roll back to";
+  ASSERT_TRUE(Update({{"DeploymentConfig", Batch(1)}}).ok());
+  Run(100);
+  json u = h_.Describe("demo")["HpodSoftwareUpdate"];
+  EXPECT_EQ(u["Status"], "Succeeded") << u;
+  EXPECT_EQ(u["UpdatedNodes"].size(), 4u) << u;
+  int recoveries = 0;
+  for (const auto& r : Recoveries()) recoveries += r.source == kSoftwareUpdateSource;
+  EXPECT_EQ(recoveries, 4) << "three workers replaced and the controller rebooted, once each";
 }
 
 }  // namespace

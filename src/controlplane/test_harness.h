@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "hpod/api/model.h"
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/cluster_reconciler.h"
+#include "hpod/controlplane/ids.h"
 #include "hpod/controlplane/work_queue.h"
 #include "hpod/provider/fake/fake_provider.h"
 
@@ -46,6 +50,27 @@ class Harness {
     auto r = Call("DescribeCluster", {{"ClusterName", name}});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? nlohmann::json::parse(r->dump()) : nlohmann::json();
+  }
+
+  // A cluster's id, from its ARN; "" when there is none of that name.
+  std::string ClusterId(const std::string& name) {
+    return ClusterIdFromArn(Describe(name).value("ClusterArn", "")).value_or("");
+  }
+  // The rows of a group's nodes, those marked for removal too unless `live_only`.
+  std::vector<store::NodeRecord> NodesOf(const std::string& cluster, const std::string& group,
+                                         bool live_only = false) {
+    std::vector<store::NodeRecord> out;
+    const std::string id = ClusterId(cluster);  // before the read: ":memory:" has one reader
+    EXPECT_TRUE(store_
+                    ->Read([&](store::ReadTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(auto all, tx.ListNodes(id));
+                      for (auto& n : all) {
+                        if (n.group_name == group && !(live_only && n.remove)) out.push_back(n);
+                      }
+                      return OkStatus();
+                    })
+                    .ok());
+    return out;
   }
 
   static nlohmann::json Group(const std::string& name, int count,

@@ -128,6 +128,13 @@ class Provider {
   virtual StatusOr<std::string> CurrentImage() const { return std::string(); }
   // Whether LaunchSpec::image_id may name `image_id` (the provider still holds it).
   virtual bool HasImage(const std::string& image_id) const { return false; }
+  // The image the node runs from its next start (a Reboot), for a node that is
+  // updated in place (a controller, which is never replaced). Idempotent.
+  // kInvalidArgument for an image HasImage refuses; kUnimplemented where the
+  // provider ships no images.
+  virtual Status SetNodeImage(const std::string& instance_id, const std::string& image_id) {
+    return UnimplementedError("this provider ships no software images");
+  }
 };
 
 // Terminates the node (idempotent) and says whether it is gone: Describe says

@@ -378,6 +378,7 @@ class AutoResumeTest(unittest.TestCase):
             p = subprocess.run(
                 ["aws", "--endpoint-url", self.d.endpoint, "--region", nodestest.hpodtest.REGION,
                  "sagemaker", "update-cluster-software", "--cluster-name", "ar",
+                 "--instance-groups", "InstanceGroupName=workers",
                  "--deployment-config", json.dumps({"RollingUpdatePolicy": {
                      "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}}})],
                 capture_output=True, text=True, env=self.d.env(), timeout=120)
@@ -422,9 +423,21 @@ class AutoResumeTest(unittest.TestCase):
         self.assertEqual(groups["workers"]["ImageVersionStatus"], "UpToDate")
         self.assertEqual(groups["workers"]["SoftwareUpdateStatus"], "Succeeded")
         self.assertEqual(groups["controller-machine"]["CurrentImageId"], old_image,
-                         "the controller is not updated")
+                         "the controller was not in InstanceGroups")
         self.assertEqual(sorted(self.hostname(i) for i in self.workers()), hostnames)
-        for iid in self.workers():
+        # Then the rest, with hpod's CLI: only the controller is behind, and it is
+        # rebooted into the new software (never replaced), keeping its instance.
+        self.d.hpod("update-cluster-software", "--cluster-name", "ar")
+        self.d.hpod("wait", "cluster-in-service", "--cluster-name", "ar", "--timeout", "300")
+        view = self.d.hpod_json("describe-cluster", "--cluster-name", "ar")
+        self.assertEqual(view["HpodSoftwareUpdate"]["Status"], "Succeeded",
+                         json.dumps(view["HpodSoftwareUpdate"]) + self.d.log_tail())
+        self.assertEqual(view["HpodSoftwareUpdate"]["Batches"], 1)
+        self.assertEqual({g["InstanceGroupName"]: g["CurrentImageId"]
+                          for g in view["InstanceGroups"]},
+                         {"controller-machine": new_image, "workers": new_image})
+        self.assertIn(self.controller, [n["InstanceId"] for n in self.d.nodes("ar")])
+        for iid in list(self.workers()) + [self.controller]:
             node = self.d.hpod_json("describe-cluster-node", "--cluster-name", "ar",
                                     "--node-id", iid)["NodeDetails"]
             self.assertEqual(node["HpodSoftware"]["hpod-agent"], digest,
@@ -433,9 +446,21 @@ class AutoResumeTest(unittest.TestCase):
             self.assertEqual(node["ImageVersionStatus"], "UpToDate")
             self.assertIn("LastSoftwareUpdateTime", node)
             self.assertEqual(node["InstanceStatus"]["Status"], "Running")
-        sinfo = self.on_controller("sinfo -h -N -o '%N %T'")
-        for host in hostnames:
-            self.assertRegex(sinfo, host + r" (idle|mixed|allocated)\b", "resumed in Slurm")
+        self.wait_for_sinfo(hostnames)
+        self.assertIn("ok", self.on_controller("srun -N3 echo ok"))
+
+    def wait_for_sinfo(self, hostnames, timeout=90):
+        """Until every one of `hostnames` is idle in Slurm and answers slurmctld
+        (%t marks a node it has not heard from since it started with `*`): after
+        the controller's reboot, its slurmctld pings the workers first."""
+        deadline = time.time() + timeout
+        while True:
+            sinfo = self.on_controller("sinfo -h -N -o '%N %t'", check=False)
+            if all(re.search(re.escape(h) + r" idle$", sinfo, re.M) for h in hostnames):
+                return
+            if time.time() > deadline:
+                self.fail("not all of %s serve in Slurm:\n%s" % (hostnames, sinfo))
+            time.sleep(1)
 
     def test_9_a_pytorch_ddp_job_resumes_from_its_snapshot(self):
         """examples/pytorch as users bring it: DDP over gloo on the three workers,

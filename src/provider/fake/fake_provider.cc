@@ -76,6 +76,17 @@ bool FakeProvider::HasImage(const std::string& image_id) const {
   return std::find(images_.begin(), images_.end(), image_id) != images_.end();
 }
 
+Status FakeProvider::SetNodeImage(const std::string& instance_id, const std::string& image_id) {
+  MutexLock lock(mu_);
+  if (std::find(images_.begin(), images_.end(), image_id) == images_.end()) {
+    return InvalidArgumentError("fake provider: no image " + image_id);
+  }
+  auto it = nodes_.find(instance_id);
+  if (it == nodes_.end()) return NotFoundError("fake provider: no node " + instance_id);
+  it->second.image = image_id;
+  return OkStatus();
+}
+
 void FakeProvider::ShipImage(const std::string& image) {
   MutexLock lock(mu_);
   images_.push_back(image);

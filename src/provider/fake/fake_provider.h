@@ -65,6 +65,7 @@ class FakeProvider final : public Provider {
   NodeEnvironment Environment() const override { return options_.environment; }
   StatusOr<std::string> CurrentImage() const override;
   bool HasImage(const std::string& image_id) const override;
+  Status SetNodeImage(const std::string& instance_id, const std::string& image_id) override;
 
   // Test hooks.
   struct Action {

@@ -382,6 +382,8 @@ Status LocalProvider::Launch(const LaunchSpec& spec) {
   }
   MutexLock lock(mu_);
   if (nodes_.count(spec.instance_id)) return OkStatus();  // idempotent
+  // Again under mu_: CollectImages (under mu_) may have taken it meanwhile.
+  if (!image.empty() && !HasImage(image)) return UnavailableError("image " + image + " went");
   HPOD_ASSIGN_OR_RETURN(Cluster * cluster, EnsureCluster(spec.cluster_id, spec.private_ip));
   auto release_cluster_if_empty = [&]() REQUIRES(mu_) {
     for (const auto& [id, n] : nodes_) {

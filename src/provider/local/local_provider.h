@@ -159,11 +159,16 @@ class LocalProvider final : public Provider {
   // store (<state_dir>/images/<id>/) the first time they are seen, so that a node
   // launched later with this image, or rebooted, runs these programs even after
   // the build or package beside hpodd changed. "" without an agent_binary file.
-  // Node-images.cc; the store keeps every image a node runs and the newest
-  // kKeptImages others (a rollback's).
-  StatusOr<std::string> CurrentImage() const override EXCLUDES(images_mu_);
+  // node_images.cc. The store keeps every image a node runs, the newest
+  // kKeptImages others, and any other for kImageRetention (a group's, a rollback's).
+  StatusOr<std::string> CurrentImage() const override EXCLUDES(images_mu_, current_mu_);
   bool HasImage(const std::string& image_id) const override;
+  // Rewrites the node's record and node-init.json for `image_id`; its disk's
+  // copies are refreshed at its next start (PrepareDisk).
+  Status SetNodeImage(const std::string& instance_id, const std::string& image_id) override
+      EXCLUDES(mu_);
   static constexpr int kKeptImages = 3;
+  static constexpr std::chrono::hours kImageRetention{24 * 30};
 
   // kTls: where hpodd's agent listener must bind (the node block's last usable
   // address, "10.77.255.254" for 10.77.0.0/16); empty for a block of one /24.
@@ -258,7 +263,8 @@ class LocalProvider final : public Provider {
   // Where node `n` gets program `name` (api::SoftwareNames()) from: its image, or
   // the option's path for a node without one; "" when the option is empty.
   std::string NodeProgram(const Node& n, const std::string& name) const;
-  // Deletes images no node runs, but for the newest kKeptImages.
+  // Deletes images no node runs, older than kImageRetention, but for the newest
+  // kKeptImages.
   void CollectImages() REQUIRES(mu_);
 
   // local_faults.cc. `n` is one of nodes_.
@@ -275,11 +281,13 @@ class LocalProvider final : public Provider {
   const uint32_t block_;
   const int block_prefix_;
 
-  // Taken after mu_ when both are held (Launch names its image under mu_).
+  // Serializes CurrentImage()'s copies; never held with mu_.
   mutable Mutex images_mu_;
   // CurrentImage()'s last answer, for programs of this size, time and inode.
-  mutable std::string image_key_ GUARDED_BY(images_mu_);
-  mutable std::string image_id_ GUARDED_BY(images_mu_);
+  // Taken briefly, after mu_ when both are held (CollectImages under RemoveNode).
+  mutable Mutex current_mu_;
+  mutable std::string image_key_ GUARDED_BY(current_mu_);
+  mutable std::string image_id_ GUARDED_BY(current_mu_);
 
   mutable Mutex mu_;
   int next_index_ GUARDED_BY(mu_) = 0;

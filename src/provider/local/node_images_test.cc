@@ -1,7 +1,7 @@
 // LocalProvider's image store (node_images.cc) against FakeNodeHost: an image
 // named from the programs' copies, nodes launched with it running those copies
 // after the build beside hpodd changed, launches with an older image, and which
-// images are kept.
+// images are kept (those nodes run, the newest, any younger than the retention).
 
 #include <gtest/gtest.h>
 
@@ -95,9 +95,11 @@ TEST_F(NodeImagesTest, KeepsTheImagesNodesRunAndTheNewestOthers) {
   for (int k = 2; k <= LocalProvider::kKeptImages + 3; ++k) {
     Write("hpod-agent", "agent " + std::to_string(k));
     others.push_back(*p->CurrentImage());
-    std::error_code ec;  // apart in time, so "newest" is well defined
+    std::error_code ec;  // past the retention, and apart, so "newest" is well defined
     fs::last_write_time(dir_ / "local/images" / others.back(),
-                        fs::file_time_type::clock::now() + std::chrono::seconds(k), ec);
+                        fs::file_time_type::clock::now() - LocalProvider::kImageRetention -
+                            std::chrono::hours(1) + std::chrono::seconds(k),
+                        ec);
   }
   ASSERT_TRUE(p->Launch(Spec("i-bbbbbbbbbbbbbbbbb")).ok());
   ASSERT_TRUE(p->Terminate("i-bbbbbbbbbbbbbbbbb").ok());  // a removal collects
@@ -106,6 +108,12 @@ TEST_F(NodeImagesTest, KeepsTheImagesNodesRunAndTheNewestOthers) {
   for (const auto& id : others) kept += p->HasImage(id);
   EXPECT_EQ(kept, LocalProvider::kKeptImages + 1) << "the newest others and the current";
   EXPECT_FALSE(p->HasImage(others.front())) << "the oldest unused one went";
+  // One made again (a build back to an older version) is current, and new again.
+  Write("hpod-agent", "agent 3");
+  EXPECT_EQ(*p->CurrentImage(), others[1]);
+  ASSERT_TRUE(p->Launch(Spec("i-ccccccccccccccccc")).ok());
+  ASSERT_TRUE(p->Terminate("i-ccccccccccccccccc").ok());
+  EXPECT_TRUE(p->HasImage(others[1]));
 }
 
 TEST_F(NodeImagesTest, NoAgentProgramNoImage) {
