@@ -136,13 +136,18 @@ class Boto3JourneyTest(Boto3Base):
         self.assertEqual([g["CurrentCount"] for g in desc["InstanceGroups"]], [1, 2])
         self.assertEqual(len(sm.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]), 3)
 
-        # UpdateClusterSoftware: the controller group is refused (hpod never replaces a
-        # controller); the compute group is replaced half at a time. This hpodd's fake
-        # nodes run no hpod software, so there is no image to compare.
+        # UpdateClusterSoftware: the compute group is replaced half at a time, then the
+        # controller rebooted (never replaced). This hpodd's fake nodes run no hpod
+        # software: no image to compare, and nothing to roll back to.
         self.client_error(sm.update_cluster_software, "ValidationException", ClusterName=arn,
-                          InstanceGroups=[{"InstanceGroupName": "controller-machine"}])
+                          InstanceGroups=[{"InstanceGroupName": "no-such-group"}])
         self.client_error(sm.update_cluster_software, "ValidationException", ClusterName=arn,
                           ImageId="ami-0123456789abcdef0")
+        self.client_error(sm.update_cluster_software, "ValidationException", ClusterName=arn,
+                          DeploymentConfig={
+                              "RollingUpdatePolicy": {"MaximumBatchSize": {
+                                  "Type": "INSTANCE_COUNT", "Value": 1}},
+                              "AutoRollbackConfiguration": [{"AlarmName": "hpod-node-health"}]})
         before = {n["InstanceId"]: n["InstanceGroupName"]
                   for n in sm.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]}
         out = sm.update_cluster_software(ClusterName=arn, DeploymentConfig={
@@ -152,7 +157,7 @@ class Boto3JourneyTest(Boto3Base):
         self.assertEqual(out["ClusterArn"], arn)
         desc = wait_cluster(sm, arn, "InService")
         self.assertEqual([g.get("SoftwareUpdateStatus") for g in desc["InstanceGroups"]],
-                         [None, "Succeeded"])
+                         ["Succeeded", "Succeeded"])
         after = {n["InstanceId"]: n["InstanceGroupName"]
                  for n in sm.list_cluster_nodes(ClusterName=arn)["ClusterNodeSummaries"]}
         self.assertEqual(sorted(after.values()), sorted(before.values()))
