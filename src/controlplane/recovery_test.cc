@@ -415,6 +415,22 @@ TEST_F(RecoveryTest, TheControllerIsRebootedNeverReplaced) {
   EXPECT_EQ(Recovery(rid).phase, "Launched");
 }
 
+// A live controller (BatchRebootClusterNodes, a software update) saves
+// slurmctld's state before the reboot: what it held only in memory (a job that
+// just ended) would otherwise come back as it was at the last periodic save.
+TEST_F(RecoveryTest, ALiveControllerSavesSlurmctldsStateBeforeItsReboot) {
+  NodeRecord ctl = SlurmClusterInService();
+  std::string rid = Request(ctl, RecoveryAction::kReboot, false, /*is_controller=*/true);
+  Pass(3);
+  EXPECT_TRUE(RanCommand("scontrol shutdown slurmctld"));
+  auto steps = Steps(rid);
+  auto saved = std::find(steps.begin(), steps.end(), "StateSaved");
+  auto rebooted = std::find(steps.begin(), steps.end(), "RebootRequested");
+  ASSERT_NE(saved, steps.end());
+  ASSERT_NE(rebooted, steps.end());
+  EXPECT_LT(saved - steps.begin(), rebooted - steps.begin()) << "saved, then rebooted";
+}
+
 TEST_F(RecoveryTest, ARestartAtEveryStepFinishesTheRecoveryOnce) {
   SlurmClusterInService();
   NodeRecord a = NodesOf("w").at(0);

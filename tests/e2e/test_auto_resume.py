@@ -366,7 +366,8 @@ class AutoResumeTest(unittest.TestCase):
         digest = hashlib.sha256(release).hexdigest()
         view = self.d.hpod_json("describe-cluster", "--cluster-name", "ar")
         self.assertEqual({g["InstanceGroupName"]: g["ImageVersionStatus"]
-                          for g in view["InstanceGroups"]},
+                          for g in view["InstanceGroups"]
+                          if g["InstanceGroupName"] in ("controller-machine", "workers")},
                          {"controller-machine": "UpdateAvailable", "workers": "UpdateAvailable"})
 
         gate = self.host_file("/fsx/ar/update.gate")
@@ -434,7 +435,8 @@ class AutoResumeTest(unittest.TestCase):
                          json.dumps(view["HpodSoftwareUpdate"]) + self.d.log_tail())
         self.assertEqual(view["HpodSoftwareUpdate"]["Batches"], 1)
         self.assertEqual({g["InstanceGroupName"]: g["CurrentImageId"]
-                          for g in view["InstanceGroups"]},
+                          for g in view["InstanceGroups"]
+                          if g["InstanceGroupName"] in ("controller-machine", "workers")},
                          {"controller-machine": new_image, "workers": new_image})
         self.assertIn(self.controller, [n["InstanceId"] for n in self.d.nodes("ar")])
         for iid in list(self.workers()) + [self.controller]:

@@ -34,6 +34,7 @@ class SkewedClocksTest(test_auto_resume.AutoResumeTest):
     test_5_batch_host_killed_requeues_and_resumes = None
     test_6_without_auto_resume_the_job_fails = None
     test_7_bad_option_values_are_one_line_errors = None
+    test_8_a_rolling_software_update_keeps_the_job_running = None
     test_9_a_pytorch_ddp_job_resumes_from_its_snapshot = None
 
     @classmethod

@@ -32,7 +32,7 @@ class LocalHarness {
     o.state_dir = (dir_ / "local").string();
     o.node_block = "10.77.0.0/16";
     o.node_init_binary = "/usr/bin/hpod-node-init";
-    o.agent_binary = "/usr/bin/hpod-agent";
+    o.agent_binary = test_support::kAbsentAgent;
     o.agent_endpoint = "unix:///var/lib/hpod/agent.sock";
     // Any file will do: the provider copies it onto node disks as it is.
     o.spank_plugin = (dir_ / "spank_hpod.so").string();

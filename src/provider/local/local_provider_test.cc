@@ -266,8 +266,8 @@ TEST_F(LocalProviderTest, WritesAgentAndNodeInitConfig) {
   EXPECT_EQ(init["agent_socket_dir"], "/var/lib/hpod");
   EXPECT_EQ(init["hosts_file"], (dir_ / "local/clusters/c1/hosts").string());
   EXPECT_EQ(init["fsx_dir"], (dir_ / "local/fsx/c1").string());
-  EXPECT_EQ(init["program"],
-            nlohmann::json({"/usr/bin/hpod-agent", "--config", "/var/lib/hpod-agent/agent.json"}));
+  EXPECT_EQ(init["program"], nlohmann::json({test_support::kAbsentAgent, "--config",
+                                             "/var/lib/hpod-agent/agent.json"}));
   EXPECT_TRUE(fs::is_directory(dir_ / "local/fsx/c1"));
   auto node = nlohmann::json::parse(ReadFile(dir + "/node.json"));
   EXPECT_EQ(node["netns"], "hpn0");

@@ -87,6 +87,11 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// The agent the fake-host tests name: a path that exists nowhere, so no test
+// depends on whether this machine has hpod-agent installed (an existing program
+// would be copied into the image store and run from there, node_images.cc).
+inline constexpr char kAbsentAgent[] = "/nonexistent/hpod-test/bin/hpod-agent";
+
 class LocalProviderTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,7 +110,7 @@ class LocalProviderTest : public ::testing::Test {
     o.state_dir = (dir_ / "local").string();
     o.node_block = "10.77.0.0/16";
     o.node_init_binary = "/usr/bin/hpod-node-init";
-    o.agent_binary = "/usr/bin/hpod-agent";
+    o.agent_binary = kAbsentAgent;
     o.agent_endpoint = "unix:///var/lib/hpod/agent.sock";
     return o;
   }

@@ -123,7 +123,7 @@ TEST_F(NodeImagesTest, NoAgentProgramNoImage) {
   ASSERT_TRUE(p->Launch(Spec("i-aaaaaaaaaaaaaaaaa")).ok());
   auto init =
       nlohmann::json::parse(ReadFile(p->NodeDir("i-aaaaaaaaaaaaaaaaa") + "/node-init.json"));
-  EXPECT_EQ(init["program"][0], "/usr/bin/hpod-agent");
+  EXPECT_EQ(init["program"][0], test_support::kAbsentAgent);
 }
 
 }  // namespace

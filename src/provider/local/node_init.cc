@@ -300,8 +300,11 @@ int RunNodeInit(const NodeInitConfig& c) {
   // its path (/proc/self/exe) is one the node's processes can use too: the agent
   // links the node's systemctl to it (src/agent/systemctl_shim.h). Bound before
   // the root is entered: a mount cannot be made from the host's detached tree.
+  // Always, not only when the node cannot see the path: the node's users run it
+  // too (as systemctl), and hpodd's image store (<data dir>/local/images) is
+  // root's alone.
   std::string exec_path = c.program[0];
-  if (program_fd >= 0 && ::access((root + c.program[0]).c_str(), X_OK) != 0) {
+  if (program_fd >= 0) {
     const std::string target = root + kProgramInNode;
     int f = ::open(target.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
     if (f >= 0) ::close(f);
