@@ -295,14 +295,13 @@ int RunNodeInit(const NodeInitConfig& c) {
     }
   }
   for (auto& [i, fd] : source_fds) ::close(fd);
-  // A program the node cannot see by its path (a build tree under the host's
-  // /tmp, now covered) is bound into the node's own /run and run from there, so
-  // its path (/proc/self/exe) is one the node's processes can use too: the agent
-  // links the node's systemctl to it (src/agent/systemctl_shim.h). Bound before
-  // the root is entered: a mount cannot be made from the host's detached tree.
-  // Always, not only when the node cannot see the path: the node's users run it
-  // too (as systemctl), and hpodd's image store (<data dir>/local/images) is
-  // root's alone.
+  // The program is bound into the node's own /run and run from there, so its
+  // path (/proc/self/exe) is one the node's processes can use: the agent links
+  // the node's systemctl to it (src/agent/systemctl_shim.h). Always, not only
+  // when the node cannot see the path (a build tree under the host's /tmp, now
+  // covered): the node's users run it too, and hpodd's image store (<data
+  // dir>/local/images) is root's alone. Bound before the root is entered: a
+  // mount cannot be made from the host's detached tree.
   std::string exec_path = c.program[0];
   if (program_fd >= 0) {
     const std::string target = root + kProgramInNode;

@@ -83,8 +83,9 @@ inline constexpr char kGpuStandInDirInNode[] = "/run/hpod-gpus";
 // files alone (no sshd setup, no MariaDB), since they are the host's. The agent
 // spells the same path (slurm_node.h, kSharedRootMarker).
 inline constexpr char kSharedRootMarker[] = "/run/hpod-shared-root";
-// Where node-init binds the program it runs when the node cannot see it by its
-// own path (a build tree under the host's /tmp).
+// Where node-init binds the program it runs (given by an absolute path): the
+// node may not see that path (a build tree under the host's /tmp), nor may its
+// users (hpodd's image store), and they run it as systemctl.
 inline constexpr char kProgramInNode[] = "/run/hpod-node-program";
 // The node's own kernel log (nodes share the host's kernel, so /dev/kmsg is not
 // theirs) and the fake NVML library's script, both on the node disk in the agent's
