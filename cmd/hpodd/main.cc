@@ -15,17 +15,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Finds a sibling program: installed side by side (bin/), or in the build tree
-// (build/cmd/<name>/<name> next to build/cmd/hpodd/hpodd).
-std::string FindProgram(const std::string& name) {
+// A sibling program: installed side by side (bin/), or in the build tree
+// (build/cmd/<name>/<name> next to build/cmd/hpodd/hpodd); "" when neither.
+std::string FindSibling(const std::string& name) {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return name;
+  if (ec) return "";
   for (const fs::path& p :
        {self.parent_path() / name, self.parent_path().parent_path() / name / name}) {
     if (fs::exists(p, ec)) return p.string();
   }
-  return name;
+  return "";
+}
+
+// FindSibling, else the bare name (looked up in PATH when run).
+std::string FindProgram(const std::string& name) {
+  std::string found = FindSibling(name);
+  return found.empty() ? name : found;
 }
 
 hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
@@ -64,34 +70,10 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeLocal(
       }
     }
   }
-  // hpod-container, which the plugin runs beside itself on the nodes: installed
-  // beside hpodd, or in the build tree (build/cmd/hpod-container/).
-  {
-    std::error_code ec;
-    fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    for (const fs::path& p :
-         {self.parent_path() / "hpod-container",
-          self.parent_path().parent_path() / "hpod-container" / "hpod-container"}) {
-      if (!ec && !o.spank_plugin.empty() && fs::exists(p, ec)) {
-        o.container_helper = p.string();
-        break;
-      }
-    }
-  }
-  // hpod-deep-check, which the agents run for deep health checks: installed
-  // beside hpodd, or in the build tree (build/cmd/hpod-deep-check/).
-  {
-    std::error_code ec;
-    fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    for (const fs::path& p :
-         {self.parent_path() / "hpod-deep-check",
-          self.parent_path().parent_path() / "hpod-deep-check" / "hpod-deep-check"}) {
-      if (!ec && fs::exists(p, ec)) {
-        o.deep_check_program = p.string();
-        break;
-      }
-    }
-  }
+  // hpod-container, which the plugin runs beside itself on the nodes (only with
+  // the plugin), and hpod-deep-check, which the agents run for deep health checks.
+  if (!o.spank_plugin.empty()) o.container_helper = FindSibling("hpod-container");
+  o.deep_check_program = FindSibling("hpod-deep-check");
   // A staged release: its programs replace those found above (node_images.cc
   // names the image from whatever the options point at).
   if (!ctx.node_software.empty()) {

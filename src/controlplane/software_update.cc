@@ -135,17 +135,42 @@ Status PutSoftwareUpdate(store::WriteTx& tx, const std::string& cluster_id,
   return tx.PutSetting(SoftwareUpdateSetting(cluster_id), u.ToJson().dump());
 }
 
-StatusOr<std::map<std::string, GroupImage>> LoadGroupImages(store::ReadTx& tx,
-                                                            const std::string& cluster_id) {
-  const std::string prefix = GroupImageSetting(cluster_id, "");
+namespace {
+
+// The records under `prefix`, each read by `parse` from its JSON object, keyed by
+// the rest of its key; a value that is not an object is skipped (it is data).
+template <typename T>
+StatusOr<std::map<std::string, T>> LoadRecords(store::ReadTx& tx, const std::string& prefix,
+                                               T (*parse)(const json&)) {
   HPOD_ASSIGN_OR_RETURN(auto settings, tx.ListSettings(prefix));
-  std::map<std::string, GroupImage> out;
+  std::map<std::string, T> out;
   for (const auto& [key, value] : settings) {
     json j = json::parse(value, nullptr, false);
-    if (!j.is_object()) continue;
-    out[key.substr(prefix.size())] = GroupImage{Text(j, "current"), Text(j, "desired")};
+    if (j.is_object()) out[key.substr(prefix.size())] = parse(j);
   }
   return out;
+}
+
+GroupImage ParseGroupImage(const json& j) { return {Text(j, "current"), Text(j, "desired")}; }
+
+NodeSoftware ParseNodeSoftware(const json& j) {
+  NodeSoftware s;
+  s.image = Text(j, "image");
+  if (auto it = j.find("software"); it != j.end() && it->is_object()) {
+    for (const auto& [name, digest] : it->items()) {
+      if (digest.is_string()) s.software[name] = digest.get<std::string>();
+    }
+  }
+  s.reported = Number(j, "reported");
+  s.updated = Number(j, "updated");
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::map<std::string, GroupImage>> LoadGroupImages(store::ReadTx& tx,
+                                                            const std::string& cluster_id) {
+  return LoadRecords(tx, GroupImageSetting(cluster_id, ""), &ParseGroupImage);
 }
 
 Status PutGroupImage(store::WriteTx& tx, const std::string& cluster_id, const std::string& group,
@@ -156,24 +181,7 @@ Status PutGroupImage(store::WriteTx& tx, const std::string& cluster_id, const st
 
 StatusOr<std::map<std::string, NodeSoftware>> LoadNodeSoftware(store::ReadTx& tx,
                                                                const std::string& cluster_id) {
-  const std::string prefix = NodeSoftwareSetting(cluster_id, "");
-  HPOD_ASSIGN_OR_RETURN(auto settings, tx.ListSettings(prefix));
-  std::map<std::string, NodeSoftware> out;
-  for (const auto& [key, value] : settings) {
-    json j = json::parse(value, nullptr, false);
-    if (!j.is_object()) continue;
-    NodeSoftware s;
-    s.image = Text(j, "image");
-    if (auto it = j.find("software"); it != j.end() && it->is_object()) {
-      for (const auto& [name, digest] : it->items()) {
-        if (digest.is_string()) s.software[name] = digest.get<std::string>();
-      }
-    }
-    s.reported = Number(j, "reported");
-    s.updated = Number(j, "updated");
-    out[key.substr(prefix.size())] = std::move(s);
-  }
-  return out;
+  return LoadRecords(tx, NodeSoftwareSetting(cluster_id, ""), &ParseNodeSoftware);
 }
 
 Status RecordNodeSoftware(store::WriteTx& tx, const Clock& clock, const std::string& cluster_id,
