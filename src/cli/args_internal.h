@@ -45,10 +45,10 @@ std::vector<std::string> TakeValues(const std::vector<std::string>& words, size_
 StatusOr<Json> ParseMemberValue(const std::string& cli_name, std::vector<std::string> words,
                                 const api::Shape& shape, const Environment& env);
 
-// A duration option's value in seconds (create-join-token --ttl): "90s", "30m",
-// "1h", "7d", parts together ("1h30m") or plain seconds ("3600"), between min_s
-// and max_s. Otherwise a usage error that names `option` and says what to write,
-// e.g. `--ttl: "1x" is not a duration; use e.g. 90s, 30m, 1h or 7d`.
+// A duration option's value in seconds (create-join-token --ttl): base's
+// ParseDurationSeconds (hpod/base/duration.h: "90s", "30m", "1h", "7d", "1h30m"
+// or plain seconds, between min_s and max_s), whose refusal becomes a usage
+// error, e.g. `--ttl: "1x" is not a duration; use e.g. 90s, 30m, 1h or 7d`.
 StatusOr<int64_t> ParseDurationSeconds(std::string_view option, std::string_view value,
                                        int64_t min_s, int64_t max_s);
 
