@@ -8,8 +8,12 @@
 // VACUUM INTO would not promise (ReadTx::ListRecoveriesWrittenAfter relies on
 // them).
 //
-// Thread contract: a free function, safe from any thread and any process while
-// the store is in use; it opens its own connections.
+// `hpodd restore` is the way back: the same copy, from a backup into the place
+// of a store that does not exist yet, after checking that the backup is an hpod
+// store this hpodd can open.
+//
+// Thread contract: free functions, safe from any thread and any process while
+// the store is in use; they open their own connections.
 
 #include <cstdint>
 #include <string>
@@ -34,5 +38,15 @@ struct BackupResult {
 // `busy_timeout_ms` (retry).
 StatusOr<BackupResult> BackupSqliteStore(const std::string& store_path,
                                          const std::string& dest_path, int busy_timeout_ms = 10000);
+
+// Puts the backup at `backup_path` in place as the store `store_path`, as
+// BackupSqliteStore copies (checked, one file, mode 0600, linked only when
+// complete); hpodd migrates it when it opens it, if it is older. Nothing is
+// overwritten: kAlreadyExists when `store_path`, or a "-wal" or "-shm" of an old
+// store, exists (move it away first). kInvalidArgument when the backup is not an
+// hpod store (not SQLite, or no hpod schema); kFailedPrecondition when its schema
+// is newer than this hpodd understands; kNotFound when it does not exist.
+StatusOr<BackupResult> RestoreSqliteStore(const std::string& backup_path,
+                                          const std::string& store_path);
 
 }  // namespace hpod::store

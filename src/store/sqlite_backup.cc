@@ -14,6 +14,7 @@
 #include "hpod/base/file_util.h"
 #include "hpod/store/backup.h"
 #include "hpod/store/sqlite.h"
+#include "hpod/store/sqlite_store_internal.h"
 
 namespace hpod::store {
 namespace {
@@ -103,7 +104,52 @@ void RemovePartial(const std::string& partial) {
   for (const char* suffix : {"", "-journal", "-wal", "-shm"}) ::unlink((partial + suffix).c_str());
 }
 
+// Whether `backup_path` is an hpod store this hpodd can open: an SQLite file
+// with a schema version hpodd wrote (1 to the latest) and hpod's tables.
+Status CheckIsHpodStore(const std::string& backup_path) {
+  Connection c;
+  HPOD_RETURN_IF_ERROR(OpenConnection(backup_path, SQLITE_OPEN_READONLY, 1000, &c));
+  auto not_hpod = [&](const std::string& why) {
+    return InvalidArgumentError(backup_path + " is not an hpod store (" + why + ")");
+  };
+  StatusOr<std::string> version = QueryText(c.db, "PRAGMA user_version");
+  if (!version.ok()) return not_hpod(std::string(version.status().message()));
+  StatusOr<std::string> tables =
+      QueryText(c.db,
+                "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN "
+                "('clusters','nodes','access_keys')");
+  if (!tables.ok()) return not_hpod(std::string(tables.status().message()));
+  const int v = std::atoi(version->c_str());
+  if (v <= 0 || *tables != "3") {
+    return not_hpod("schema version " + *version + ", " + *tables + " of hpod's tables");
+  }
+  if (v > internal::LatestSchemaVersion()) {
+    return FailedPreconditionError(backup_path + " has store schema version " + *version +
+                                   ", newer than this hpodd understands (" +
+                                   std::to_string(internal::LatestSchemaVersion()) +
+                                   "); restore it with the hpodd that wrote it");
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+StatusOr<BackupResult> RestoreSqliteStore(const std::string& backup_path,
+                                          const std::string& store_path) {
+  struct stat st;
+  if (::stat(backup_path.c_str(), &st) != 0) return ErrnoStatus(errno, "backup " + backup_path);
+  // An old store's WAL beside a restored file would be replayed into it.
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string p = store_path + suffix;
+    if (::lstat(p.c_str(), &st) == 0) {
+      return AlreadyExistsError(p +
+                                " exists; move the old store (and its -wal, -shm) away "
+                                "first: restore never overwrites a store");
+    }
+  }
+  HPOD_RETURN_IF_ERROR(CheckIsHpodStore(backup_path));
+  return BackupSqliteStore(backup_path, store_path);
+}
 
 StatusOr<BackupResult> BackupSqliteStore(const std::string& store_path,
                                          const std::string& dest_path, int busy_timeout_ms) {

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "hpod/store/backup.h"
@@ -106,6 +108,69 @@ TEST_F(BackupTest, MissingStoreCreatesNothing) {
   EXPECT_FALSE(fs::exists(dir_ / "absent.db"));
   EXPECT_FALSE(fs::exists(dest));
   EXPECT_FALSE(fs::exists(dest + ".partial"));
+}
+
+TEST_F(BackupTest, RestorePutsABackupInPlaceOfAMissingStore) {
+  std::string backup = (dir_ / "backup.db").string();
+  ASSERT_TRUE(BackupSqliteStore(path_, backup).ok());
+  std::string restored = (dir_ / "fresh" / "state.db").string();
+  fs::create_directories(dir_ / "fresh");
+  auto r = RestoreSqliteStore(backup, restored);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->schema_version, store_->SchemaVersion());
+  struct stat st;
+  ASSERT_EQ(::stat(restored.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(Names(restored), std::vector<std::string>{"demo"});
+}
+
+TEST_F(BackupTest, RestoreNeverOverwritesAStore) {
+  std::string backup = (dir_ / "backup.db").string();
+  ASSERT_TRUE(BackupSqliteStore(path_, backup).ok());
+  // The live store, and an old store's WAL left beside a moved-away state.db.
+  auto r = RestoreSqliteStore(backup, path_);
+  EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+  fs::create_directories(dir_ / "old");
+  std::ofstream((dir_ / "old" / "state.db-wal").string()) << "x";
+  r = RestoreSqliteStore(backup, (dir_ / "old" / "state.db").string());
+  EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(r.status().message().find("state.db-wal exists"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "old" / "state.db"));
+}
+
+TEST_F(BackupTest, RestoreRefusesWhatIsNotAnHpodStore) {
+  std::string dest = (dir_ / "new.db").string();
+  std::string text = (dir_ / "notes.txt").string();
+  std::ofstream(text) << "not a database, but long enough to be read as one's header......";
+  auto r = RestoreSqliteStore(text, dest);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("is not an hpod store"), std::string::npos);
+  // Another program's SQLite database.
+  std::string other = (dir_ / "other.db").string();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA user_version=3", nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+  }
+  r = RestoreSqliteStore(other, dest);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_EQ(RestoreSqliteStore((dir_ / "absent.db").string(), dest).status().code(),
+            StatusCode::kNotFound);
+  // A newer hpodd's store.
+  std::string newer = (dir_ / "newer.db").string();
+  ASSERT_TRUE(BackupSqliteStore(path_, newer).ok());
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=100000", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  r = RestoreSqliteStore(newer, dest);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+  EXPECT_FALSE(fs::exists(dest));
 }
 
 }  // namespace

@@ -247,6 +247,8 @@ Status MigrateSchema(Database& db) {
   return OkStatus();
 }
 
+int LatestSchemaVersion() { return kSchemaVersion; }
+
 StatusOr<int> ReadSchemaVersion(Database& db) {
   HPOD_ASSIGN_OR_RETURN(Statement s, db.Prepare("PRAGMA user_version"));
   HPOD_ASSIGN_OR_RETURN(bool row, s.Step());

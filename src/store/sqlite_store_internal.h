@@ -25,6 +25,9 @@ Status MigrateSchema(Database& db);
 // PRAGMA user_version of `db`.
 StatusOr<int> ReadSchemaVersion(Database& db);
 
+// The schema version this hpodd migrates stores to (its number of migrations).
+int LatestSchemaVersion();
+
 // Every row of `s`, each turned into a T by `read`.
 template <typename T, typename Reader>
 StatusOr<std::vector<T>> All(Statement& s, Reader read) {
