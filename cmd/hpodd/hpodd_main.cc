@@ -1,19 +1,14 @@
 #include "hpodd_main.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <future>
 #include <iostream>
@@ -26,8 +21,8 @@
 #include "hpod/controlplane/daemon.h"
 #include "hpod/controlplane/init.h"
 #include "hpod/controlplane/metrics.h"
-#include "hpod/store/backup.h"
 #include "hpod/store/store.h"
+#include "store_commands.h"
 
 namespace hpod::cmd {
 namespace {
@@ -53,37 +48,6 @@ bool ParseListen(const std::string& s, std::string* address, uint16_t* port) {
   *address = host;
   *port = static_cast<uint16_t>(v);
   return true;
-}
-
-int Fail(const std::string& msg) {
-  std::fprintf(stderr, "hpodd: error: %s\n", msg.c_str());
-  return 1;
-}
-
-// One hpodd per data dir: a second one would adopt the first one's nodes, take
-// over (and on exit remove) its agent socket, remove its guard route when it has
-// no nodes, and reconcile the same clusters until its own API port fails to
-// bind. An flock on <data-dir>/hpodd.lock, held until exit, keeps it out. The
-// descriptor is close-on-exec: nodes, which outlive hpodd, must not hold it.
-// Returns an error message, or "" when the lock is ours.
-std::string LockDataDir(const std::string& data_dir) {
-  const std::string path = (std::filesystem::path(data_dir) / "hpodd.lock").string();
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return "cannot open " + path + ": " + std::strerror(errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {0};
-    ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
-    ::close(fd);
-    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "";
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    return "another hpodd" + (holder.empty() ? std::string() : " (pid " + holder + ")") +
-           " serves data dir " + data_dir + " (it holds " + path + "); stop it first";
-  }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-    spdlog::warn("cannot write the pid into {}: {}", path, std::strerror(errno));
-  }
-  return "";  // fd stays open, and the lock held, until the process exits
 }
 
 int RunServe(const controlplane::DaemonOptions& options, const ProviderContext& context,
@@ -184,6 +148,9 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   int pool_lost_host_ms =
       static_cast<int>(controlplane::PoolProviderOptions{}.lost_host_after.count());
   std::string power_command;
+  // Strings, checked after parsing (ParseBackupFlags), so a bad value is one
+  // "hpodd: error:" line that says what to write.
+  std::string backup_interval = "0", backup_keep = "7", backup_dir;
   for (CLI::App* a : {static_cast<CLI::App*>(&app), serve}) {
     a->add_option("--provider", provider_name,
                   "Where nodes come from: " + CLI::detail::join(provider_names, ", "))
@@ -302,6 +269,15 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
                   "With --provider pool: a power hook, run with the host id and off (fencing an "
                   "unreachable host whose node is replaced) or cycle (a reboot past its "
                   "deadline)");
+    a->add_option("--backup-interval", backup_interval,
+                  "Back the store up this often while serving (e.g. 6h, 30m, 90s; 0: never), "
+                  "into --backup-dir as hpodd-<UTC time>.db")
+        ->capture_default_str();
+    a->add_option("--backup-keep", backup_keep,
+                  "How many scheduled backups to keep; older ones are deleted")
+        ->capture_default_str();
+    a->add_option("--backup-dir", backup_dir,
+                  "Where scheduled backups go (default <data-dir>/backups)");
     a->add_option("--console-dir", console_dir,
                   "Directory of the web console's built files (index.html, assets/) served at "
                   "GET /; default: <hpodd dir>/../share/hpod/console, else the build tree's "
@@ -351,6 +327,12 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
       "backup", "Copy the store to FILE (mode 0600, never overwritten), safely while hpodd serves");
   std::string backup_file;
   backup->add_option("FILE", backup_file, "Where the copy goes (must not exist)")->required();
+
+  // restore
+  auto* restore = app.add_subcommand(
+      "restore", "Put a backup in place as the store of a data dir that has none (hpodd stopped)");
+  restore->add_option("BACKUP", backup_file, "A file `hpodd backup` or --backup-interval wrote")
+      ->required();
 
   try {
     app.parse(argc, argv);
@@ -451,17 +433,8 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     return 0;
   }
 
-  if (app.got_subcommand(backup)) {
-    // A consistent snapshot through SQLite's backup API on its own connections
-    // (store/backup.h): hpodd keeps serving, and its writes wait for nothing.
-    std::string path = controlplane::StorePath(data_dir);
-    if (!std::filesystem::exists(path)) return Fail("no store at " + path + "; run hpodd init");
-    auto r = store::BackupSqliteStore(path, backup_file);
-    if (!r.ok()) return Fail(r.status().message());
-    std::printf("Backed up %s to %s (%lld bytes, schema version %d)\n", path.c_str(),
-                backup_file.c_str(), static_cast<long long>(r->bytes), r->schema_version);
-    return 0;
-  }
+  if (app.got_subcommand(backup)) return RunBackup(data_dir, backup_file);
+  if (app.got_subcommand(restore)) return RunRestore(data_dir, backup_file);
 
   controlplane::DaemonOptions options;
   options.data_dir = data_dir;
@@ -472,6 +445,10 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   options.control_plane.region = region;
   options.control_plane.account_id = account;
   options.insecure_no_auth = insecure;
+  if (Status s = ParseBackupFlags(backup_interval, backup_keep, backup_dir, &options.backups);
+      !s.ok()) {
+    return Fail(s.message());
+  }
   {
     auto api_tls = controlplane::ApiTlsOptions(data_dir, address, tls, RealClock::Get());
     if (!api_tls.ok()) return Fail(api_tls.status().message());

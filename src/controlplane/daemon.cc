@@ -20,6 +20,10 @@ std::string AgentSocketPath(const std::string& data_dir) {
   return (std::filesystem::path(data_dir) / "agent.sock").string();
 }
 
+std::string BackupDirPath(const std::string& data_dir) {
+  return (std::filesystem::path(data_dir) / "backups").string();
+}
+
 namespace {
 
 // What --slurm-accounting auto looks for (Debian's slurmdbd and mariadb-server).
@@ -339,6 +343,15 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   spdlog::info("hpodd serving the SageMaker cluster API on {}:{} (auth: {})", options.http.address,
                d->server_->port(),
                options.insecure_no_auth ? "DISABLED (--insecure-no-auth)" : "SigV4");
+  store::BackupScheduleOptions backups = options.backups;
+  backups.store_path = StorePath(options.data_dir);
+  if (backups.dir.empty()) backups.dir = BackupDirPath(options.data_dir);
+  if (backups.interval.count() > 0) {
+    spdlog::info("backups: every {} s into {}, keeping the newest {}", backups.interval.count(),
+                 backups.dir, backups.keep);
+  }
+  d->backups_ = std::make_unique<store::BackupSchedule>(backups, clock);
+  d->backups_->Start();
   return d;
 }
 
@@ -378,6 +391,8 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
     stopping_ = true;
   }
   cv_.notify_all();
+  // A backup in progress completes (it only reads the store); none starts after.
+  if (backups_) backups_->Stop();
   // The checker's run in flight ends without results (the agents' shutdown
   // answers its commands, which says nothing of the nodes); the next hpodd
   // takes it again.

@@ -38,6 +38,7 @@
 #include "hpod/http/router.h"
 #include "hpod/http/server.h"
 #include "hpod/provider/provider.h"
+#include "hpod/store/backup_schedule.h"
 #include "hpod/store/store.h"
 
 namespace hpod::controlplane {
@@ -75,6 +76,10 @@ struct DaemonOptions {
   // --slurm-accounting: "on", "off", or "auto" (on when the nodes share this
   // machine's programs, as local nodes do, and it has slurmdbd and mariadbd).
   std::string slurm_accounting = "auto";
+  // --backup-interval, --backup-keep, --backup-dir: scheduled backups of the
+  // store (store/backup_schedule.h); interval zero: none. Start fills in
+  // store_path, and dir when empty (<data_dir>/backups).
+  store::BackupScheduleOptions backups;
 };
 
 class Daemon {
@@ -141,6 +146,8 @@ class Daemon {
   std::unique_ptr<Console> console_;          // never null once started
   std::unique_ptr<http::Router> api_routes_;  // the API listener's routes
   std::unique_ptr<http::Server> server_;
+  // Reads the store's file on its own connections; started last, stopped first.
+  std::unique_ptr<store::BackupSchedule> backups_;
 
   Mutex mu_;
   std::condition_variable cv_;
@@ -152,5 +159,7 @@ class Daemon {
 std::string StorePath(const std::string& data_dir);
 // Default path of the agents' Unix socket inside a data dir.
 std::string AgentSocketPath(const std::string& data_dir);
+// Default directory of scheduled backups inside a data dir.
+std::string BackupDirPath(const std::string& data_dir);
 
 }  // namespace hpod::controlplane
