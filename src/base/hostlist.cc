@@ -107,4 +107,104 @@ StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view hostlist) {
   return out;
 }
 
+HostName SplitHostName(std::string_view host) {
+  std::size_t digits = 0;
+  while (digits < host.size() && host[host.size() - 1 - digits] >= '0' &&
+         host[host.size() - 1 - digits] <= '9') {
+    ++digits;
+  }
+  HostName out;
+  out.prefix = host;
+  // A name without a prefix would be a bare "[1-3]", and more than nine digits
+  // could overflow; neither occurs in real host names, so they stay whole.
+  if (digits == 0 || digits == host.size() || digits > 9) return out;
+  std::string_view number = host.substr(host.size() - digits);
+  out.prefix = host.substr(0, host.size() - digits);
+  std::from_chars(number.data(), number.data() + number.size(), out.number);
+  // "007" expands back only from a range whose lower bound has three digits.
+  if (digits > 1 && number[0] == '0') out.width = static_cast<int>(digits);
+  return out;
+}
+
+bool HostCanFollow(const HostName& last, const HostName& next) {
+  return last.number >= 0 && next.number > last.number && last.width == next.width &&
+         last.prefix == next.prefix;
+}
+
+bool HostNameLess(std::string_view a, std::string_view b) {
+  // Names as sequences of digit runs and other characters; runs compare as
+  // numbers. Every run starts with a digit, so a run sorts between the
+  // characters below '0' and those above '9': the order stays transitive.
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0;
+  std::size_t j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (!digit(a[i]) || !digit(b[j])) {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+      continue;
+    }
+    std::size_t i_end = i;
+    std::size_t j_end = j;
+    while (i_end < a.size() && digit(a[i_end])) ++i_end;
+    while (j_end < b.size() && digit(b[j_end])) ++j_end;
+    while (i + 1 < i_end && a[i] == '0') ++i;  // leading zeros
+    while (j + 1 < j_end && b[j] == '0') ++j;
+    std::string_view x = a.substr(i, i_end - i);
+    std::string_view y = b.substr(j, j_end - j);
+    if (x.size() != y.size()) return x.size() < y.size();
+    if (x != y) return x < y;
+    i = i_end;
+    j = j_end;
+  }
+  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  // Equal but for padding ("n1", "n01"): the text decides, so that only equal
+  // names are equivalent.
+  return a < b;
+}
+
+std::string CompressHostlist(const std::vector<std::string>& hosts) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < hosts.size()) {
+    if (!out.empty()) out += ',';
+    // hosts[i, end) is one item.
+    std::vector<HostName> item = {SplitHostName(hosts[i])};
+    std::size_t end = i + 1;
+    for (; end < hosts.size(); ++end) {
+      HostName next = SplitHostName(hosts[end]);
+      if (!HostCanFollow(item.back(), next)) break;
+      item.push_back(next);
+    }
+    if (item.size() == 1) {
+      out += hosts[i];
+      i = end;
+      continue;
+    }
+    out += item[0].prefix;
+    out += '[';
+    // Each bound is written with the host's own digits, so a padded range keeps
+    // the width of its lower bound, which is what Slurm expands with.
+    const std::size_t digits_at = item[0].prefix.size();
+    for (std::size_t k = 0; k < item.size();) {
+      std::size_t last = k;
+      while (last + 1 < item.size() && item[last + 1].number == item[last].number + 1 &&
+             item[last + 1].number - item[k].number < kMaxHostRange) {
+        ++last;
+      }
+      if (k > 0) out += ',';
+      out.append(hosts[i + k], digits_at);
+      if (last > k) {
+        out += '-';
+        out.append(hosts[i + last], digits_at);
+      }
+      k = last + 1;
+    }
+    out += ']';
+    i = end;
+  }
+  return out;
+}
+
 }  // namespace hpod

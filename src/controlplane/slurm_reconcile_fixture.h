@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -16,12 +17,21 @@
 #include "hpod/controlplane/agent_service.h"
 #include "hpod/controlplane/slurm_plan.h"
 #include "hpod/controlplane/test_harness.h"
+#include "hpod/slurm/config.h"
 
 namespace hpod::controlplane::slurm_testing {
 
 using nlohmann::json;
 using store::NodeRecord;
 using testing::Harness;
+
+// Whether slurm.conf declares node `name`: its NodeName= lines are host ranges,
+// so a node's name need not appear in the text.
+inline bool Declares(const std::string& slurm_conf, const std::string& name) {
+  auto names = slurm::DeclaredNodeNames(slurm_conf);
+  EXPECT_TRUE(names.ok()) << names.status().ToString();
+  return names.ok() && std::find(names->begin(), names->end(), name) != names->end();
+}
 
 // The fake provider's nodes, with agents on them.
 class AgentRunningProvider final : public provider::Provider {

@@ -37,7 +37,7 @@ TEST_F(SlurmReconcileTest, NodesAreRunningOnceTheirSlurmIsUp) {
   ASSERT_TRUE(m.contains("files"));
   std::string conf = m["files"]["slurm.conf"];
   for (const auto& w : workers) {
-    EXPECT_NE(conf.find("NodeName=" + w.hostname + " "), std::string::npos) << conf;
+    EXPECT_TRUE(Declares(conf, w.hostname)) << conf;
   }
   EXPECT_EQ(m["node_names"].size(), 2u);
   EXPECT_FALSE(m["conf_hash"].get<std::string>().empty());

@@ -39,7 +39,7 @@ TEST_F(SlurmReconcileTest, ARemovedNodeIsDrainedDroppedThenTerminated) {
   EXPECT_EQ(Node(victim.instance_id)->status, "ShuttingDown");
   // The controller's configuration is unchanged (same hash: nothing new to send).
   EXPECT_EQ(agents_.Sent(ctl.instance_id).size(), ctl_sent);
-  EXPECT_NE(old_conf.find("NodeName=" + victim.hostname + " "), std::string::npos);
+  EXPECT_TRUE(Declares(old_conf, victim.hostname));
 
   // Drained: the controller gets a slurm.conf without it; still not terminated.
   agents_.SetReport(ctl.instance_id, {{victim.hostname, "IDLE+DRAIN"}, {keeper.hostname, "IDLE"}});
@@ -47,8 +47,8 @@ TEST_F(SlurmReconcileTest, ARemovedNodeIsDrainedDroppedThenTerminated) {
   auto to_ctl = agents_.Sent(ctl.instance_id);
   ASSERT_GT(to_ctl.size(), ctl_sent);
   std::string conf = to_ctl.back()["files"]["slurm.conf"];
-  EXPECT_EQ(conf.find("NodeName=" + victim.hostname + " "), std::string::npos) << conf;
-  EXPECT_NE(conf.find("NodeName=" + keeper.hostname + " "), std::string::npos) << conf;
+  EXPECT_FALSE(Declares(conf, victim.hostname)) << conf;
+  EXPECT_TRUE(Declares(conf, keeper.hostname)) << conf;
   EXPECT_EQ(to_ctl.back()["node_names"], json::array({keeper.hostname}));
   EXPECT_FALSE(Terminated(victim.instance_id));
   EXPECT_TRUE(Node(victim.instance_id).has_value());
@@ -101,7 +101,7 @@ TEST_F(SlurmReconcileTest, ADrainedNodeSlurmKeepsListingTimesOut) {
   // (the controller never applied the new configuration).
   EXPECT_TRUE(agents_.Runs().empty());
   std::string conf = agents_.Sent(ctl.instance_id).back()["files"]["slurm.conf"];
-  EXPECT_EQ(conf.find("NodeName=" + victim.hostname + " "), std::string::npos);
+  EXPECT_FALSE(Declares(conf, victim.hostname));
   EXPECT_FALSE(Terminated(victim.instance_id));
   h_.clock_.AdvanceTime(h_.options_.slurm.remove_timeout + std::chrono::seconds(1));
   Pass(2);

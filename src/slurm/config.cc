@@ -1,10 +1,16 @@
 #include "hpod/slurm/config.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "hpod/base/crypto.h"
+#include "hpod/base/hostlist.h"
 
 namespace hpod::slurm {
 namespace {
@@ -25,13 +31,71 @@ std::string SanitizeClusterName(const std::string& name) {
   return out.empty() ? "hpod" : out;
 }
 
-std::vector<const SlurmNodeSpec*> SortedNodes(const SlurmClusterSpec& spec) {
+// Nodes that share one NodeName= line: the same attributes (the rest of the
+// line), names forming one host list item and, with `pair_addrs`, addresses
+// too, both rising together, so that Slurm's element-by-element pairing of
+// NodeName and NodeAddr gives every node its own address. With names after
+// addresses ("ip-10-77-1-11" at 10.77.1.11) that is one line per /24 and kind of
+// node; a node whose address no longer follows its name (a replacement keeps its
+// predecessor's NodeName) gets a line of its own. Lines are ordered by their
+// first name, nodes within one by number. O(n log n) in the number of nodes.
+struct NodeLine {
   std::vector<const SlurmNodeSpec*> nodes;
-  for (const SlurmNodeSpec& n : spec.compute) nodes.push_back(&n);
-  std::stable_sort(nodes.begin(), nodes.end(), [](const SlurmNodeSpec* a, const SlurmNodeSpec* b) {
-    return a->name < b->name;
+  std::string attributes;  // the same for every node of the line
+};
+std::vector<NodeLine> GroupIntoLines(
+    const std::vector<const SlurmNodeSpec*>& nodes, bool pair_addrs,
+    const std::function<std::string(const SlurmNodeSpec&)>& attributes) {
+  struct Keyed {
+    HostName name;
+    HostName addr;
+    std::string attributes;
+    const SlurmNodeSpec* node;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(nodes.size());
+  for (const SlurmNodeSpec* n : nodes) {
+    keyed.push_back({SplitHostName(n->name), pair_addrs ? SplitHostName(n->addr) : HostName{},
+                     attributes(*n), n});
+  }
+  // The nodes of each line become adjacent: grouped by what must be equal, then
+  // by number.
+  auto key = [](const Keyed& k) {
+    return std::tie(k.name.prefix, k.name.width, k.attributes, k.addr.prefix, k.addr.width,
+                    k.name.number, k.node->name);
+  };
+  std::sort(keyed.begin(), keyed.end(),
+            [&key](const Keyed& a, const Keyed& b) { return key(a) < key(b); });
+  std::vector<NodeLine> lines;
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    const Keyed& k = keyed[i];
+    const bool joins = i > 0 && keyed[i - 1].attributes == k.attributes &&
+                       HostCanFollow(keyed[i - 1].name, k.name) &&
+                       (!pair_addrs || HostCanFollow(keyed[i - 1].addr, k.addr));
+    if (!joins) lines.push_back({{}, k.attributes});
+    lines.back().nodes.push_back(k.node);
+  }
+  std::sort(lines.begin(), lines.end(), [](const NodeLine& a, const NodeLine& b) {
+    return HostNameLess(a.nodes.front()->name, b.nodes.front()->name);
   });
+  return lines;
+}
+
+std::vector<const SlurmNodeSpec*> Nodes(const SlurmClusterSpec& spec, bool gpus_only) {
+  std::vector<const SlurmNodeSpec*> nodes;
+  for (const SlurmNodeSpec& n : spec.compute) {
+    if (!gpus_only || n.gpus > 0) nodes.push_back(&n);
+  }
   return nodes;
+}
+
+// The host list of the nodes' names or addresses, in the nodes' order.
+std::string Hostlist(const std::vector<const SlurmNodeSpec*>& nodes,
+                     std::string SlurmNodeSpec::*field) {
+  std::vector<std::string> hosts;
+  hosts.reserve(nodes.size());
+  for (const SlurmNodeSpec* n : nodes) hosts.push_back(n->*field);
+  return CompressHostlist(hosts);
 }
 
 bool AnyGpus(const SlurmClusterSpec& spec) {
@@ -47,7 +111,6 @@ std::string GresValue(const SlurmNodeSpec& n) {
 }
 
 std::string RenderSlurmConf(const SlurmClusterSpec& spec) {
-  const auto nodes = SortedNodes(spec);
   std::string s;
   auto line = [&s](const std::string& text) { s += text + "\n"; };
 
@@ -149,22 +212,36 @@ std::string RenderSlurmConf(const SlurmClusterSpec& spec) {
 
   line("");
   line("# Compute nodes, one per instance, named after their private IP address.");
+  line("# Nodes alike share a line as Slurm host ranges; NodeName, NodeHostname and");
+  line("# NodeAddr pair up element by element (ip-10-77-1-[11-12] is at 10.77.1.[11-12]).");
   line("# Login nodes are not listed: users submit jobs from them, jobs never run there.");
-  for (const SlurmNodeSpec* n : nodes) {
-    std::string l = "NodeName=" + n->name + " NodeHostname=" + n->name + " NodeAddr=" + n->addr +
-                    " CPUs=" + std::to_string(n->cpus) +
-                    " RealMemory=" + std::to_string(n->memory_mib);
-    if (n->gpus > 0) l += " Gres=" + GresValue(*n);
-    line(l + " State=UNKNOWN");
+  const auto node_lines = GroupIntoLines(
+      Nodes(spec, /*gpus_only=*/false), /*pair_addrs=*/true, [](const SlurmNodeSpec& n) {
+        std::string l =
+            " CPUs=" + std::to_string(n.cpus) + " RealMemory=" + std::to_string(n.memory_mib);
+        if (n.gpus > 0) l += " Gres=" + GresValue(n);
+        return l + " State=UNKNOWN";
+      });
+  for (const NodeLine& l : node_lines) {
+    const std::string names = Hostlist(l.nodes, &SlurmNodeSpec::name);
+    line("NodeName=" + names + " NodeHostname=" + names +
+         " NodeAddr=" + Hostlist(l.nodes, &SlurmNodeSpec::addr) + l.attributes);
   }
 
   // Several compute groups may share one partition; each partition appears once,
-  // where its first group appears in roles.partitions.
+  // where its first group appears in roles.partitions. One pass over the nodes
+  // (a pass per partition would be O(partitions × nodes)).
   std::vector<std::string> partition_order;
+  std::set<std::string> seen;
+  std::map<std::string, std::string> partition_of;  // compute group → partition
   for (const auto& [group, partition] : spec.roles.partitions) {
-    if (std::find(partition_order.begin(), partition_order.end(), partition) ==
-        partition_order.end()) {
-      partition_order.push_back(partition);
+    if (seen.insert(partition).second) partition_order.push_back(partition);
+    if (spec.roles.RoleOf(group) == NodeRole::kCompute) partition_of.emplace(group, partition);
+  }
+  std::map<std::string, std::vector<std::string>> members;
+  for (const SlurmNodeSpec& n : spec.compute) {
+    if (auto it = partition_of.find(n.group); it != partition_of.end()) {
+      members[it->second].push_back(n.name);
     }
   }
   line("");
@@ -174,15 +251,13 @@ std::string RenderSlurmConf(const SlurmClusterSpec& spec) {
   line("# Nodes= key (Slurm rejects an empty list).");
   for (size_t i = 0; i < partition_order.size(); ++i) {
     const std::string& partition = partition_order[i];
-    std::string members;
-    for (const SlurmNodeSpec* n : nodes) {
-      if (spec.roles.RoleOf(n->group) != NodeRole::kCompute) continue;
-      if (spec.roles.PartitionOf(n->group) != partition) continue;
-      if (!members.empty()) members += ",";
-      members += n->name;
-    }
     std::string l = "PartitionName=" + partition;
-    if (!members.empty()) l += " Nodes=" + members;
+    if (auto it = members.find(partition); it != members.end()) {
+      std::vector<std::string>& names = it->second;
+      std::sort(names.begin(), names.end(),
+                [](const std::string& a, const std::string& b) { return HostNameLess(a, b); });
+      l += " Nodes=" + CompressHostlist(names);
+    }
     l += std::string(" Default=") + (i == 0 ? "YES" : "NO");
     line(l + " MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE");
   }
@@ -198,15 +273,18 @@ std::string RenderGresConf(const SlurmClusterSpec& spec) {
   if (!AnyGpus(spec)) return "";
   std::string s;
   s += "# gres.conf for this cluster, generated by hpod and rewritten on every cluster\n";
-  s += "# change. One line per GPU node: the device files slurmd hands to jobs\n";
-  s += "# (CUDA_VISIBLE_DEVICES follows from them).\n";
-  for (const SlurmNodeSpec* n : SortedNodes(spec)) {
-    if (n->gpus <= 0) continue;
-    std::string files = spec.gpu_device_dir + "/nvidia";
-    files += n->gpus == 1 ? "0" : "[0-" + std::to_string(n->gpus - 1) + "]";
-    std::string l = "NodeName=" + n->name + " Name=gpu";
-    if (!n->gpu_type.empty()) l += " Type=" + n->gpu_type;
-    s += l + " File=" + files + "\n";
+  s += "# change. The device files slurmd hands to jobs (CUDA_VISIBLE_DEVICES follows\n";
+  s += "# from them); nodes alike share a line as Slurm host ranges.\n";
+  const auto lines = GroupIntoLines(
+      Nodes(spec, /*gpus_only=*/true), /*pair_addrs=*/false, [&spec](const SlurmNodeSpec& n) {
+        std::string files = spec.gpu_device_dir + "/nvidia";
+        files += n.gpus == 1 ? "0" : "[0-" + std::to_string(n.gpus - 1) + "]";
+        std::string l = " Name=gpu";
+        if (!n.gpu_type.empty()) l += " Type=" + n.gpu_type;
+        return l + " File=" + files;
+      });
+  for (const NodeLine& l : lines) {
+    s += "NodeName=" + Hostlist(l.nodes, &SlurmNodeSpec::name) + l.attributes + "\n";
   }
   return s;
 }
@@ -258,6 +336,22 @@ std::vector<std::string> NodeNames(const SlurmClusterSpec& spec) {
   std::vector<std::string> names;
   for (const SlurmNodeSpec& n : spec.compute) names.push_back(n.name);
   std::sort(names.begin(), names.end());
+  return names;
+}
+
+StatusOr<std::vector<std::string>> DeclaredNodeNames(const std::string& conf) {
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while (pos < conf.size()) {
+    size_t end = conf.find('\n', pos);
+    if (end == std::string::npos) end = conf.size();
+    std::string_view l(conf.data() + pos, end - pos);
+    pos = end + 1;
+    if (!l.starts_with("NodeName=")) continue;
+    l.remove_prefix(9);
+    HPOD_ASSIGN_OR_RETURN(std::vector<std::string> hosts, ExpandHostlist(l.substr(0, l.find(' '))));
+    for (std::string& h : hosts) names.push_back(std::move(h));
+  }
   return names;
 }
 

@@ -6,6 +6,11 @@
 // comment in the rendered file saying why it has that value; users' additions go
 // in `slurm.user.conf` (Include'd, never rewritten by hpod).
 //
+// Nodes alike (the same CPUs, memory and GPUs) share one NodeName= line as Slurm
+// host ranges where their names allow, "NodeName=ip-10-77-1-[11-254]
+// NodeAddr=10.77.1.[11-254]", and partitions list theirs the same way, so that
+// 10,000 nodes take a few dozen lines; rendering is O(n log n) in the nodes.
+//
 // Paths are node-local on purpose: /var/spool, /var/log and /run are each node's
 // own, so no `%n` is needed, and /opt/slurm/etc is HyperPod's config directory.
 //
@@ -15,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "hpod/base/status.h"
 #include "hpod/slurm/roles.h"
 
 namespace hpod::slurm {
@@ -73,5 +79,10 @@ std::string FilesHash(const SlurmFiles& files);
 
 // Node names, sorted.
 std::vector<std::string> NodeNames(const SlurmClusterSpec& spec);
+
+// The node names that the NodeName= lines of a rendered slurm.conf or gres.conf
+// declare, host ranges expanded, in the file's order: what reads a rendered file
+// back must not assume one line per node. InvalidArgument for a malformed range.
+StatusOr<std::vector<std::string>> DeclaredNodeNames(const std::string& conf);
 
 }  // namespace hpod::slurm
