@@ -272,9 +272,11 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
     a->add_option("--backup-interval", backup_interval,
                   "Back the store up this often while serving (e.g. 6h, 30m, 90s; 0: never), "
                   "into --backup-dir as hpodd-<UTC time>.db")
+        ->type_name("DURATION")
         ->capture_default_str();
     a->add_option("--backup-keep", backup_keep,
-                  "How many scheduled backups to keep; older ones are deleted")
+                  "How many scheduled backups to keep (at least 1); older ones are deleted")
+        ->type_name("INT")
         ->capture_default_str();
     a->add_option("--backup-dir", backup_dir,
                   "Where scheduled backups go (default <data-dir>/backups)");
