@@ -37,29 +37,19 @@
 #include "hpod/http/client.h"
 #include "hpod/http/tls_context.h"
 #include "hpod/http/tls_stream.h"
+#include "hpod/http/websocket_internal.h"
 
 namespace hpod::http {
-namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = boost::beast::websocket;
-using Protocol = asio::generic::stream_protocol;
-using tcp = asio::ip::tcp;
 
-// RFC 6455 limits a close frame's payload to 125 bytes, two of which are the code.
-constexpr size_t kMaxCloseReasonBytes = 123;
-// How long Close waits for the peer's side of the close handshake.
-constexpr std::chrono::milliseconds kCloseWait{1000};
+namespace internal {
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
-// The http(s):// form of a ws(s):// URL.
 std::string HttpUrl(const std::string& url) {
-  if (StartsWith(url, "ws://")) return "http://" + url.substr(5);
-  if (StartsWith(url, "wss://")) return "https://" + url.substr(6);
+  if (url.starts_with("ws://")) return "http://" + url.substr(5);
+  if (url.starts_with("wss://")) return "https://" + url.substr(6);
   return url;
 }
 
@@ -85,6 +75,25 @@ Status RefusalStatus(const websocket::response_type& response, const std::string
                                   : "WebSocket upgrade to \"" + url + "\" refused with HTTP " +
                                         std::to_string(status) + ": " + body);
   }
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::HttpUrl;
+using internal::RefusalStatus;
+
+using Protocol = asio::generic::stream_protocol;
+using tcp = asio::ip::tcp;
+
+// RFC 6455 limits a close frame's payload to 125 bytes, two of which are the code.
+constexpr size_t kMaxCloseReasonBytes = 123;
+// How long Close waits for the peer's side of the close handshake.
+constexpr std::chrono::milliseconds kCloseWait{1000};
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
 }
 
 // Checks the server's subprotocol selection as a browser does (see websocket.h),

@@ -6,6 +6,8 @@
 //   HPOD_FAKE_PENDING_MS   how long a node stays Pending (default 200)
 //   HPOD_FAKE_FAIL_GROUPS  comma-separated instance groups whose nodes fail
 //   HPOD_FAKE_CAPACITY     most nodes the provider will hold
+//   HPOD_FAKE_AGENT_DIR    nodes run (simulated) agents: their configs go here,
+//                          for hpod-nodesim (tests/support/nodesim/)
 
 #include <cstdlib>
 #include <sstream>
@@ -16,7 +18,7 @@
 namespace {
 
 hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeFake(
-    const hpod::Clock& clock, const hpod::cmd::ProviderContext&) {
+    const hpod::Clock& clock, const hpod::cmd::ProviderContext& ctx) {
   hpod::provider::FakeProviderOptions o;
   if (const char* v = std::getenv("HPOD_FAKE_STATE_DIR")) o.state_dir = v;
   o.pending_for = std::chrono::milliseconds(200);
@@ -31,6 +33,10 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeFake(
     }
   }
   if (const char* v = std::getenv("HPOD_FAKE_CAPACITY")) o.capacity = std::atoi(v);
+  if (const char* v = std::getenv("HPOD_FAKE_AGENT_DIR"); v != nullptr && *v != '\0') {
+    o.agent_dir = v;
+    o.agent_endpoint = "unix://" + ctx.agent_socket;
+  }
   return std::unique_ptr<hpod::provider::Provider>(
       std::make_unique<hpod::provider::FakeProvider>(clock, o));
 }

@@ -18,6 +18,7 @@ FakeProvider::FakeProvider(const Clock& clock, FakeProviderOptions options)
     MutexLock lock(mu_);
     images_ = options_.images;
   }
+  if (!options_.agent_dir.empty()) fs::create_directories(options_.agent_dir);
   if (!options_.state_dir.empty()) {
     fs::create_directories(options_.state_dir);
     MutexLock lock(mu_);  // nothing else runs yet; Load requires it all the same
@@ -61,9 +62,45 @@ Status FakeProvider::Launch(const LaunchSpec& spec) {
              options_.fail_instance_types.count(spec.instance_type) ||
              options_.fail_images.count(n.image);
   if (n.broken) n.message = options_.failure_message;
+  n.bootstrap_token = spec.bootstrap_token;
   nodes_[n.instance_id] = n;
   Save(n);
+  if (!n.broken) WriteAgentConfig(n, spec.bootstrap_token);
   return OkStatus();
+}
+
+NodeEnvironment FakeProvider::Environment() const {
+  NodeEnvironment e = options_.environment;
+  const std::string kUnix = "unix://";
+  if (!options_.agent_dir.empty() && options_.agent_endpoint.rfind(kUnix, 0) == 0) {
+    // The simulated nodes see hpodd's files, its socket included, where hpodd does.
+    e.agent_socket = options_.agent_endpoint.substr(kUnix.size());
+  }
+  return e;
+}
+
+void FakeProvider::WriteAgentConfig(const Node& n, const std::string& bootstrap_token) {
+  if (options_.agent_dir.empty()) return;
+  std::string hostname = "ip-" + n.ip;
+  std::replace(hostname.begin(), hostname.end(), '.', '-');
+  nlohmann::json j = {{"instance_id", n.instance_id},
+                      {"cluster_id", n.cluster_id},
+                      {"endpoint", options_.agent_endpoint},
+                      {"bootstrap_token", bootstrap_token},
+                      {"hostname", hostname},
+                      {"private_ip", n.ip},
+                      {"group", n.group},
+                      {"instance_type", n.instance_type},
+                      {"boot", n.boot}};
+  const fs::path path = fs::path(options_.agent_dir) / (n.instance_id + ".json");
+  Status s = WriteFileAtomic(path.string(), j.dump(), 0600);
+  if (!s.ok()) spdlog::warn("fake provider: agent config of {}: {}", n.instance_id, s.ToString());
+}
+
+void FakeProvider::RemoveAgentConfig(const std::string& instance_id) {
+  if (options_.agent_dir.empty()) return;
+  std::error_code ec;
+  fs::remove(fs::path(options_.agent_dir) / (instance_id + ".json"), ec);
 }
 
 StatusOr<std::string> FakeProvider::CurrentImage() const {
@@ -107,6 +144,7 @@ Status FakeProvider::Terminate(const std::string& instance_id) {
   if (it->second.terminated_at < 0) {
     it->second.terminated_at = clock_.NowEpochSeconds();
     Save(it->second);
+    RemoveAgentConfig(instance_id);  // the machine, and its agent, go down now
   }
   return OkStatus();
 }
@@ -165,7 +203,9 @@ Status FakeProvider::Reboot(const std::string& instance_id, const std::string& r
   it->second.broken = false;
   it->second.message.clear();
   it->second.launched_at = clock_.NowEpochSeconds();
+  ++it->second.boot;
   Save(it->second);
+  WriteAgentConfig(it->second, it->second.bootstrap_token);
   return OkStatus();
 }
 
@@ -191,6 +231,7 @@ void FakeProvider::BreakNode(const std::string& instance_id, const std::string& 
   it->second.broken = true;
   it->second.message = message;
   Save(it->second);
+  RemoveAgentConfig(instance_id);
 }
 
 void FakeProvider::Save(const Node& n) {

@@ -43,6 +43,15 @@ struct FakeProviderOptions {
   // it ships none. A node launched with an image in `fail_images` fails.
   std::vector<std::string> images;
   std::set<std::string> fail_images;
+  // Simulated agents (the node simulator, tests/support/nodesim): each launched
+  // node's agent config goes to <agent_dir>/<instance_id>.json as a real
+  // provider delivers it into the node (endpoint, instance id, bootstrap token,
+  // hostname, address), is rewritten with `boot` + 1 by a reboot and removed when
+  // the node starts terminating. Then RunsAgents() is true and the nodes' agents
+  // dial `agent_endpoint` ("unix:///abs/agent.sock", a path they see as hpodd
+  // does). Empty: the nodes run no agent.
+  std::string agent_dir;
+  std::string agent_endpoint;
   static NodeEnvironment DefaultEnvironment() {
     NodeEnvironment e;
     e.sees_hpodd_files = true;
@@ -62,7 +71,8 @@ class FakeProvider final : public Provider {
   // Heals a broken node in place (same id and address); a repeated request id is
   // a no-op, as the interface asks.
   Status Reboot(const std::string& instance_id, const std::string& request_id) override;
-  NodeEnvironment Environment() const override { return options_.environment; }
+  NodeEnvironment Environment() const override;
+  bool RunsAgents() const override { return !options_.agent_dir.empty(); }
   StatusOr<std::string> CurrentImage() const override;
   bool HasImage(const std::string& image_id) const override;
   Status SetNodeImage(const std::string& instance_id, const std::string& image_id) override;
@@ -91,14 +101,19 @@ class FakeProvider final : public Provider {
     bool broken = false;
     std::string message;
     std::string last_reboot;  // request id
+    std::string bootstrap_token;  // in memory only (for a reboot's agent config)
     int reboots = 0;          // persisted: tests check a recovery rebooted once
     std::string image;        // in memory only
+    int boot = 0;             // reboots since this process launched or loaded it
   };
   Status TransientFailure() REQUIRES(mu_);
   // The state files mirror nodes_ and change under mu_ with it.
   void Load() REQUIRES(mu_);
   void Save(const Node& n) REQUIRES(mu_);
   void Erase(const std::string& instance_id) REQUIRES(mu_);
+  // The agent config of `agent_dir` (FakeProviderOptions); no-ops without one.
+  void WriteAgentConfig(const Node& n, const std::string& bootstrap_token) REQUIRES(mu_);
+  void RemoveAgentConfig(const std::string& instance_id) REQUIRES(mu_);
   NodeObservation Observe(const Node& n) const;
 
   const Clock& clock_;

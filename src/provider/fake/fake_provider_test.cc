@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace hpod::provider {
 namespace {
@@ -88,6 +90,50 @@ TEST(FakeProviderTest, StateDirSurvivesRestart) {
     EXPECT_EQ(p.List("c1")->size(), 1u);
   }
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hpod::provider
+
+namespace hpod::provider {
+namespace {
+
+// The node simulator's hand-off (FakeProviderOptions::agent_dir): a launch leaves
+// the agent config a real provider would put into the node, a reboot rewrites it
+// with the next boot, and termination removes it.
+TEST(FakeProviderTest, AgentDirHoldsEachLiveNodesAgentConfig) {
+  FakeClock clock;
+  FakeProviderOptions o;
+  o.agent_dir = ::testing::TempDir() + "fake-agents-" + std::to_string(getpid());
+  o.agent_endpoint = "unix:///run/hpodd/agent.sock";
+  FakeProvider p(clock, o);
+  EXPECT_TRUE(p.RunsAgents());
+  EXPECT_EQ(p.Environment().agent_socket, "/run/hpodd/agent.sock");
+  LaunchSpec spec = Spec("i-1");
+  spec.bootstrap_token = "tok";
+  spec.private_ip = "10.1.2.3";
+  ASSERT_TRUE(p.Launch(spec).ok());
+  const std::string file = o.agent_dir + "/i-1.json";
+  auto read = [&] {
+    std::ifstream f(file);
+    return nlohmann::json::parse(f, nullptr, false);
+  };
+  nlohmann::json j = read();
+  EXPECT_EQ(j.value("bootstrap_token", ""), "tok");
+  EXPECT_EQ(j.value("endpoint", ""), "unix:///run/hpodd/agent.sock");
+  EXPECT_EQ(j.value("hostname", ""), "ip-10-1-2-3");
+  EXPECT_EQ(j.value("cluster_id", ""), "c1");
+  EXPECT_EQ(j.value("boot", -1), 0);
+  ASSERT_TRUE(p.Reboot("i-1", "r1").ok());
+  EXPECT_EQ(read().value("boot", -1), 1);
+  EXPECT_EQ(read().value("bootstrap_token", ""), "tok");
+  ASSERT_TRUE(p.Terminate("i-1").ok());
+  EXPECT_FALSE(std::filesystem::exists(file));
+  std::filesystem::remove_all(o.agent_dir);
+
+  FakeProvider without(clock, FakeProviderOptions{});
+  EXPECT_FALSE(without.RunsAgents());
+  EXPECT_TRUE(without.Environment().agent_socket.empty());
 }
 
 }  // namespace

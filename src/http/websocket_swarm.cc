@@ -1,0 +1,240 @@
+// Many client WebSockets on one io_context (websocket_swarm.h).
+
+#include "hpod/http/websocket_swarm.h"
+
+#include <sys/un.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/basic_stream.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/websocket/stream.hpp>
+#include <deque>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "hpod/http/client.h"
+#include "hpod/http/websocket_internal.h"
+
+namespace hpod::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = boost::beast::websocket;
+using Protocol = asio::generic::stream_protocol;
+
+}  // namespace
+
+// Every member but `count` and `next_id` is touched on the I/O thread only; the
+// public methods post to it.
+struct WebSocketSwarm::Impl {
+  struct Conn {
+    explicit Conn(asio::io_context& ioc) : ws(ioc) {}
+    websocket::stream<beast::basic_stream<Protocol>> ws;
+    beast::flat_buffer buffer;
+    websocket::response_type response;
+    std::deque<std::string> outbox;
+    bool open = false;
+    bool writing = false;
+    bool gone = false;  // dropped or closed: no more callbacks
+    Callbacks callbacks;
+  };
+
+  asio::io_context ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{
+      asio::make_work_guard(ioc)};
+  std::thread thread;
+  std::unordered_map<Id, std::shared_ptr<Conn>> conns;
+  std::atomic<Id> next_id{1};
+  std::atomic<size_t> count{0};
+
+  void Forget(Id id) {
+    if (conns.erase(id) > 0) count--;
+  }
+
+  void Fail(Id id, const std::shared_ptr<Conn>& c, Status status) {
+    if (c->gone) return;
+    c->gone = true;
+    Forget(id);
+    beast::error_code ignored;
+    beast::get_lowest_layer(c->ws).socket().close(ignored);
+    if (c->callbacks.on_open) c->callbacks.on_open(std::move(status));
+  }
+
+  void Closed(Id id, const std::shared_ptr<Conn>& c, std::string reason) {
+    if (c->gone) return;
+    c->gone = true;
+    Forget(id);
+    beast::error_code ignored;
+    beast::get_lowest_layer(c->ws).socket().close(ignored);
+    if (c->callbacks.on_close) c->callbacks.on_close(std::move(reason));
+  }
+
+  void Start(Id id, std::shared_ptr<Conn> c, std::string url, std::vector<Header> headers,
+             WebSocketClientOptions options) {
+    auto parsed = ParseUrl(internal::HttpUrl(url));
+    if (!parsed.ok()) return Fail(id, c, parsed.status());
+    Protocol::endpoint endpoint;
+    if (!options.unix_socket_path.empty()) {
+      if (options.unix_socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+        return Fail(id, c,
+                    InvalidArgumentError("Unix socket path too long: " + options.unix_socket_path));
+      }
+      endpoint = asio::local::stream_protocol::endpoint(options.unix_socket_path);
+    } else {
+      beast::error_code ec;
+      auto address = asio::ip::make_address(
+          parsed->host == "localhost" ? std::string("127.0.0.1") : parsed->host, ec);
+      if (ec) return Fail(id, c, InvalidArgumentError("not an IP address: " + parsed->host));
+      endpoint = asio::ip::tcp::endpoint(address, static_cast<uint16_t>(parsed->port));
+    }
+    c->ws.set_option(websocket::stream_base::decorator([headers](websocket::request_type& r) {
+      for (const Header& h : headers) r.set(h.name, h.value);
+    }));
+    c->ws.read_message_max(options.max_message_bytes);
+    auto& lowest = beast::get_lowest_layer(c->ws);
+    lowest.expires_after(options.connect_timeout);
+    const std::string host = parsed->HostHeader(), target = parsed->target;
+    lowest.async_connect(endpoint, [this, id, c, url, host, target,
+                                    timeout = options.connect_timeout](beast::error_code ec) {
+      if (c->gone) return;
+      if (ec) {
+        return Fail(id, c,
+                    UnavailableError("Could not connect to the endpoint URL: \"" + url + "\""));
+      }
+      // The WebSocket's own timeout bounds the handshake from here on.
+      beast::get_lowest_layer(c->ws).expires_never();
+      websocket::stream_base::timeout t{};
+      t.handshake_timeout = timeout;
+      t.idle_timeout = websocket::stream_base::none();
+      t.keep_alive_pings = false;
+      c->ws.set_option(t);
+      c->ws.async_handshake(c->response, host, target, [this, id, c, url](beast::error_code ec) {
+        if (c->gone) return;
+        if (ec == websocket::error::upgrade_declined) {
+          return Fail(id, c, internal::RefusalStatus(c->response, url));
+        }
+        if (ec) {
+          return Fail(
+              id, c,
+              UnavailableError("WebSocket handshake with \"" + url + "\" failed: " + ec.message()));
+        }
+        c->open = true;
+        c->ws.text(true);
+        if (c->callbacks.on_open) c->callbacks.on_open(OkStatus());
+        if (c->gone) return;  // on_open dropped it
+        Read(id, c);
+        Write(id, c);
+      });
+    });
+  }
+
+  void Read(Id id, std::shared_ptr<Conn> c) {
+    c->ws.async_read(c->buffer, [this, id, c](beast::error_code ec, size_t) {
+      if (c->gone) return;
+      if (ec) {
+        std::string reason =
+            ec == websocket::error::closed
+                ? "closed by the peer: " +
+                      std::string(c->ws.reason().reason.data(), c->ws.reason().reason.size())
+                : ec.message();
+        return Closed(id, c, std::move(reason));
+      }
+      WebSocketMessage m{beast::buffers_to_string(c->buffer.data()), c->ws.got_binary()};
+      c->buffer.consume(c->buffer.size());
+      if (c->callbacks.on_message) c->callbacks.on_message(std::move(m));
+      if (!c->gone) Read(id, c);
+    });
+  }
+
+  void Write(Id id, std::shared_ptr<Conn> c) {
+    if (c->writing || c->outbox.empty() || !c->open || c->gone) return;
+    c->writing = true;
+    c->ws.async_write(asio::buffer(c->outbox.front()), [this, id, c](beast::error_code ec, size_t) {
+      c->writing = false;
+      if (c->gone) return;
+      if (ec) return Closed(id, c, "write failed: " + ec.message());
+      c->outbox.pop_front();
+      Write(id, c);
+    });
+  }
+};
+
+WebSocketSwarm::WebSocketSwarm() : impl_(std::make_unique<Impl>()) {
+  impl_->thread = std::thread([impl = impl_.get()] { impl->ioc.run(); });
+}
+
+WebSocketSwarm::~WebSocketSwarm() {
+  asio::post(impl_->ioc, [impl = impl_.get()] {
+    for (auto& [id, c] : impl->conns) {
+      c->gone = true;
+      beast::error_code ignored;
+      beast::get_lowest_layer(c->ws).socket().close(ignored);
+    }
+    impl->conns.clear();
+    impl->count = 0;
+  });
+  impl_->work.reset();
+  // Pending timers would keep run() going; stop once the closes above ran.
+  asio::post(impl_->ioc, [impl = impl_.get()] { impl->ioc.stop(); });
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+WebSocketSwarm::Id WebSocketSwarm::Open(const std::string& url, const std::vector<Header>& headers,
+                                        const WebSocketClientOptions& options,
+                                        Callbacks callbacks) {
+  Id id = impl_->next_id++;
+  impl_->count++;
+  asio::post(impl_->ioc, [impl = impl_.get(), id, url, headers, options,
+                          callbacks = std::move(callbacks)]() mutable {
+    auto c = std::make_shared<Impl::Conn>(impl->ioc);
+    c->callbacks = std::move(callbacks);
+    impl->conns.emplace(id, c);
+    impl->Start(id, c, url, headers, options);
+  });
+  return id;
+}
+
+void WebSocketSwarm::Send(Id id, std::string data) {
+  asio::post(impl_->ioc, [impl = impl_.get(), id, data = std::move(data)]() mutable {
+    auto it = impl->conns.find(id);
+    if (it == impl->conns.end()) return;
+    it->second->outbox.push_back(std::move(data));
+    impl->Write(id, it->second);
+  });
+}
+
+void WebSocketSwarm::Drop(Id id) {
+  asio::post(impl_->ioc, [impl = impl_.get(), id] {
+    auto it = impl->conns.find(id);
+    if (it == impl->conns.end()) return;
+    auto c = it->second;
+    c->gone = true;
+    impl->Forget(id);
+    beast::error_code ignored;
+    beast::get_lowest_layer(c->ws).socket().close(ignored);
+  });
+}
+
+void WebSocketSwarm::Post(std::function<void()> fn) { asio::post(impl_->ioc, std::move(fn)); }
+
+void WebSocketSwarm::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto timer = std::make_shared<asio::steady_timer>(impl_->ioc, delay);
+  timer->async_wait([timer, fn = std::move(fn)](beast::error_code ec) {
+    if (!ec) fn();
+  });
+}
+
+size_t WebSocketSwarm::size() const { return impl_->count; }
+
+}  // namespace hpod::http

@@ -1,0 +1,416 @@
+#include "sim_agent.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "hpod/agent/channel.h"
+
+namespace hpod::nodesim {
+
+namespace proto = api::agentproto;
+using Json = nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+// The real agent's checks on a node without GPUs (src/agent/health/), in its order.
+const char* const kChecks[] = {"disk:/", "disk:/fsx", "memory", "slurm", "flag_file", "kernel_log"};
+
+double EpochNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::optional<NodeConfig> NodeConfig::FromJson(const Json& j) {
+  if (!j.is_object()) return std::nullopt;
+  NodeConfig c;
+  c.instance_id = j.value("instance_id", "");
+  c.cluster_id = j.value("cluster_id", "");
+  c.endpoint = j.value("endpoint", "");
+  c.bootstrap_token = j.value("bootstrap_token", "");
+  c.hostname = j.value("hostname", "");
+  c.private_ip = j.value("private_ip", "");
+  c.group = j.value("group", "");
+  c.instance_type = j.value("instance_type", "");
+  c.boot = j.value("boot", 0);
+  if (c.instance_id.empty() || c.endpoint.empty()) return std::nullopt;
+  return c;
+}
+
+SimAgent::SimAgent(SimWorld& world, NodeConfig config)
+    : world_(world), config_(std::move(config)) {}
+
+template <typename F>
+void SimAgent::Later(milliseconds delay, F fn) {
+  std::weak_ptr<SimAgent> weak = weak_from_this();
+  world_.swarm().After(delay, [weak, fn = std::move(fn)]() mutable {
+    if (auto self = weak.lock()) fn(*self);
+  });
+}
+
+void SimAgent::Start() {
+  const uint64_t process = ++process_;
+  started_ = std::chrono::steady_clock::now();
+  char id[40];
+  std::snprintf(id, sizeof id, "%016llx%016llx", static_cast<unsigned long long>(world_.rng()()),
+                static_cast<unsigned long long>(world_.rng()()));
+  boot_id_ = id;
+  seq_ = 0;
+  have_config_ = false;
+  // A new process starts the slurmd its disk has configured (after a reboot).
+  if (lifecycle_.state == "Succeeded" && role_ == "compute" && !held_) {
+    slurmd_started_ = 0;
+    OnSlurm(Json());
+  }
+  Connect();
+  // Beats start at a random point of the first interval, as agents started at
+  // different moments would.
+  std::uniform_int_distribution<int64_t> first(1, heartbeat_interval_.count());
+  Later(milliseconds(first(world_.rng())), [process](SimAgent& a) { a.Beat(process); });
+  Later(milliseconds(1000), [process](SimAgent& a) { a.PollSlurmNodes(process); });
+}
+
+void SimAgent::Connect() {
+  if (dead_) return;
+  const bool bootstrap = secret_.empty();
+  auto dial = agent::MakeDial(
+      config_.endpoint, "/agent/v1/channel", config_.instance_id,
+      bootstrap ? "HpodBootstrap " + config_.bootstrap_token : "HpodNode " + secret_,
+      milliseconds(5000));
+  if (!dial.ok()) {
+    world_.Event({{"event", "bad_endpoint"},
+                  {"instance_id", config_.instance_id},
+                  {"message", dial.status().message()}});
+    dead_ = true;
+    return;
+  }
+  std::weak_ptr<SimAgent> weak = weak_from_this();
+  const uint64_t attempt = ++attempt_;
+  http::WebSocketSwarm::Callbacks cb;
+  cb.on_open = [weak, attempt](Status s) {
+    if (auto self = weak.lock(); self && self->attempt_ == attempt) self->OnOpen(s);
+  };
+  cb.on_message = [weak, attempt](http::WebSocketMessage m) {
+    if (auto self = weak.lock(); self && self->attempt_ == attempt) self->OnMessage(m);
+  };
+  cb.on_close = [weak, attempt](std::string) {
+    if (auto self = weak.lock(); self && self->attempt_ == attempt) self->OnClose();
+  };
+  open_ = false;
+  awaiting_credential_ = bootstrap;
+  conn_ = world_.swarm().Open(dial->url, dial->headers, dial->options, std::move(cb));
+}
+
+void SimAgent::OnOpen(const Status& s) {
+  if (!s.ok()) {
+    conn_ = 0;
+    if (s.code() == StatusCode::kUnauthenticated || s.code() == StatusCode::kNotFound) {
+      world_.counters().refusals++;
+      // The real agent stops retrying and exits 78.
+      dead_ = true;
+      StopSlurmd();
+      world_.Event(
+          {{"event", "refused"}, {"instance_id", config_.instance_id}, {"message", s.message()}});
+      return;
+    }
+    world_.counters().connect_failures++;
+    world_.counters().failure_reasons[s.ToString().substr(0, 160)]++;
+    return Reconnect();
+  }
+  world_.counters().connects++;
+  open_ = true;
+  failures_ = 0;
+  if (!awaiting_credential_) OnHello();
+}
+
+void SimAgent::OnHello() {
+  proto::Hello hello;
+  hello.agent_version = "0.1.0-sim";
+  hello.hostname = config_.hostname;
+  hello.private_ip = config_.private_ip;
+  hello.boot_id = boot_id_;
+  hello.lifecycle = lifecycle_;
+  Send(hello.ToJson());
+  // As Agent::OnConnected: what hpodd may have lost comes again.
+  if (!have_config_) Send(proto::GetConfig{}.ToJson());
+  if (lifecycle_.state == "Succeeded") Send(proto::ProvisioningParameters{provisioning_}.ToJson());
+  SendSlurmState();
+  reported_version_ = UINT64_MAX;  // the controller re-sends its nodes
+  if (health_seq_ == 0) health_seq_ = 1;
+  SendHealth();
+}
+
+void SimAgent::OnMessage(const http::WebSocketMessage& m) {
+  world_.counters().received++;
+  if (silent_ || m.binary) return;  // a hung process reads nothing
+  Json j = Json::parse(m.data, nullptr, false);
+  auto type = proto::MessageType(j);
+  if (!type.ok()) return;
+  if (awaiting_credential_) {
+    auto credential = proto::Credential::FromJson(j);
+    if (!credential.ok()) {
+      world_.Event({{"event", "no_credential"}, {"instance_id", config_.instance_id}});
+      world_.swarm().Drop(conn_);
+      return OnClose();
+    }
+    secret_ = credential->secret;
+    awaiting_credential_ = false;
+    return OnHello();
+  }
+  if (*type == proto::Config::kType) {
+    OnConfig(j);
+  } else if (*type == proto::ConfigPending::kType) {
+    auto pending = proto::ConfigPending::FromJson(j);
+    const uint64_t process = process_;
+    Later(milliseconds(pending.ok() ? pending->retry_ms : 500), [process](SimAgent& a) {
+      if (a.process_ == process && !a.have_config_) a.Send(proto::GetConfig{}.ToJson());
+    });
+  } else if (*type == proto::SlurmRole::kType) {
+    OnSlurm(j);
+  } else if (*type == proto::Command::kType) {
+    OnCommand(j);
+  } else if (*type == proto::Error::kType) {
+    world_.counters().errors++;
+    world_.Event({{"event", "error_frame"}, {"instance_id", config_.instance_id}, {"frame", j}});
+  }
+  // open_session, training_query, job_answer, reprovision: nothing on a simulated node.
+}
+
+void SimAgent::OnClose() {
+  world_.counters().closes++;
+  open_ = false;
+  conn_ = 0;
+  if (!dead_) Reconnect();
+}
+
+void SimAgent::Reconnect() {
+  if (dead_) return;
+  // The real agent's backoff (base/backoff.h): full jitter up to 100 ms · 2^n, at
+  // most 10 s.
+  int64_t cap = std::min<int64_t>(10000, int64_t{100} << std::min(failures_, 7));
+  failures_++;
+  std::uniform_int_distribution<int64_t> wait(0, cap);
+  const uint64_t attempt = attempt_;
+  Later(milliseconds(wait(world_.rng())), [attempt](SimAgent& a) {
+    if (a.attempt_ == attempt && !a.open_) a.Connect();
+  });
+}
+
+void SimAgent::Send(const Json& message) {
+  if (!open_ || silent_ || conn_ == 0) return;
+  world_.counters().sent++;
+  world_.swarm().Send(conn_, message.dump());
+}
+
+void SimAgent::OnConfig(const Json& m) {
+  auto config = proto::Config::FromJson(m);
+  if (!config.ok()) {
+    world_.Event({{"event", "bad_config"}, {"message", config.status().message()}});
+    return;
+  }
+  have_config_ = true;
+  if (config->heartbeat_interval_ms)
+    heartbeat_interval_ = milliseconds(*config->heartbeat_interval_ms);
+  provisioning_ = config->provisioning;
+  if (lifecycle_.state == "Succeeded" || lifecycle_.state == "Running") return;
+  lifecycle_.state = "Running";
+  lifecycle_.exit_code = -1;
+  lifecycle_.message = "";
+  Send(proto::LifecycleReport{lifecycle_}.ToJson());
+  Send(proto::Log{"LifecycleConfig", "simulated node: lifecycle scripts run\n"}.ToJson());
+  const uint64_t process = process_;
+  Later(world_.lifecycle_delay(), [process](SimAgent& a) {
+    if (a.process_ != process) return;
+    a.lifecycle_.state = "Succeeded";
+    a.lifecycle_.exit_code = 0;
+    a.lifecycle_.message = "Lifecycle scripts succeeded";
+    a.Send(proto::LifecycleReport{a.lifecycle_}.ToJson());
+    a.Send(proto::ProvisioningParameters{a.provisioning_}.ToJson());
+    a.OnSlurm(Json());  // daemons held for the scripts start now
+  });
+}
+
+void SimAgent::OnSlurm(const Json& m) {
+  if (!m.is_null()) {
+    auto role = proto::SlurmRole::FromJson(m);
+    if (!role.ok()) {
+      world_.Event({{"event", "bad_slurm"}, {"message", role.status().message()}});
+      return;
+    }
+    role_ = role->role;
+    node_name_ = role->node_name;
+    conf_hash_ = role->conf_hash;
+    held_ = role->hold;
+    avoid_start_ = role->avoid_start_time;
+    if (role_ == "controller") node_names_ = role->node_names;
+  }
+  if (role_ == "compute" && !held_ && lifecycle_.state == "Succeeded" && slurmd_started_ == 0) {
+    slurmd_started_ = EpochNow();
+    world_.slurm(config_.cluster_id)
+        .SlurmdStarted(node_name_, config_.instance_id, slurmd_started_, avoid_start_);
+  }
+  SendSlurmState();
+}
+
+proto::SlurmStatus SimAgent::slurm_status() const {
+  proto::SlurmStatus s;
+  s.role = role_;
+  s.conf_hash = conf_hash_;
+  s.held = held_;
+  if (role_.empty() || role_ == "none" || role_ == "login") {
+    s.daemon = "none";
+  } else if (held_ || lifecycle_.state != "Succeeded") {
+    s.daemon = "held";
+  } else {
+    s.daemon = "running";
+    if (role_ == "compute") s.slurmd_started = slurmd_started_;
+  }
+  return s;
+}
+
+void SimAgent::SendSlurmState() { Send(proto::SlurmStateReport{slurm_status()}.ToJson()); }
+
+void SimAgent::OnCommand(const Json& m) {
+  world_.counters().commands++;
+  auto command = proto::Command::FromJson(m);
+  if (!command.ok()) return;
+  proto::CommandResult result;
+  result.id = command->id;
+  result.exit_code = 0;
+  if (role_ == "controller") world_.slurm(config_.cluster_id).Run(command->argv, &result);
+  Send(result.ToJson());
+}
+
+void SimAgent::Beat(uint64_t process) {
+  if (process != process_ || dead_) return;
+  if (open_ && !silent_ && !awaiting_credential_) {
+    proto::Heartbeat beat;
+    beat.seq = ++seq_;
+    beat.lifecycle = lifecycle_;
+    auto up = std::chrono::steady_clock::now() - started_;
+    beat.uptime_s = std::chrono::duration_cast<std::chrono::seconds>(up).count();
+    beat.slurm = slurm_status();
+    beat.time = EpochNow();
+    proto::HostStats host;
+    const double s = std::chrono::duration<double>(up).count();
+    host.cpu_seconds.user = s * 0.3;
+    host.cpu_seconds.system = s * 0.05;
+    host.cpu_seconds.idle = s * 7.6;
+    host.memory_total_bytes = int64_t{32} << 30;
+    host.memory_available_bytes = int64_t{28} << 30;
+    host.filesystems = {{"/", int64_t{100} << 30, int64_t{80} << 30},
+                        {"/fsx", int64_t{1200} << 30, int64_t{900} << 30}};
+    beat.host = host;
+    world_.counters().heartbeats++;
+    Send(beat.ToJson());
+  }
+  Later(heartbeat_interval_, [process](SimAgent& a) { a.Beat(process); });
+}
+
+void SimAgent::PollSlurmNodes(uint64_t process) {
+  if (process != process_ || dead_) return;
+  if (role_ == "controller" && slurm_status().daemon == "running" && open_ && !silent_) {
+    const SlurmSim& slurm = world_.slurm(config_.cluster_id);
+    if (slurm.version() != reported_version_) {
+      reported_version_ = slurm.version();
+      Send(proto::SlurmNodes{slurm.Report(node_names_)}.ToJson());
+    }
+  }
+  Later(milliseconds(1000), [process](SimAgent& a) { a.PollSlurmNodes(process); });
+}
+
+void SimAgent::SendHealth() {
+  proto::HealthReport report;
+  report.seq = health_seq_;
+  const double now = EpochNow();
+  std::vector<std::string> names(std::begin(kChecks), std::end(kChecks));
+  for (const auto& [name, v] : failing_) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  for (const std::string& name : names) {
+    proto::HealthCheck c;
+    c.name = name;
+    c.time = now;
+    c.duration_ms = 3;
+    if (auto it = failing_.find(name); it != failing_.end()) {
+      c.result = "fail";
+      c.verdict = it->second.first;
+      c.reason = it->second.second;
+    }
+    report.checks.push_back(std::move(c));
+  }
+  Send(report.ToJson());
+}
+
+void SimAgent::StopSlurmd() {
+  if (slurmd_started_ != 0)
+    world_.slurm(config_.cluster_id).SlurmdStopped(node_name_, config_.instance_id);
+  slurmd_started_ = 0;
+}
+
+void SimAgent::Stop() {
+  dead_ = true;
+  process_++;
+  if (conn_ != 0) world_.swarm().Drop(conn_);
+  conn_ = 0;
+  open_ = false;
+  StopSlurmd();
+}
+
+void SimAgent::Reboot(int boot) {
+  if (conn_ != 0) world_.swarm().Drop(conn_);
+  conn_ = 0;
+  open_ = false;
+  StopSlurmd();
+  config_.boot = boot;
+  dead_ = silent_ = false;
+  flap_.reset();
+  failing_.clear();
+  attempt_++;
+  Start();
+}
+
+void SimAgent::Silence(bool on) {
+  silent_ = on;
+  world_.Event({{"event", on ? "silenced" : "unsilenced"}, {"instance_id", config_.instance_id}});
+}
+
+void SimAgent::Disconnect() {
+  if (conn_ != 0) world_.swarm().Drop(conn_);
+  conn_ = 0;
+  open_ = false;
+  attempt_++;
+  Reconnect();
+}
+
+void SimAgent::Kill() {
+  Stop();
+  world_.Event({{"event", "killed"}, {"instance_id", config_.instance_id}});
+}
+
+void SimAgent::FailCheck(const std::string& check, const std::string& verdict) {
+  if (verdict == "ok") {
+    failing_.erase(check);
+  } else {
+    failing_[check] = {verdict, "simulated failure of " + check};
+  }
+  health_seq_++;
+  SendHealth();
+}
+
+void SimAgent::Flap(milliseconds period) {
+  if (period.count() <= 0) {
+    flap_.reset();
+    return;
+  }
+  flap_ = period;
+  const uint64_t process = process_;
+  Later(period, [process](SimAgent& a) {
+    if (a.process_ != process || !a.flap_ || a.dead_) return;
+    a.Disconnect();
+    a.Flap(*a.flap_);
+  });
+}
+
+}  // namespace hpod::nodesim

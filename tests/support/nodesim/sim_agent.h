@@ -1,0 +1,136 @@
+#pragma once
+
+// One simulated node's hpod-agent, speaking the channel protocol as the real
+// agent does (src/agent/PROTOCOL.md, src/agent/agent.cc): bootstrap token, then
+// the node credential; hello; get_config; heartbeats with the lifecycle, Slurm
+// and host figures; the lifecycle report (its scripts "succeed" after
+// `lifecycle_delay`); provisioning_parameters; slurm_state for the role hpodd
+// sends, with a slurmd registered in the cluster's SlurmSim; a health report of
+// the real agent's checks; command results; and, on the controller, the
+// cluster's `slurm_nodes` whenever it changed (polled every second, as the real
+// agent polls scontrol). Channel loss reconnects with the real agent's backoff
+// (100 ms → 10 s, full jitter).
+//
+// Faults (the simulator's control commands): silence (the process hangs: no
+// frame goes out, the socket stays open), disconnect (the socket drops, the
+// agent reconnects), kill (the socket drops and the node never speaks again, as
+// a dead machine), a failing health check, and flapping (disconnect every period).
+//
+// Thread contract: not synchronized; everything runs on the simulator's one I/O
+// thread (WebSocketSwarm's), which owns the agents through shared_ptr; timers
+// hold weak_ptrs, so an agent may go at any time.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hpod/api/agent_protocol.h"
+#include "hpod/http/websocket_swarm.h"
+#include "slurm_sim.h"
+
+namespace hpod::nodesim {
+
+// What a launched node's agent config says (FakeProviderOptions::agent_dir).
+struct NodeConfig {
+  std::string instance_id, cluster_id, endpoint, bootstrap_token, hostname, private_ip, group,
+      instance_type;
+  int boot = 0;
+  static std::optional<NodeConfig> FromJson(const nlohmann::json& j);
+};
+
+struct SimCounters {
+  uint64_t connects = 0, refusals = 0, connect_failures = 0, closes = 0, sent = 0, received = 0,
+           commands = 0, errors = 0, heartbeats = 0;
+  std::map<std::string, uint64_t> failure_reasons;  // connect failures by message
+};
+
+// What every agent shares: the swarm, each cluster's Slurm, counters.
+class SimWorld {
+ public:
+  virtual ~SimWorld() = default;
+  virtual http::WebSocketSwarm& swarm() = 0;
+  virtual SlurmSim& slurm(const std::string& cluster_id) = 0;
+  virtual SimCounters& counters() = 0;
+  virtual std::mt19937_64& rng() = 0;
+  virtual std::chrono::milliseconds lifecycle_delay() const = 0;
+  // One JSON line on stdout for the driver (a refusal, a fault applied).
+  virtual void Event(const nlohmann::json& event) = 0;
+};
+
+class SimAgent : public std::enable_shared_from_this<SimAgent> {
+ public:
+  SimAgent(SimWorld& world, NodeConfig config);
+
+  void Start();
+  // The machine is gone (terminated): the socket drops, nothing more is sent, and
+  // its slurmd leaves Slurm.
+  void Stop();
+  // The machine rebooted (a new `boot`): a new agent process on the same disk.
+  void Reboot(int boot);
+
+  // Faults; `on` false heals.
+  void Silence(bool on);
+  void Disconnect();
+  void Kill();
+  void FailCheck(const std::string& check, const std::string& verdict);
+  void Flap(std::chrono::milliseconds period);
+
+  const NodeConfig& config() const { return config_; }
+  bool connected() const { return conn_ != 0 && open_; }
+  bool silent() const { return silent_; }
+  const std::string& lifecycle_state() const { return lifecycle_.state; }
+
+ private:
+  template <typename F>
+  void Later(std::chrono::milliseconds delay, F fn);
+  void Connect();
+  void OnOpen(const Status& s);
+  void OnHello();  // sends hello and what hpodd may have lost (Agent::OnConnected)
+  void OnMessage(const http::WebSocketMessage& m);
+  void OnClose();
+  void Reconnect();
+  void Send(const nlohmann::json& message);
+  void OnConfig(const nlohmann::json& m);
+  void OnSlurm(const nlohmann::json& m);
+  void OnCommand(const nlohmann::json& m);
+  void Beat(uint64_t process);
+  void PollSlurmNodes(uint64_t process);
+  void SendHealth();
+  void SendSlurmState();
+  api::agentproto::SlurmStatus slurm_status() const;
+  void StopSlurmd();
+
+  SimWorld& world_;
+  NodeConfig config_;
+  uint64_t process_ = 0;  // bumped by each new agent process: stale timers stop
+  uint64_t conn_ = 0;     // the swarm id; 0: none
+  uint64_t attempt_ = 0;  // bumped by each connection attempt: stale callbacks stop
+  int failures_ = 0;      // connection attempts since the last that opened
+  bool open_ = false;
+  bool awaiting_credential_ = false;  // bootstrapped: the credential comes first
+  bool dead_ = false, silent_ = false;
+  std::optional<std::chrono::milliseconds> flap_;
+  std::string secret_;
+  std::string boot_id_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::milliseconds heartbeat_interval_{2000};
+  int64_t seq_ = 0, health_seq_ = 0;
+  bool have_config_ = false;
+  api::agentproto::LifecycleState lifecycle_;
+  nlohmann::json provisioning_;
+  // Slurm: the last `slurm` message's role and what runs.
+  std::string role_, node_name_, conf_hash_, avoid_start_;
+  bool held_ = false;
+  double slurmd_started_ = 0;            // 0: no slurmd
+  std::vector<std::string> node_names_;  // controller: slurm.conf's nodes
+  uint64_t reported_version_ = UINT64_MAX;
+  std::map<std::string, std::pair<std::string, std::string>> failing_;  // check → verdict, reason
+};
+
+}  // namespace hpod::nodesim
