@@ -69,7 +69,28 @@ StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, int 
   return std::unique_ptr<Database>(new Database(db));
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Statement::~Statement() {
+  if (stmt_ == nullptr) return;
+  if (owner_ != nullptr) {
+    owner_->Return(stmt_);
+  } else {
+    sqlite3_finalize(stmt_);
+  }
+}
+
+Database::~Database() {
+  for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+void Database::Return(sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);  // ends its read of the database too
+  sqlite3_clear_bindings(stmt);
+  const char* text = sqlite3_sql(stmt);
+  if (text == nullptr || cached_.size() >= kMaxCached || !cached_.emplace(text, stmt).second) {
+    sqlite3_finalize(stmt);
+  }
+}
 
 Status Database::Exec(std::string_view sql) {
   char* err = nullptr;
@@ -83,10 +104,15 @@ Status Database::Exec(std::string_view sql) {
 }
 
 StatusOr<Statement> Database::Prepare(std::string_view sql) {
+  if (auto it = cached_.find(std::string(sql)); it != cached_.end()) {
+    sqlite3_stmt* stmt = it->second;
+    cached_.erase(it);  // in use until the Statement returns it
+    return Statement(db_, stmt, this);
+  }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return SqliteError(db_, rc, "sqlite prepare");
-  return Statement(db_, stmt);
+  return Statement(db_, stmt, this);
 }
 
 }  // namespace hpod::store
