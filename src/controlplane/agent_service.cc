@@ -81,6 +81,7 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
     static uint64_t serial = 0;
     ch->serial = ++serial;
     ch->connected_at = clock_.SteadyNow();
+    ch->connected_epoch = clock_.NowEpochSeconds();
     disconnected_at_.erase(ch->instance_id);
     auto old = channels_.find(ch->instance_id);
     if (old != channels_.end()) old->second->socket->Close("replaced by a new connection");
@@ -236,7 +237,7 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     }
   } else if (type == proto::GetConfig::kType) {
     if (Parse<proto::GetConfig>(ch, msg)) {
-      ch->socket->Send(BuildConfig(ch->instance_id).dump(), false);
+      ch->socket->Send(ConfigFor(ch), false);
     }
   } else if (type == proto::Log::kType) {
     auto log = Parse<proto::Log>(ch, msg);
@@ -405,6 +406,28 @@ bool AgentService::Send(const std::string& instance_id, const json& message) {
     ch = it->second;
   }
   return ch->socket->Send(message.dump(), false);
+}
+
+std::string AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
+  // A snapshot at most this old: what a node asking this much earlier would get.
+  constexpr std::chrono::milliseconds kConfigReuse{1000};
+  const auto key = std::make_pair(ch->cluster_id, ch->group_name);
+  const auto now = clock_.SteadyNow();
+  {
+    MutexLock lock(config_mu_);
+    auto it = configs_.find(key);
+    if (it != configs_.end() && now - it->second.built < kConfigReuse) return it->second.message;
+  }
+  json built = BuildConfig(ch->instance_id);
+  std::string message = built.dump();
+  // A config_pending (a node without an address yet) is asked again soon: kept,
+  // it would hold back the answer that follows.
+  if (built.value("type", "") != proto::Config::kType) return message;
+  MutexLock lock(config_mu_);
+  // Old entries go with the next build (deleted clusters, removed groups).
+  std::erase_if(configs_, [&](const auto& e) { return now - e.second.built >= kConfigReuse; });
+  configs_[key] = {message, now};
+  return message;
 }
 
 json AgentService::BuildConfig(const std::string& instance_id) {

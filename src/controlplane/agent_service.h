@@ -177,6 +177,7 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // SlurmAgents. Slurm state and the controller's node table are kept in memory:
   // agents report them again whenever they reconnect.
   nlohmann::json SlurmState(const std::string& instance_id) const override;
+  std::optional<double> ConnectedSince(const std::string& instance_id) const override;
   std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const override;
   bool Send(const std::string& instance_id, const nlohmann::json& message) override;
   StatusOr<CommandResult> Run(const std::string& instance_id, const std::vector<std::string>& argv,
@@ -273,6 +274,12 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // Answers a `job_query` with a `job_answer` (agent_health.cc).
   void HandleJobQuery(const std::shared_ptr<Channel>& ch, const api::agentproto::JobQuery& q);
   nlohmann::json BuildConfig(const std::string& instance_id);
+  // The serialized `config` for a node of (cluster, group): every node of a group
+  // gets the same one, and resource_config.json lists every node of the cluster,
+  // so it is built once per group and kConfigReuse, not once per node (10,000
+  // nodes asking at once made that 10,000 reads and renderings of 10,000 nodes,
+  // on the channels' I/O threads).
+  std::string ConfigFor(const std::shared_ptr<Channel>& ch);
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,
                                           std::shared_ptr<http::WebSocket> socket);
@@ -310,6 +317,12 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::map<std::string, api::agentproto::HealthReport> health_ GUARDED_BY(mu_);
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
+  struct BuiltConfig {
+    std::string message;
+    std::chrono::steady_clock::time_point built;
+  };
+  Mutex config_mu_;  // never held across a store read
+  std::map<std::pair<std::string, std::string>, BuiltConfig> configs_ GUARDED_BY(config_mu_);
   JobHandler job_handler_;
   CertificateHooks certificate_hooks_;  // set before serving, read-only after
 };

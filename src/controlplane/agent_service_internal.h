@@ -38,6 +38,7 @@ struct AgentService::Channel {
   std::string cert_cn;
   std::string lifecycle_state;  // last state written to the store
   std::chrono::steady_clock::time_point connected_at;
+  double connected_epoch = 0;  // the same moment, on the wall clock
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
   // The newest heartbeat's host figures (GET /metrics); written under the
   // service's mu_, as last_heartbeat is.

@@ -64,6 +64,7 @@ void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch,
   for (const auto& n : m.nodes) {
     report.nodes.push_back(slurm::SlurmNodeState{n.name, n.state, n.reason, n.slurmd_start_time});
   }
+  report.Index();
   {
     MutexLock lock(mu_);
     slurm_nodes_[ch->cluster_id] = std::move(report);
@@ -76,6 +77,13 @@ json AgentService::SlurmState(const std::string& instance_id) const {
   auto it = channels_.find(instance_id);
   if (it == channels_.end()) return nullptr;
   return it->second->slurm_state(*this);
+}
+
+std::optional<double> AgentService::ConnectedSince(const std::string& instance_id) const {
+  MutexLock lock(mu_);
+  auto it = channels_.find(instance_id);
+  if (it == channels_.end()) return 0.0;  // not connected: known, and never "since"
+  return it->second->connected_epoch;
 }
 
 std::optional<SlurmNodesReport> AgentService::SlurmNodes(const std::string& cluster_id) const {

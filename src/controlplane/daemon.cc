@@ -1,5 +1,6 @@
 #include "hpod/controlplane/daemon.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -248,6 +249,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   slurm.spank_plugin = env.spank_plugin;
   slurm.stand_in_gpus = env.gpu_stand_ins;
   slurm.cluster_sshd = env.cluster_sshd;
+  slurm.send_hosts = !env.sees_hpodd_files;
   slurm.accounting =
       options.slurm_accounting == "on" ||
       (options.slurm_accounting == "auto" && env.sees_hpodd_files &&
@@ -372,6 +374,10 @@ void Daemon::ResyncLoop() {
       queue_->Add(HealthKey(id));
     }
     PurgeDeletedClusters();
+    // glibc keeps what a burst freed (the configs queued to thousands of agents
+    // joining at once) for the threads that freed it: after a 5,000-node
+    // creation, about 900 MB of hpodd's 1.6 GB resident set. Given back here.
+    malloc_trim(0);
     lock.Lock();
     lock.WaitFor(cv_, options_.control_plane.resync_interval,
                  [this]() REQUIRES(mu_) { return stopping_; });

@@ -82,8 +82,17 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
     HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(cluster_id));
     HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
-    HPOD_ASSIGN_OR_RETURN(auto list, tx.ListAgents(cluster_id));
-    for (auto& a : list) agents[a.instance_id] = std::move(a);
+    // The agent's record tells only whether a node that is not Running came up
+    // once (below): read for those few, not for every node each second.
+    for (const auto& n : nodes) {
+      if (api::Is(n.status, ClusterInstanceStatus::kRunning)) continue;
+      auto a = tx.GetAgent(n.instance_id);
+      if (a.ok()) {
+        agents[n.instance_id] = std::move(*a);
+      } else if (a.status().code() != StatusCode::kNotFound) {
+        return a.status();
+      }
+    }
     HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster_id));
     for (const auto& r : recoveries) {
       // A recovery that failed lately is not started again at once for the same
@@ -111,9 +120,12 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
   // link) is the fault, not each of them: their network checks are set aside (the
   // controller's own signals judge it).
   int reporting = 0, unreachable = 0;
+  // Each node's latest report, read once (a copy each) for both loops below.
+  std::vector<std::optional<api::agentproto::HealthReport>> reports(nodes.size());
   if (signals_ != nullptr) {
-    for (const auto& n : nodes) {
-      auto report = signals_->Health(n.instance_id);
+    for (size_t i = 0; i < nodes.size(); i++) {
+      reports[i] = signals_->Health(nodes[i].instance_id);
+      const auto& report = reports[i];
       if (!report) continue;
       for (const auto& c : report->checks) {
         if (c.name != "network" || c.result == "skipped") continue;
@@ -137,7 +149,8 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
   const bool controller_side =
       controller_down || (unreachable >= 2 && unreachable * 2 >= reporting);
   std::vector<NodeHealth> out;
-  for (const auto& n : nodes) {
+  for (size_t i = 0; i < nodes.size(); i++) {
+    const store::NodeRecord& n = nodes[i];
     NodeHealth h;
     h.instance_id = n.instance_id;
     auto a = agents.find(n.instance_id);
@@ -202,7 +215,7 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       }
     }
     if (h.verdict == HealthVerdict::kHealthy) {
-      if (auto report = signals_->Health(n.instance_id)) {
+      if (const auto& report = reports[i]) {
         const api::agentproto::HealthCheck* worst = nullptr;
         for (const auto& c : report->checks) {
           if (!api::agentproto::AsksForAction(c)) continue;

@@ -22,6 +22,11 @@ struct SlurmOptions {
   // kept in the store) and host-based trust between the nodes
   // (NodeEnvironment::cluster_sshd).
   bool cluster_sshd = false;
+  // Whether nodes keep the cluster's names in their own /etc/hosts (machines that
+  // do not share the provider's hosts file: NodeEnvironment::sees_hpodd_files is
+  // false), so every `slurm` message carries every node's address. Otherwise it
+  // carries the node's own at most: the whole table to each of n nodes is n x n.
+  bool send_hosts = true;
   // Slurm accounting (slurm::SlurmClusterSpec::accounting): the controller's agent
   // runs MariaDB and slurmdbd before slurmctld. hpodd resolves --slurm-accounting
   // (auto: where the nodes have slurmdbd and mariadbd) into this.

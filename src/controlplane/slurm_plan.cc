@@ -152,7 +152,18 @@ Status AddSshHostKeys(store::Store& store, const std::string& cluster_id, const 
 
 }  // namespace
 
+void SlurmNodesReport::Index() {
+  auto m = std::make_shared<std::unordered_map<std::string, size_t>>();
+  m->reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); i++) m->emplace(nodes[i].name, i);  // the first wins
+  index = std::move(m);
+}
+
 const slurm::SlurmNodeState* SlurmNodesReport::Find(const std::string& name) const {
+  if (index != nullptr) {
+    auto it = index->find(name);
+    return it == index->end() || it->second >= nodes.size() ? nullptr : &nodes[it->second];
+  }
   for (const auto& n : nodes) {
     if (n.name == name) return &n;
   }
@@ -372,9 +383,16 @@ json SlurmMessage(const SlurmPlan& plan, const NodeRecord& node, const SlurmOpti
   m.controller_addr = plan.controller_addr;
   m.munge_key = plan.munge_key;
   m.conf_hash = plan.conf_hash;
-  m.node_names = plan.node_names;
-  m.hosts = plan.hosts;
+  // Only the controller reads the node set (a changed set restarts slurmctld):
+  // sent to every node it made each pass of a 10,000-node cluster's creation
+  // carry 10,000 x 10,000 names.
+  if (role == slurm::NodeRole::kController) m.node_names = plan.node_names;
+  if (options.send_hosts) m.hosts = plan.hosts;
   if (auto k = plan.ssh_host_keys.find(node.hostname); k != plan.ssh_host_keys.end()) {
+    // The agent checks the key's name against the node's own entry.
+    if (auto own = plan.hosts.find(node.hostname); own != plan.hosts.end()) {
+      m.hosts.insert(*own);
+    }
     m.ssh_host_key = k->second;
     m.ssh_known_hosts = plan.ssh_known_hosts;
   }

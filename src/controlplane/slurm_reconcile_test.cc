@@ -52,6 +52,9 @@ TEST_F(SlurmReconcileTest, NodesAreRunningOnceTheirSlurmIsUp) {
     ASSERT_FALSE(to_w.empty()) << w.instance_id;
     EXPECT_TRUE(to_w.back().value("hold", false));
     EXPECT_EQ(to_w.back()["conf_hash"], m["conf_hash"]);
+    // The node set is the controller's business: n workers' messages would carry
+    // n x n names.
+    EXPECT_TRUE(to_w.back().value("node_names", json::array()).empty());
     agents_.Ack(w.instance_id, "held");
   }
   for (const auto& n : Nodes()) EXPECT_EQ(n.status, "Pending") << n.group_name;
