@@ -392,7 +392,18 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
   const bool scripts_done =
       a != agents.end() &&
       api::Parse<api::LifecycleState>(a->second.lifecycle_state) == api::LifecycleState::kSucceeded;
-  if (scripts_done && (replace || api::Is(t.status, ClusterInstanceStatus::kRunning))) {
+  // A rebooted node's agent is back only on a connection opened after the reboot:
+  // the old one may linger (a hung node's socket stays open until the machine
+  // restarts) and speaks for the old boot. Without it, a controller whose
+  // heartbeats went unread was "recovered" in 0.6 s and rebooted again and again.
+  bool agent_back = true;
+  if (!replace && agents_ != nullptr) {
+    const double rebooted = RecoveryStepTime(r, "Rebooted");
+    auto since = agents_->ConnectedSince(t.instance_id);
+    agent_back = !since || rebooted <= 0 || *since >= rebooted;
+  }
+  if (scripts_done && agent_back &&
+      (replace || api::Is(t.status, ClusterInstanceStatus::kRunning))) {
     step("LifecycleDone",
          replace ? "lifecycle scripts re-ran and succeeded" : "the node's agent is back");
   }
@@ -428,7 +439,7 @@ Status RecoveryReconciler::Follow(const store::ClusterRecord& cluster, RecoveryR
                       t.message);
   }
   // Resumed only for the new slurmd, never for Slurm's row of the old one.
-  if (!api::Is(t.status, ClusterInstanceStatus::kRunning) || wait ||
+  if (!api::Is(t.status, ClusterInstanceStatus::kRunning) || wait || !agent_back ||
       (s != nullptr && !HasStep(r, "SlurmdRegistered"))) {
     if (changed) return Save(cluster, r, {}, "");
     return OkStatus();

@@ -415,6 +415,22 @@ TEST_F(RecoveryTest, TheControllerIsRebootedNeverReplaced) {
   EXPECT_EQ(Recovery(rid).phase, "Launched");
 }
 
+// A rebooted node is back only once its agent connected after the reboot: the
+// connection of the old boot (a hung controller's stays open until the machine
+// restarts) says nothing of the new one.
+TEST_F(RecoveryTest, ARebootWaitsForTheAgentOfTheNewBoot) {
+  NodeRecord ctl = SlurmClusterInService();
+  agents_.SetConnectedSince(ctl.instance_id, h_.clock_.NowEpochSeconds() - 60);
+  std::string rid = Request(ctl, RecoveryAction::kReboot, /*dead=*/true, /*is_controller=*/true);
+  Pass(6);
+  EXPECT_GT(RecoveryStepTime(Recovery(rid), "Rebooted"), 0);
+  EXPECT_EQ(Recovery(rid).status, "InProgress");
+  EXPECT_EQ(RecoveryStepTime(Recovery(rid), "LifecycleDone"), 0);
+  agents_.SetConnectedSince(ctl.instance_id, h_.clock_.NowEpochSeconds() + 1);
+  Pass(6);
+  EXPECT_EQ(Recovery(rid).status, "Succeeded") << Recovery(rid).message;
+}
+
 // A live controller (BatchRebootClusterNodes, a software update) saves
 // slurmctld's state before the reboot: what it held only in memory (a job that
 // just ended) would otherwise come back as it was at the last periodic save.

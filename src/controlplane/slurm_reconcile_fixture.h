@@ -74,6 +74,17 @@ class FakeSlurmAgents final : public SlurmAgents {
     sent_[instance_id].push_back(message);
     return true;
   }
+  std::optional<double> ConnectedSince(const std::string& instance_id) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = connected_since_.find(instance_id);
+    if (it == connected_since_.end()) return std::nullopt;
+    return it->second;
+  }
+  // When the agent's connection opened (epoch seconds); unset: unknown.
+  void SetConnectedSince(const std::string& instance_id, double epoch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    connected_since_[instance_id] = epoch;
+  }
   StatusOr<CommandResult> Run(const std::string& instance_id, const std::vector<std::string>& argv,
                               std::chrono::milliseconds) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -165,6 +176,7 @@ class FakeSlurmAgents final : public SlurmAgents {
   std::map<std::string, json> states_;
   std::optional<SlurmNodesReport> report_;
   std::map<std::string, std::vector<json>> sent_;
+  std::map<std::string, double> connected_since_;
   std::vector<std::pair<std::string, std::vector<std::string>>> runs_;
   std::string run_output_;
 };
