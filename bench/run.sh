@@ -20,7 +20,8 @@
 #                                recovery: recovery.py, node recovery vs Slurm
 #                                noticing the fault alone, real nodes, root;
 #                                resume: auto_resume.py, sbatch --auto-resume
-#                                fault -> first resumed step and goodput, root)
+#                                fault -> first resumed step and goodput, root;
+#                                scale: nodesim_bench.py, 10,000 simulated nodes)
 # Every benchmark stops the processes it starts by PID and is bounded in time;
 # see bench/README.md for what each measures and its peer.
 set -uo pipefail
@@ -33,7 +34,7 @@ for arg in "$@"; do
   case "$arg" in
     --fuzz) fuzz=1 ;;
     --quick) pass+=(--quick) ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     api) only+=(api_latency.sh) ;;
     tls) only+=(api_tls.sh) ;;
     nodes) only+=(nodes_bench.py) ;;
@@ -46,6 +47,7 @@ for arg in "$@"; do
     dist) only+=(train_dist_bench.py) ;;
     recovery) only+=(recovery.py) ;;
     resume) only+=(auto_resume.py) ;;
+    scale) only+=(nodesim_bench.py) ;;
     *) echo "run.sh: unknown argument: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +56,8 @@ done
 # e.g. nodes_bench.py when not root, slurm_bench.py also without Slurm,
 # train_bench.py without hpod-train or Debian's python3-torch).
 benchmarks=(api_latency.sh api_tls.sh nodes_bench.py heartbeat_tls.py slurm_bench.py train_bench.py
-            signal_soak.py comm_bench.py ckpt_bench.py train_dist_bench.py recovery.py auto_resume.py)
+            signal_soak.py comm_bench.py ckpt_bench.py train_dist_bench.py recovery.py auto_resume.py
+            nodesim_bench.py)
 if [ "${#only[@]}" -gt 0 ]; then benchmarks=("${only[@]}"); fi
 
 status=0

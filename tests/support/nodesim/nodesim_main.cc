@@ -172,7 +172,9 @@ class Simulator final : public SimWorld {
             {"errors", counters_.errors},
             {"heartbeats", counters_.heartbeats},
             {"connect_failures", counters_.connect_failures},
-            {"failure_reasons", counters_.failure_reasons}};
+            {"failure_reasons", counters_.failure_reasons},
+            {"received_by_type", counters_.received_by_type},
+            {"received_bytes_by_type", counters_.received_bytes_by_type}};
   }
 
   void StopAll() {

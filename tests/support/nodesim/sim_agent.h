@@ -48,6 +48,7 @@ struct SimCounters {
   uint64_t connects = 0, refusals = 0, connect_failures = 0, closes = 0, sent = 0, received = 0,
            commands = 0, errors = 0, heartbeats = 0;
   std::map<std::string, uint64_t> failure_reasons;  // connect failures by message
+  std::map<std::string, uint64_t> received_by_type, received_bytes_by_type;
 };
 
 // What every agent shares: the swarm, each cluster's Slurm, counters.

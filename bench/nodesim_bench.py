@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""hpodd at scale with simulated nodes (issue 30): hpod-nodesim runs every node's
+agent on the real channel protocol (tests/support/nodesim/) against hpodd-fake,
+whose fake provider launches instantly and hands each node's agent config to the
+simulator. Figures, never assertions; ratios where a peer exists:
+
+ 1. detection of silent nodes (3 hang at once) in a 4-node cluster: the peer;
+ 2. create -> InService of 1 controller + N-1 workers (Slurm roles; the simulated
+    controller reports the simulated slurmds), with a live progress line;
+ 3. steady state: hpodd's CPU (% of one core) and RSS over a window, per 1,000
+    nodes, and the simulator's CPU beside it;
+ 4. GET /metrics: time of a scrape (min / median of 5);
+ 5. detection of 3 silent nodes among N, as a ratio to (1);
+ 6. 100 nodes killed at once: all recovered, none twice; the recovery rate;
+ 7. delete -> gone.
+With --clusters K, K clusters of N nodes each instead (steps 2, 3, 4, 7).
+
+  bench/nodesim_bench.py --nodes 10000          # about 10 minutes here
+  bench/nodesim_bench.py --nodes 100 --clusters 100
+  bench/nodesim_bench.py --quick                # 500 nodes, short windows
+Talks to 127.0.0.1 only; stops what it starts by PID, also on failure.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(HERE)
+os.environ.setdefault("HPOD_BIN_DIR", os.path.join(TOP, "build"))
+sys.path.insert(0, os.path.join(TOP, "tests", "e2e"))
+import hpodtest  # noqa: E402
+from test_nodesim import Simulator  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MAX_PER_GROUP = 5000  # CreateCluster allows at most 6,758 per group
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def groups_for(n):
+    gs = [hpodtest.group("controller-machine", 1, SlurmConfig={"NodeType": "Controller"})]
+    left, k = n - 1, 0
+    while left > 0:
+        take = min(left, MAX_PER_GROUP)
+        gs.append(hpodtest.group("workers-%d" % k, take, SlurmConfig={"NodeType": "Compute"}))
+        left -= take
+        k += 1
+    return gs
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.d = hpodtest.Daemon(pending_ms=0)
+        self.agent_dir = os.path.join(self.d.root, "agents")
+        self.d.env_extra["HPOD_FAKE_AGENT_DIR"] = self.agent_dir
+        self.d.start()
+        self.sim = Simulator(self.agent_dir)
+        self.client = self.d.boto3()
+        token_file = os.path.join(self.d.data_dir, "metrics-token")
+        self.metrics_token = open(token_file).read().strip() if os.path.exists(token_file) else ""
+
+    def close(self):
+        self.sim.stop()
+        self.d.stop()
+        self.d.cleanup()
+
+    def nodes(self, name):
+        out, token = [], None
+        while True:
+            kw = {"ClusterName": name, "MaxResults": 100}
+            if token:
+                kw["NextToken"] = token
+            page = self.client.list_cluster_nodes(**kw)
+            out += page["ClusterNodeSummaries"]
+            token = page.get("NextToken")
+            if not token:
+                return out
+
+    def recoveries(self, name):
+        return json.loads(self.d.hpod("hpod-list-recoveries", "--cluster-name", name))["Recoveries"]
+
+    def create(self, names, n):
+        t0 = time.time()
+        for name in names:
+            self.client.create_cluster(ClusterName=name, InstanceGroups=groups_for(n))
+        pending = set(names)
+        last = 0
+        while pending:
+            for name in list(pending):
+                desc = self.client.describe_cluster(ClusterName=name)
+                if desc["ClusterStatus"] == "InService":
+                    pending.discard(name)
+                elif desc["ClusterStatus"] not in ("Creating", "Updating"):
+                    raise RuntimeError("%s is %s" % (name, desc["ClusterStatus"]))
+                if len(pending) == len(names) == 1 and time.time() - last >= 5:
+                    last = time.time()
+                    current = sum(g.get("CurrentCount", 0) for g in desc["InstanceGroups"])
+                    log("  %6.1f s  %d/%d nodes running, %d agents connected" %
+                        (time.time() - t0, current, n, self.sim.stats()["connected"]))
+                if time.time() - t0 > self.args.timeout:
+                    raise RuntimeError("not InService after %d s" % self.args.timeout)
+            if len(names) > 1 and time.time() - last >= 5:
+                last = time.time()
+                log("  %6.1f s  %d/%d clusters InService" %
+                    (time.time() - t0, len(names) - len(pending), len(names)))
+            time.sleep(0.5)
+        return time.time() - t0
+
+    def steady(self, window):
+        pid, spid = self.d.proc.pid, self.sim.proc.pid
+        c0, s0, t0 = cpu_seconds(pid), cpu_seconds(spid), time.time()
+        time.sleep(window)
+        dt = time.time() - t0
+        return ((cpu_seconds(pid) - c0) / dt * 100, rss_mib(pid),
+                (cpu_seconds(spid) - s0) / dt * 100)
+
+    def scrape(self):
+        times = []
+        size = 0
+        for _ in range(5):
+            req = urllib.request.Request(self.d.endpoint + "/metrics",
+                                         headers={"Authorization": "Bearer " + self.metrics_token})
+            t0 = time.time()
+            with urllib.request.urlopen(req, timeout=60) as r:
+                size = len(r.read())
+            times.append((time.time() - t0) * 1000)
+        return min(times), statistics.median(times), size
+
+    def fail_and_wait(self, name, verb, ids, timeout=600):
+        """Applies `verb` to `ids` at once; waits until each has one Succeeded
+        recovery. Returns (detection seconds each, seconds until the last finished,
+        every recovery of the cluster)."""
+        from datetime import datetime
+        before = {r["RecoveryId"] for r in self.recoveries(name)}
+        t0 = time.time()
+        reply = self.sim.command("%s %s" % (verb, ",".join(ids)))
+        assert reply["ok"], reply
+        want = set(ids)
+        while True:
+            rs = [r for r in self.recoveries(name) if r["RecoveryId"] not in before]
+            done = [r for r in rs if r["Status"] == "Succeeded" and r["NodeId"] in want]
+            if len({r["NodeId"] for r in done}) == len(want):
+                break
+            if time.time() - t0 > timeout:
+                raise RuntimeError("%d of %d recovered after %d s" % (len(done), len(want), timeout))
+            time.sleep(1)
+        ts = lambda t: datetime.fromisoformat(t).timestamp()  # noqa: E731
+        detect = sorted(ts(r["Timeline"][0]["Time"]) - t0 for r in done)
+        last = max(ts(r["FinishedTime"]) for r in done) - t0
+        time.sleep(8)  # a duplicate would show by now
+        rs = [r for r in self.recoveries(name) if r["RecoveryId"] not in before]
+        return detect, last, rs
+
+    def delete(self, names):
+        t0 = time.time()
+        for name in names:
+            self.client.delete_cluster(ClusterName=name)
+        for name in names:
+            hpodtest.wait_cluster(self.client, name, None, timeout=self.args.timeout)
+        return time.time() - t0
+
+
+def workers_of(nodes, k):
+    return sorted(n["InstanceId"] for n in nodes if n["InstanceGroupName"] != "controller-machine")[:k]
+
+
+def run(args):
+    b = Bench(args)
+    try:
+        n = args.nodes
+        if args.clusters == 1:
+            log("peer: 4-node cluster, 3 nodes silenced at once")
+            b.create(["peer"], 4)
+            d4, _, _ = b.fail_and_wait("peer", "silence", workers_of(b.nodes("peer"), 3))
+            b.delete(["peer"])
+            log("  detected after %s s" % ", ".join("%.1f" % x for x in d4))
+        names = ["sim"] if args.clusters == 1 else ["sim%03d" % i for i in range(args.clusters)]
+        total = n * len(names)
+        log("create: %d cluster(s) of %d nodes (%d)" % (len(names), n, total))
+        created = b.create(names, n)
+        log("  InService after %.1f s (%.2f ms per node)" % (created, created * 1000 / total))
+        stats = b.sim.stats()
+        log("  simulator: received %s" % json.dumps({k: (v, stats["received_bytes_by_type"][k]) for k, v in stats["received_by_type"].items()}))
+        log("  simulator: %d agents, %d connected, connect failures %s" %
+            (stats["agents"], stats["connected"], stats["failure_reasons"] or "none"))
+        time.sleep(args.settle)
+        cpu, rss, sim_cpu = b.steady(args.window)
+        log("steady state over %d s: hpodd CPU %.1f%% of one core (%.2f%% per 1,000 nodes), "
+            "RSS %.0f MiB (%.1f MiB per 1,000 nodes); simulator CPU %.1f%%" %
+            (args.window, cpu, cpu * 1000 / total, rss, rss * 1000 / total, sim_cpu))
+        smin, smed, size = b.scrape()
+        log("GET /metrics: min %.1f ms, median %.1f ms (%d bytes)" % (smin, smed, size))
+        if args.clusters == 1:
+            nodes = b.nodes("sim")
+            ws = workers_of(nodes, 3 + args.fail)
+            dn, _, _ = b.fail_and_wait("sim", "silence", ws[:3])
+            log("detection of 3 silent nodes among %d: %s s; median %.1f s vs %.1f s among 4: %.2fx"
+                % (n, ", ".join("%.1f" % x for x in dn), statistics.median(dn),
+                   statistics.median(d4), statistics.median(dn) / statistics.median(d4)))
+            killed = ws[3:3 + args.fail]
+            detect, last, rs = b.fail_and_wait("sim", "kill", killed)
+            per_node = {}
+            for r in rs:
+                per_node[r["NodeId"]] = per_node.get(r["NodeId"], 0) + 1
+            twice = [k for k, v in per_node.items() if v > 1]
+            others = [k for k in per_node if k not in set(killed)]
+            log("%d nodes killed at once: all recovered %.1f s after the kill (%.1f nodes/s), "
+                "detection %.1f..%.1f s; recovered twice: %d; recoveries of other nodes: %d" %
+                (len(killed), last, len(killed) / last, detect[0], detect[-1], len(twice),
+                 len(others)))
+            # Every recovery of the run that no fault asked for: a healthy node taken
+            # for a failed one (an hpodd too slow to read heartbeats in time).
+            faulted = set(ws[:3] + killed)
+            extra = [(r["NodeId"], r["Action"], r["Reason"][:60]) for r in b.recoveries("sim")
+                     if r["NodeId"] not in faulted]
+            log("recoveries of nodes no fault was injected into, over the whole run: %d %s" %
+                (len(extra), extra[:5]))
+        log("delete: gone after %.1f s" % b.delete(names))
+    finally:
+        b.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=10000, help="nodes per cluster")
+    p.add_argument("--clusters", type=int, default=1)
+    p.add_argument("--fail", type=int, default=100, help="nodes killed at once")
+    p.add_argument("--window", type=int, default=30, help="steady-state window, seconds")
+    p.add_argument("--settle", type=int, default=10, help="seconds after InService first")
+    p.add_argument("--timeout", type=int, default=1800)
+    p.add_argument("--quick", action="store_true", help="500 nodes, 20 failing, short windows")
+    args = p.parse_args()
+    if args.quick:
+        args.nodes, args.fail, args.window, args.settle = 500, 20, 10, 3
+    if not os.path.exists(os.path.join(hpodtest.BIN_DIR, "tests", "hpod-nodesim")):
+        print("SKIP: build hpod-nodesim and hpodd-fake first (make)")
+        return 77
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
