@@ -33,7 +33,7 @@ TOP = os.path.dirname(HERE)
 os.environ.setdefault("HPOD_BIN_DIR", os.path.join(TOP, "build"))
 sys.path.insert(0, os.path.join(TOP, "tests", "e2e"))
 import hpodtest  # noqa: E402
-from test_nodesim import Simulator  # noqa: E402
+from test_nodesim import Simulator, list_nodes  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MAX_PER_GROUP = 5000  # CreateCluster allows at most 6,758 per group
@@ -86,16 +86,7 @@ class Bench:
         self.d.cleanup()
 
     def nodes(self, name):
-        out, token = [], None
-        while True:
-            kw = {"ClusterName": name, "MaxResults": 100}
-            if token:
-                kw["NextToken"] = token
-            page = self.client.list_cluster_nodes(**kw)
-            out += page["ClusterNodeSummaries"]
-            token = page.get("NextToken")
-            if not token:
-                return out
+        return list_nodes(self.client, name)
 
     def recoveries(self, name):
         return json.loads(self.d.hpod("hpod-list-recoveries", "--cluster-name", name))["Recoveries"]

@@ -196,6 +196,30 @@ TEST_F(SlurmReconcileTest, EachNodeNameHasItsOwnKeptSshHostKeyAndEveryNodeKnowsA
   EXPECT_NE(plan->conf_hash, slurm::FilesHash(plan->files));
 }
 
+// Nodes that share the provider's hosts file (send_hosts false: local nodes) get
+// no address table, which to n nodes is n x n entries; one with an SSH host key
+// gets its own entry, against which the agent checks the key's name.
+TEST_F(SlurmReconcileTest, TheAddressTableGoesOnlyWhereNodesKeepTheirOwnHosts) {
+  h_.options_.slurm.cluster_sshd = true;
+  Create({Typed(Harness::Group("ctl", 1), "Controller"), Typed(Harness::Group("w", 2), "Compute")});
+  SucceedLifecycle();
+  Pass();
+  NodeRecord w = NodesOf("w").at(0);
+  SlurmOptions options = h_.options_.slurm;
+  auto plan = BuildSlurmPlan(*h_.store_, id_, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  options.send_hosts = true;  // pool hosts: every node's address
+  EXPECT_EQ(SlurmMessage(*plan, w, options, "")["hosts"].size(), 3u);
+  options.send_hosts = false;
+  json m = SlurmMessage(*plan, w, options, "");
+  EXPECT_EQ(m["hosts"], json({{w.hostname, w.private_ip}}));
+  EXPECT_FALSE(m["ssh_host_key"].get<std::string>().empty());
+  options.cluster_sshd = false;
+  plan = BuildSlurmPlan(*h_.store_, id_, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(SlurmMessage(*plan, w, options, "").value("hosts", json::object()).empty());
+}
+
 TEST_F(SlurmReconcileTest, ProvisioningParametersNamingAnUnknownGroupFailTheCluster) {
   Create({Harness::Group("ctl", 1), Harness::Group("w", 1)});
   PutSetting(ProvisioningParametersSetting(id_),

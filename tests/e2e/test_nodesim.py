@@ -73,6 +73,20 @@ class Simulator:
             self.proc.wait(timeout=30)
 
 
+def list_nodes(client, name):
+    """Every ListClusterNodes page of cluster `name`, through boto3 `client`."""
+    out, token = [], None
+    while True:
+        kw = {"ClusterName": name, "MaxResults": 100}
+        if token:
+            kw["NextToken"] = token
+        page = client.list_cluster_nodes(**kw)
+        out += page["ClusterNodeSummaries"]
+        token = page.get("NextToken")
+        if not token:
+            return out
+
+
 class NodeSimTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -98,16 +112,7 @@ class NodeSimTest(unittest.TestCase):
         cls.d.cleanup()
 
     def nodes(self):
-        out, token = [], None
-        while True:
-            kw = {"ClusterName": "sim", "MaxResults": 100}
-            if token:
-                kw["NextToken"] = token
-            page = self.client.list_cluster_nodes(**kw)
-            out += page["ClusterNodeSummaries"]
-            token = page.get("NextToken")
-            if not token:
-                return out
+        return list_nodes(self.client, "sim")
 
     def recoveries(self):
         return json.loads(self.d.hpod("hpod-list-recoveries", "--cluster-name", "sim"))["Recoveries"]
