@@ -416,7 +416,12 @@ std::string AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
   {
     MutexLock lock(config_mu_);
     auto it = configs_.find(key);
-    if (it != configs_.end() && now - it->second.built < kConfigReuse) return it->second.message;
+    // A node the snapshot does not list yet (a replacement launched since) gets a
+    // new one: its scripts find themselves in resource_config.json.
+    if (it != configs_.end() && now - it->second.built < kConfigReuse &&
+        it->second.message.find("\"" + ch->instance_id + "\"") != std::string::npos) {
+      return it->second.message;
+    }
   }
   json built = BuildConfig(ch->instance_id);
   std::string message = built.dump();

@@ -217,6 +217,34 @@ TEST_F(AgentServiceTest, ConfigWaitsForEveryAddressThenDescribesTheCluster) {
   EXPECT_EQ(instances[1]["CustomerIpAddress"], "10.77.0.11");
 }
 
+// A group's config is built once and reused for a second (10,000 nodes asking
+// at once must not make 10,000 renderings of the cluster), then built again.
+TEST_F(AgentServiceTest, AGroupsConfigIsReusedForASecond) {
+  std::string secret;
+  auto ws = Register(&secret);
+  auto set_ip = [&](const std::string& ip) {
+    ASSERT_TRUE(store_
+                    ->Write([&](store::WriteTx& tx) -> Status {
+                      HPOD_ASSIGN_OR_RETURN(auto n, tx.GetNodeById("i-00000000000000002"));
+                      n.private_ip = ip;
+                      return tx.PutNode(n);
+                    })
+                    .ok());
+  };
+  auto second_ip = [&] {
+    EXPECT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+    json config = Next(*ws);
+    EXPECT_EQ(config["type"], "config") << config.dump();
+    return config["resource_config"]["InstanceGroups"][0]["Instances"][1]["CustomerIpAddress"];
+  };
+  set_ip("10.77.0.11");
+  EXPECT_EQ(second_ip(), "10.77.0.11");
+  set_ip("10.77.0.12");
+  EXPECT_EQ(second_ip(), "10.77.0.11") << "the snapshot of a moment ago";
+  clock_.AdvanceTime(std::chrono::milliseconds(1000));
+  EXPECT_EQ(second_ip(), "10.77.0.12");
+}
+
 TEST_F(AgentServiceTest, LifecycleLogsAndCommands) {
   std::string secret;
   auto ws = Register(&secret);
