@@ -33,7 +33,7 @@ TOP = os.path.dirname(HERE)
 os.environ.setdefault("HPOD_BIN_DIR", os.path.join(TOP, "build"))
 sys.path.insert(0, os.path.join(TOP, "tests", "e2e"))
 import hpodtest  # noqa: E402
-from test_nodesim import Simulator, list_nodes  # noqa: E402
+from test_nodesim import Simulator, list_nodes, list_recoveries  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MAX_PER_GROUP = 5000  # CreateCluster allows at most 6,758 per group
@@ -89,7 +89,7 @@ class Bench:
         return list_nodes(self.client, name)
 
     def recoveries(self, name):
-        return json.loads(self.d.hpod("hpod-list-recoveries", "--cluster-name", name))["Recoveries"]
+        return list_recoveries(self.d, name)
 
     def create(self, names, n):
         t0 = time.time()

@@ -62,22 +62,23 @@ struct WebSocketSwarm::Impl {
     if (conns.erase(id) > 0) count--;
   }
 
-  void Fail(Id id, const std::shared_ptr<Conn>& c, Status status) {
-    if (c->gone) return;
+  // Ends the connection once (closed, forgotten); true the first time, when the
+  // caller then makes its one callback.
+  bool End(Id id, const std::shared_ptr<Conn>& c) {
+    if (c->gone) return false;
     c->gone = true;
     Forget(id);
     beast::error_code ignored;
     beast::get_lowest_layer(c->ws).socket().close(ignored);
-    if (c->callbacks.on_open) c->callbacks.on_open(std::move(status));
+    return true;
+  }
+
+  void Fail(Id id, const std::shared_ptr<Conn>& c, Status status) {
+    if (End(id, c) && c->callbacks.on_open) c->callbacks.on_open(std::move(status));
   }
 
   void Closed(Id id, const std::shared_ptr<Conn>& c, std::string reason) {
-    if (c->gone) return;
-    c->gone = true;
-    Forget(id);
-    beast::error_code ignored;
-    beast::get_lowest_layer(c->ws).socket().close(ignored);
-    if (c->callbacks.on_close) c->callbacks.on_close(std::move(reason));
+    if (End(id, c) && c->callbacks.on_close) c->callbacks.on_close(std::move(reason));
   }
 
   void Start(Id id, std::shared_ptr<Conn> c, std::string url, std::vector<Header> headers,
@@ -217,12 +218,7 @@ void WebSocketSwarm::Send(Id id, std::string data) {
 void WebSocketSwarm::Drop(Id id) {
   asio::post(impl_->ioc, [impl = impl_.get(), id] {
     auto it = impl->conns.find(id);
-    if (it == impl->conns.end()) return;
-    auto c = it->second;
-    c->gone = true;
-    impl->Forget(id);
-    beast::error_code ignored;
-    beast::get_lowest_layer(c->ws).socket().close(ignored);
+    if (it != impl->conns.end()) impl->End(id, it->second);  // no callback after Drop
   });
 }
 

@@ -87,6 +87,11 @@ def list_nodes(client, name):
             return out
 
 
+def list_recoveries(daemon, name):
+    """HpodListRecoveries of cluster `name`, through the hpod CLI."""
+    return json.loads(daemon.hpod("hpod-list-recoveries", "--cluster-name", name))["Recoveries"]
+
+
 class NodeSimTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -115,7 +120,7 @@ class NodeSimTest(unittest.TestCase):
         return list_nodes(self.client, "sim")
 
     def recoveries(self):
-        return json.loads(self.d.hpod("hpod-list-recoveries", "--cluster-name", "sim"))["Recoveries"]
+        return list_recoveries(self.d, "sim")
 
     def test_500_nodes_each_failure_recovered_once(self):
         groups = [hpodtest.group("controller-machine", 1, SlurmConfig={"NodeType": "Controller"}),
