@@ -117,6 +117,7 @@ class ServerCore final : public internal::SessionHost {
     return sessions_.size();
   }
   uint64_t accepted_connections() const { return accepted_.load(std::memory_order_relaxed); }
+  uint64_t shed_requests() const { return shed_.load(std::memory_order_relaxed); }
 
   void Shutdown(std::chrono::milliseconds grace) EXCLUDES(shutdown_mu_, mu_, queue_mu_);
   Status ReloadTls() EXCLUDES(tls_mu_);
@@ -141,6 +142,11 @@ class ServerCore final : public internal::SessionHost {
   void BeginStop() EXCLUDES(mu_);
   std::vector<std::shared_ptr<internal::Connection>> LiveSessions() EXCLUDES(mu_);
   bool OnIoThread() const;
+  int Backlog() const {
+    return options_.listen_backlog > 0
+               ? options_.listen_backlog
+               : static_cast<int>(asio::socket_base::max_listen_connections);
+  }
   void HandlerLoop() EXCLUDES(queue_mu_);
   // Drops the queued requests and joins the handler threads (after each finishes
   // the request it is running).
@@ -166,6 +172,7 @@ class ServerCore final : public internal::SessionHost {
   // Mirrors stopping_ for the sessions' lock-free checks.
   std::atomic<bool> stopping_flag_{false};
   std::atomic<uint64_t> accepted_{0};
+  std::atomic<uint64_t> shed_{0};
 
   // Serializes callers of Shutdown; never taken on an I/O thread.
   Mutex shutdown_mu_;
@@ -184,9 +191,13 @@ class ServerCore final : public internal::SessionHost {
   // The request queue (see Scheduling above). Bounded by max_connections: a session
   // queues itself only with a complete request and reads nothing more until its
   // response is written.
+  struct Queued {
+    std::shared_ptr<internal::HttpSession> session;
+    std::chrono::steady_clock::time_point since;
+  };
   Mutex queue_mu_;
   std::condition_variable queue_ready_;
-  std::deque<std::shared_ptr<internal::HttpSession>> queue_ GUARDED_BY(queue_mu_);
+  std::deque<Queued> queue_ GUARDED_BY(queue_mu_);
   bool handlers_stopping_ GUARDED_BY(queue_mu_) = false;
   std::vector<std::thread> handler_threads_;
 };
@@ -199,9 +210,11 @@ Status ServerCore::Listen() {
   // Before binding: a listener that cannot speak TLS must not accept anything.
   if (options_.tls.enabled) HPOD_RETURN_IF_ERROR(ReloadTls());
   if (options_.unix_path.empty()) {
-    HPOD_ASSIGN_OR_RETURN(port_, internal::ListenTcp(options_.address, options_.port, acceptor_));
+    HPOD_ASSIGN_OR_RETURN(
+        port_, internal::ListenTcp(options_.address, options_.port, Backlog(), acceptor_));
   } else {
-    HPOD_ASSIGN_OR_RETURN(unix_inode_, internal::ListenUnix(options_.unix_path, acceptor_));
+    HPOD_ASSIGN_OR_RETURN(unix_inode_,
+                          internal::ListenUnix(options_.unix_path, Backlog(), acceptor_));
   }
   Accept();
   return OkStatus();
@@ -330,7 +343,7 @@ bool ServerCore::Enqueue(std::shared_ptr<internal::HttpSession> session) {
   {
     MutexLock lock(queue_mu_);
     if (handlers_stopping_) return false;
-    queue_.push_back(std::move(session));
+    queue_.push_back({std::move(session), std::chrono::steady_clock::now()});
   }
   queue_ready_.notify_one();
   return true;
@@ -338,19 +351,27 @@ bool ServerCore::Enqueue(std::shared_ptr<internal::HttpSession> session) {
 
 void ServerCore::HandlerLoop() {
   for (;;) {
-    std::shared_ptr<internal::HttpSession> session;
+    Queued next;
     {
       MutexLock lock(queue_mu_);
       lock.Wait(queue_ready_,
                 [this]() REQUIRES(queue_mu_) { return handlers_stopping_ || !queue_.empty(); });
       if (handlers_stopping_) return;
-      session = std::move(queue_.front());
+      next = std::move(queue_.front());
       queue_.pop_front();
     }
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - next.since);
+    const bool shed = options_.max_queue_wait.count() > 0 && waited > options_.max_queue_wait;
     // Invoke catches what the handler throws; this is for the post (bad_alloc). The
-    // session then has nothing pending and closes when `session` goes.
+    // session then has nothing pending and closes when it goes.
     try {
-      session->Handle();
+      if (shed) {
+        shed_.fetch_add(1, std::memory_order_relaxed);
+        next.session->Shed(internal::Overloaded(waited.count()));
+      } else {
+        next.session->Handle();
+      }
     } catch (const std::exception& e) {
       LogError(std::string("handler thread caught: ") + e.what());
     }
@@ -358,7 +379,7 @@ void ServerCore::HandlerLoop() {
 }
 
 void ServerCore::StopHandlers() {
-  std::deque<std::shared_ptr<internal::HttpSession>> dropped;
+  std::deque<Queued> dropped;
   {
     MutexLock lock(queue_mu_);
     handlers_stopping_ = true;
@@ -440,6 +461,19 @@ Response internal::InternalFailure() {
   return response;
 }
 
+Response internal::Overloaded(int64_t waited_ms) {
+  Response response;
+  response.status = 503;
+  response.headers.push_back({"Content-Type", "application/x-amz-json-1.1"});
+  response.headers.push_back({"Retry-After", "1"});
+  // Only digits vary: no JSON escaping needed.
+  response.body = R"({"__type":"ServiceUnavailable","message":"the server is overloaded: )"
+                  R"(this request waited )" +
+                  std::to_string(waited_ms) +
+                  R"( ms for a handler and was not run; retry with backoff"})";
+  return response;
+}
+
 struct Server::Impl {
   Impl(ServerOptions options, Handler handler, UpgradeHandler upgrade_handler)
       : core(std::move(options), std::move(handler), std::move(upgrade_handler)) {}
@@ -477,6 +511,8 @@ uint16_t Server::port() const { return impl_->core.port(); }
 size_t Server::open_connections() const { return impl_->core.open_connections(); }
 
 uint64_t Server::accepted_connections() const { return impl_->core.accepted_connections(); }
+
+uint64_t Server::shed_requests() const { return impl_->core.shed_requests(); }
 
 void Server::Shutdown(std::chrono::milliseconds grace) { impl_->core.Shutdown(grace); }
 

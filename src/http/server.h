@@ -13,7 +13,8 @@
 // to one FIFO queue served by the handler threads, so requests are handled in the
 // order they arrived, whichever connection they came on (a connection has at most
 // one request queued or running, so the queue never holds more than
-// max_connections entries).
+// max_connections entries). Under overload a request that waited too long is
+// answered 503 instead of run (ServerOptions::max_queue_wait).
 
 #include <chrono>
 #include <cstdint>
@@ -83,6 +84,21 @@ struct ServerOptions {
   size_t websocket_send_queue_bytes = 8 * 1024 * 1024;
   // TLS for this listener (TCP or Unix); off by default (see TlsServerOptions).
   TlsServerOptions tls;
+  // Load shedding: a request (upgrades included) that waited longer than this in the
+  // handler queue is answered 503 ServiceUnavailable with `Retry-After: 1` instead of
+  // reaching the handler. Its client has most likely given up already (an agent
+  // waits 5 s for its channel), and running the handler for it would only make the
+  // requests behind it wait too: a join storm of thousands of agents then never
+  // drains, every request served after its client left. Shedding costs no handler
+  // work, so the queue drains and the requests served are fresh. 0: never shed.
+  std::chrono::milliseconds max_queue_wait{0};
+  // listen(2)'s backlog: connections the kernel completes before the server accepts
+  // them. 0: the system's maximum (SOMAXCONN). A smaller backlog bounds how long a
+  // connection can wait unseen before max_queue_wait starts counting: beyond it, a
+  // client's connect fails at once (Unix: EAGAIN; TCP: no SYN-ACK, so it retries) and
+  // backs off, instead of waiting out its own timeout in a queue nobody drains fast
+  // enough.
+  int listen_backlog = 0;
 };
 
 class Server {
@@ -115,6 +131,8 @@ class Server {
   // Connections accepted since Start, including those closed at once because of
   // max_connections (for metrics, and for tests that check keep-alive reuse).
   uint64_t accepted_connections() const;
+  // Requests answered 503 by load shedding (ServerOptions::max_queue_wait) since Start.
+  uint64_t shed_requests() const;
 
   // Re-reads options.tls's cert_file, key_file and client_ca_file (certificate
   // rotation, a new agents' CA) for connections accepted from now on; connections

@@ -44,11 +44,12 @@ using Acceptor = boost::asio::basic_socket_acceptor<Protocol>;
 std::string FormatEndpoint(const Protocol::endpoint& endpoint);
 
 // Opens, binds and listens `acceptor` on an IP literal (or "localhost") and port;
-// returns the bound port. Errors as documented for Server::Start.
-StatusOr<uint16_t> ListenTcp(const std::string& address, uint16_t port, Acceptor& acceptor);
+// returns the bound port. `backlog`: listen(2)'s. Errors as documented for Server::Start.
+StatusOr<uint16_t> ListenTcp(const std::string& address, uint16_t port, int backlog,
+                             Acceptor& acceptor);
 // Same on a pathname Unix socket: removes a stale socket file first (anything else
 // at `path` is an error), sets mode 0660, returns the socket file's inode.
-StatusOr<ino_t> ListenUnix(const std::string& path, Acceptor& acceptor);
+StatusOr<ino_t> ListenUnix(const std::string& path, int backlog, Acceptor& acceptor);
 // Removes the socket file at `path` if it is still the one with `inode`.
 void RemoveUnixSocket(const std::string& path, ino_t inode);
 
@@ -120,10 +121,16 @@ class HttpSession : public Connection {
   // On a handler thread: runs the (upgrade) handler on the queued request and posts
   // the response, or the handover, back to the strand.
   virtual void Handle() = 0;
+  // On a handler thread: answers the queued request (an upgrade too) with `response`
+  // without running any handler (load shedding, ServerOptions::max_queue_wait).
+  virtual void Shed(Response response) = 0;
 };
 
 // The 500 answered for a throwing handler or an unusable response (AWS JSON shape).
 Response InternalFailure();
+// The 503 a shed request gets (AWS JSON shape, Retry-After: 1); `waited_ms` is how
+// long it waited in the handler queue.
+Response Overloaded(int64_t waited_ms);
 
 // The server side of one WebSocket as the application holds it: the send queue and
 // the closed state live here, apart from the Beast stream, so that a handle the

@@ -1,6 +1,7 @@
 // The Server under bad or heavy clients (oversized bodies and headers, malformed
-// requests, slow senders, thousands of idle connections, throwing handlers) and its
-// shutdown. No assertion is about speed: waits are bounded polls on behaviour.
+// requests, slow senders, thousands of idle connections, throwing handlers,
+// requests that waited too long) and its shutdown. No assertion is about speed:
+// waits are bounded polls on behaviour.
 
 #include "hpod/http/server_test_util.h"
 
@@ -250,6 +251,66 @@ TEST(ServerTest, ShutdownFromInsideTheHandlerDoesNotDeadlock) {
   EXPECT_EQ(response->body, "stopping");
   EXPECT_EQ(response->HeaderValue("Connection"), "close");
   server.reset();
+}
+
+// A request that waited in the handler queue longer than max_queue_wait is answered
+// 503 without reaching the handler (its client has likely given up); one that did
+// not wait is served, and so is an upgrade request, shed the same way.
+TEST(ServerTest, RequestsThatWaitedTooLongAreShedWith503) {
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> late_handled{0};
+  std::atomic<int> upgrades_handled{0};
+  ServerOptions options;
+  options.handler_threads = 1;
+  options.max_queue_wait = milliseconds(50);
+  auto started = Server::Start(
+      options,
+      [&](const Request& request) {
+        if (request.Path() == "/slow") {
+          entered.set_value();
+          released.wait();
+        }
+        if (request.Path() == "/late") late_handled++;
+        return Text(200, "ok");
+      },
+      [&](const Request&, std::shared_ptr<WebSocket>) -> UpgradeResult {
+        upgrades_handled++;
+        return Text(403, "no");
+      });
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<Server> server = std::move(*started);
+
+  RawConnection slow(server->port());
+  ASSERT_TRUE(slow.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"));
+  entered.get_future().wait();
+  // Both queue behind /slow, which the one handler thread holds well past 50 ms.
+  RawConnection late(server->port());
+  ASSERT_TRUE(late.Send("GET /late HTTP/1.1\r\nHost: x\r\n\r\n"));
+  RawConnection upgrade(server->port());
+  ASSERT_TRUE(upgrade.Send(
+      "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"));
+  std::this_thread::sleep_for(milliseconds(500));
+  release.set_value();
+
+  EXPECT_TRUE(StartsWith(slow.ReadResponse(), "HTTP/1.1 200 OK\r\n"));
+  std::string got = late.ReadResponse();
+  EXPECT_TRUE(StartsWith(got, "HTTP/1.1 503 Service Unavailable\r\n")) << got;
+  EXPECT_NE(got.find("Retry-After: 1\r\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("\"__type\":\"ServiceUnavailable\""), std::string::npos) << got;
+  got = upgrade.ReadResponse();
+  EXPECT_TRUE(StartsWith(got, "HTTP/1.1 503 Service Unavailable\r\n")) << got;
+  EXPECT_EQ(late_handled.load(), 0);
+  EXPECT_EQ(upgrades_handled.load(), 0);
+  EXPECT_EQ(server->shed_requests(), 2u);
+
+  // The shed connection stays usable, and a request that did not wait is served.
+  ASSERT_TRUE(late.Send("GET /late HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_TRUE(StartsWith(late.ReadResponse(), "HTTP/1.1 200 OK\r\n"));
+  EXPECT_EQ(late_handled.load(), 1);
+  EXPECT_EQ(server->shed_requests(), 2u);
 }
 
 TEST(ServerTest, StartReportsBindErrors) {

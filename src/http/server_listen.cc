@@ -45,7 +45,8 @@ std::string FormatEndpoint(const Protocol::endpoint& endpoint) {
   return FormatTcp(ToTcp(endpoint));
 }
 
-StatusOr<uint16_t> ListenTcp(const std::string& address_text, uint16_t port, Acceptor& acceptor) {
+StatusOr<uint16_t> ListenTcp(const std::string& address_text, uint16_t port, int backlog,
+                             Acceptor& acceptor) {
   boost::system::error_code ec;
   // Literal addresses only: a name lookup here would be a blocking call without a
   // timeout, and "localhost" is the only name worth accepting.
@@ -59,14 +60,14 @@ StatusOr<uint16_t> ListenTcp(const std::string& address_text, uint16_t port, Acc
   acceptor.open(Protocol(endpoint.protocol()), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) acceptor.listen(backlog, ec);
   if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
   Protocol::endpoint local = acceptor.local_endpoint(ec);
   if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
   return ToTcp(local).port();
 }
 
-StatusOr<ino_t> ListenUnix(const std::string& path, Acceptor& acceptor) {
+StatusOr<ino_t> ListenUnix(const std::string& path, int backlog, Acceptor& acceptor) {
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     return InvalidArgumentError("cannot listen on " + path + ": path longer than " +
                                 std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
@@ -94,7 +95,7 @@ StatusOr<ino_t> ListenUnix(const std::string& path, Acceptor& acceptor) {
     unlink(path.c_str());
     return UnavailableError("cannot listen on " + path + ": " + std::strerror(error));
   }
-  acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  acceptor.listen(backlog, ec);
   if (ec) {
     unlink(path.c_str());
     return UnavailableError("cannot listen on " + path + ": " + ec.message());

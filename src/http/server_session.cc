@@ -125,6 +125,12 @@ class Session final : public internal::HttpSession, public std::enable_shared_fr
       self->Respond(std::move(response));
     });
   }
+  void Shed(Response response) override {
+    upgrade_request_.reset();  // answered as an ordinary response, like a refusal
+    asio::post(executor_, [self = shared_from_this(), response = std::move(response)]() mutable {
+      self->Respond(std::move(response));
+    });
+  }
 
  private:
   enum class State { kIdle, kReading, kHandling, kWriting, kClosing, kClosed, kHandedOver };
