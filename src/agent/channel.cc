@@ -27,6 +27,10 @@ std::string Trim(std::string s) {
 
 }  // namespace
 
+std::chrono::milliseconds ConnectTimeoutAfter(std::chrono::milliseconds base, int failures) {
+  return base * (int64_t{1} << std::clamp(failures, 0, 2));
+}
+
 StatusOr<Dial> MakeDial(std::string_view endpoint, std::string_view path,
                         std::string_view instance_id, std::string_view authorization,
                         std::chrono::milliseconds connect_timeout) {
@@ -208,9 +212,10 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
   const bool bootstrap = secret.empty() && !tls();
   std::string authorization =
       tls() ? "" : (bootstrap ? "HpodBootstrap " + options_.bootstrap_token : "HpodNode " + secret);
-  HPOD_ASSIGN_OR_RETURN(Dial dial,
-                        MakeDial(options_.endpoint, "/agent/v1/channel", options_.instance_id,
-                                 authorization, options_.connect_timeout));
+  // Run's thread is the only one that touches reconnect_.
+  const auto timeout = ConnectTimeoutAfter(options_.connect_timeout, reconnect_.failures());
+  HPOD_ASSIGN_OR_RETURN(Dial dial, MakeDial(options_.endpoint, "/agent/v1/channel",
+                                            options_.instance_id, authorization, timeout));
   if (tls()) UseCertificate(dial);
   auto client = http::WebSocketClient::Connect(dial.url, dial.headers, dial.options);
   if (!client.ok()) {
@@ -230,7 +235,7 @@ StatusOr<std::shared_ptr<http::WebSocketClient>> Channel::Connect() {
   if (bootstrap) {
     // The token is dead once hpodd answered: the credential must reach the disk
     // before anything else happens, or this node could never connect again.
-    auto first = conn->Receive(options_.connect_timeout);
+    auto first = conn->Receive(timeout);
     if (!first.ok())
       return UnavailableError("no credential after bootstrap: " + first.status().message());
     auto credential = proto::Credential::FromJson(Json::parse(first->data, nullptr, false));

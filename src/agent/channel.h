@@ -46,6 +46,13 @@ StatusOr<Dial> MakeDial(std::string_view endpoint, std::string_view path,
                         std::string_view instance_id, std::string_view authorization,
                         std::chrono::milliseconds connect_timeout);
 
+// The connect timeout (connect, handshake and, on a bootstrap, the credential) of
+// an attempt made after `failures` failed ones in a row: base · 2^failures, at most
+// 4 × base. An hpodd slow to answer (thousands of agents joining at once) gets longer
+// with each retry, instead of every agent giving up at the same 5 s and queueing the
+// same request again behind the ones it abandoned.
+std::chrono::milliseconds ConnectTimeoutAfter(std::chrono::milliseconds base, int failures);
+
 struct ChannelOptions {
   std::string endpoint;
   std::string instance_id;

@@ -140,6 +140,14 @@ AgentOptions Options(const TempDir& dir) {
   return options;
 }
 
+TEST(ConnectTimeoutTest, GrowsWithFailuresUpToFourTimesTheBase) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(ConnectTimeoutAfter(milliseconds(5000), 0), milliseconds(5000));
+  EXPECT_EQ(ConnectTimeoutAfter(milliseconds(5000), 1), milliseconds(10000));
+  EXPECT_EQ(ConnectTimeoutAfter(milliseconds(5000), 2), milliseconds(20000));
+  EXPECT_EQ(ConnectTimeoutAfter(milliseconds(5000), 30), milliseconds(20000));
+}
+
 TEST(MakeDialTest, UnixAndHttpEndpoints) {
   auto unix_dial = MakeDial("unix:///run/hpod/agent.sock", "/agent/v1/channel", "i-1", "HpodNode x",
                             std::chrono::seconds(1));

@@ -93,7 +93,7 @@ void SimAgent::Connect() {
   auto dial = agent::MakeDial(
       config_.endpoint, "/agent/v1/channel", config_.instance_id,
       bootstrap ? "HpodBootstrap " + config_.bootstrap_token : "HpodNode " + secret_,
-      milliseconds(5000));
+      agent::ConnectTimeoutAfter(milliseconds(5000), failures_));
   if (!dial.ok()) {
     world_.Event({{"event", "bad_endpoint"},
                   {"instance_id", config_.instance_id},
