@@ -103,7 +103,9 @@ class Bench:
                 if desc["ClusterStatus"] == "InService":
                     pending.discard(name)
                 elif desc["ClusterStatus"] not in ("Creating", "Updating"):
-                    raise RuntimeError("%s is %s" % (name, desc["ClusterStatus"]))
+                    raise RuntimeError("%s is %s: %s (simulator: %s)" % (
+                        name, desc["ClusterStatus"], desc.get("FailureMessage", ""),
+                        json.dumps(self.sim.stats())))
                 if len(pending) == len(names) == 1 and time.time() - last >= 5:
                     last = time.time()
                     current = sum(g.get("CurrentCount", 0) for g in desc["InstanceGroups"])

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "hpod/api/states.h"
 #include "hpod/base/crypto.h"
 #include "hpod/controlplane/agent_service_internal.h"
@@ -411,6 +413,8 @@ bool AgentService::Send(const std::string& instance_id, const json& message) {
 std::string AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
   // A snapshot at most this old: what a node asking this much earlier would get.
   constexpr std::chrono::milliseconds kConfigReuse{1000};
+  // A `config_pending` delays the node by at most this much more than its retry.
+  constexpr std::chrono::milliseconds kPendingReuse{250};
   const auto key = std::make_pair(ch->cluster_id, ch->group_name);
   const auto now = clock_.SteadyNow();
   {
@@ -418,24 +422,26 @@ std::string AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
     auto it = configs_.find(key);
     // A node the snapshot does not list yet (a replacement launched since) gets a
     // new one: its scripts find themselves in resource_config.json.
-    if (it != configs_.end() && now - it->second.built < kConfigReuse &&
-        it->second.message.find("\"" + ch->instance_id + "\"") != std::string::npos) {
+    if (it != configs_.end() &&
+        (it->second.pending
+             ? now - it->second.built < kPendingReuse
+             : now - it->second.built < kConfigReuse && it->second.listed.count(ch->instance_id))) {
       return it->second.message;
     }
   }
-  json built = BuildConfig(ch->instance_id);
-  std::string message = built.dump();
-  // A config_pending (a node without an address yet) is asked again soon: kept,
-  // it would hold back the answer that follows.
-  if (built.value("type", "") != proto::Config::kType) return message;
+  BuiltConfig entry;
+  json built = BuildConfig(ch->instance_id, &entry.listed);
+  entry.message = built.dump();
+  entry.built = now;
+  entry.pending = built.value("type", "") != proto::Config::kType;
   MutexLock lock(config_mu_);
   // Old entries go with the next build (deleted clusters, removed groups).
   std::erase_if(configs_, [&](const auto& e) { return now - e.second.built >= kConfigReuse; });
-  configs_[key] = {message, now};
-  return message;
+  return configs_.insert_or_assign(key, std::move(entry)).first->second.message;
 }
 
-json AgentService::BuildConfig(const std::string& instance_id) {
+json AgentService::BuildConfig(const std::string& instance_id,
+                               std::unordered_set<std::string>* listed) {
   json out;
   Status s = store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::NodeRecord self, tx.GetNodeById(instance_id));
@@ -452,9 +458,15 @@ json AgentService::BuildConfig(const std::string& instance_id) {
         // Scripts find themselves by their address: every node that will be in the
         // cluster must have one before any script runs.
         if (n.private_ip.empty()) {
-          out = proto::ConfigPending{300}.ToJson();
+          // Every node of the cluster asks again after this: 300 ms for a small
+          // cluster, longer for a large one (2.5 s at 10,000 nodes), so that the
+          // nodes waiting do not keep hpodd from launching the rest.
+          int64_t retry_ms = std::clamp<int64_t>(static_cast<int64_t>(nodes.size()) / 4, 300, 5000);
+          out = proto::ConfigPending{retry_ms}.ToJson();
+          listed->clear();
           return OkStatus();
         }
+        listed->insert(n.instance_id);
         instances.push_back({{"InstanceName", g.name + "-" + std::to_string(n.ordinal)},
                              {"CustomerIpAddress", n.private_ip},
                              {"InstanceId", n.instance_id}});

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "hpod/api/agent_protocol.h"
@@ -273,12 +274,18 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   void HandleHealth(const std::shared_ptr<Channel>& ch, const api::agentproto::HealthReport& m);
   // Answers a `job_query` with a `job_answer` (agent_health.cc).
   void HandleJobQuery(const std::shared_ptr<Channel>& ch, const api::agentproto::JobQuery& q);
-  nlohmann::json BuildConfig(const std::string& instance_id);
+  // The `config` (or `config_pending`) for `instance_id`; `listed` gets the
+  // instance ids resource_config.json lists.
+  nlohmann::json BuildConfig(const std::string& instance_id,
+                             std::unordered_set<std::string>* listed);
   // The serialized `config` for a node of (cluster, group): every node of a group
   // gets the same one, and resource_config.json lists every node of the cluster,
   // so it is built once per group and kConfigReuse, not once per node (10,000
   // nodes asking at once made that 10,000 reads and renderings of 10,000 nodes,
-  // on the channels' I/O threads).
+  // on the channels' I/O threads). A `config_pending` is kept too, for
+  // kPendingReuse: while a cluster's nodes are being launched every node of it
+  // asks again and again, and each build read every node (at 10,000 nodes this
+  // took all of both I/O threads, and no agent could even connect).
   std::string ConfigFor(const std::shared_ptr<Channel>& ch);
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,
@@ -320,6 +327,8 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   struct BuiltConfig {
     std::string message;
     std::chrono::steady_clock::time_point built;
+    bool pending = false;
+    std::unordered_set<std::string> listed;  // instance ids in resource_config.json
   };
   Mutex config_mu_;  // never held across a store read
   std::map<std::pair<std::string, std::string>, BuiltConfig> configs_ GUARDED_BY(config_mu_);

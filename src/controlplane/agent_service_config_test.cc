@@ -1,6 +1,6 @@
-// AgentService's `config` message: it waits for every node's address, then
-// describes the cluster (resource_config.json), and a group's config is reused
-// for a second.
+// AgentService's `config` message: it waits for every node's address (a
+// `config_pending` is reused for 250 ms), then describes the cluster
+// (resource_config.json), and a group's config is reused for a second.
 
 #include <gtest/gtest.h>
 
@@ -26,8 +26,14 @@ TEST_F(AgentServiceTest, ConfigWaitsForEveryAddressThenDescribesTheCluster) {
                     return tx.PutNode(n);
                   })
                   .ok());
+  // The `config_pending` Register saw is what a node asking within 250 ms gets.
   ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
   json config = Next(*ws);
+  EXPECT_EQ(config["type"], "config_pending") << config.dump();
+  EXPECT_EQ(config["retry_ms"], 300) << "a small cluster's nodes ask again soon";
+  clock_.AdvanceTime(std::chrono::milliseconds(250));
+  ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+  config = Next(*ws);
   ASSERT_EQ(config["type"], "config") << config.dump();
   EXPECT_EQ(config["heartbeat_interval_ms"], 1234);
   EXPECT_EQ(config["lifecycle"]["source_s3_uri"], "file:///lcs/");
@@ -62,6 +68,7 @@ TEST_F(AgentServiceTest, AGroupsConfigIsReusedForASecond) {
     return config["resource_config"]["InstanceGroups"][0]["Instances"][1]["CustomerIpAddress"];
   };
   set_ip("10.77.0.11");
+  clock_.AdvanceTime(std::chrono::milliseconds(250));  // past Register's config_pending
   EXPECT_EQ(second_ip(), "10.77.0.11");
   set_ip("10.77.0.12");
   EXPECT_EQ(second_ip(), "10.77.0.11") << "the snapshot of a moment ago";

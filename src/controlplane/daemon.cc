@@ -311,6 +311,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     http::ServerOptions so;
     so.unix_path =
         options.agent_socket.empty() ? AgentSocketPath(options.data_dir) : options.agent_socket;
+    so.max_queue_wait = kAgentMaxQueueWait;
+    so.listen_backlog = kAgentListenBacklog;
     d->agent_routes_ = std::make_unique<http::Router>();
     HPOD_RETURN_IF_ERROR(d->AddAgentRoutes(*d->agent_routes_));
     HPOD_ASSIGN_OR_RETURN(
