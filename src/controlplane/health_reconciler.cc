@@ -8,6 +8,7 @@
 
 #include "hpod/api/states.h"
 #include "hpod/controlplane/agent_service.h"
+#include "hpod/controlplane/events.h"
 #include "hpod/controlplane/slurm_plan.h"
 
 namespace hpod::controlplane {
@@ -38,6 +39,9 @@ namespace {
 long Seconds(Steady::duration d) {
   return static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
 }
+
+// The source of the verdicts that say hpodd lost contact with the node's agent.
+constexpr char kLostContact[] = "Heartbeat";
 
 void Ask(NodeHealth& h, RecoveryAction action, std::string source, std::string check,
          std::string reason, bool dead) {
@@ -202,7 +206,7 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       if (h.verdict == HealthVerdict::kHealthy) {
         Steady::time_point since = live.disconnected_at.value_or(floor);
         if (now - since > options_.heartbeat_timeout) {
-          Ask(h, RecoveryAction::kReplace, "Heartbeat", "agent",
+          Ask(h, RecoveryAction::kReplace, kLostContact, "agent",
               "the hpod agent has been disconnected for " + std::to_string(Seconds(now - since)) +
                   " s (timeout " + std::to_string(options_.heartbeat_timeout.count()) + " ms)",
               true);
@@ -211,7 +215,7 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
     } else {
       Steady::time_point last = live.last_heartbeat.value_or(live.connected_at);
       if (now - last > options_.heartbeat_timeout) {
-        Ask(h, RecoveryAction::kReplace, "Heartbeat", "heartbeat",
+        Ask(h, RecoveryAction::kReplace, kLostContact, "heartbeat",
             "no heartbeat from the hpod agent for " + std::to_string(Seconds(now - last)) +
                 " s while its connection stays open (the node hangs)",
             true);
@@ -246,7 +250,44 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
     }
     out.push_back(std::move(h));
   }
+  // Lost contact with most of the cluster at once: hpodd's side (see the header).
+  int judged = 0, lost = 0;
+  for (const auto& h : out) {
+    judged += h.verdict != HealthVerdict::kUnknown;
+    lost += h.verdict != HealthVerdict::kUnknown && h.request.source == kLostContact;
+  }
+  if (lost >= options_.mass_loss_min && lost * 2 > judged) {
+    for (auto& h : out)
+      h.held = h.verdict != HealthVerdict::kUnknown && h.request.source == kLostContact;
+  }
   return out;
+}
+
+Status HealthReconciler::NoteHold(const std::string& cluster_id, int held, int judged) {
+  {
+    MutexLock lock(held_mu_);
+    if ((held > 0) == (held_.count(cluster_id) > 0)) return OkStatus();
+  }
+  std::string text =
+      held > 0
+          ? "hpodd lost contact with " + std::to_string(held) + " of " + std::to_string(judged) +
+                " nodes at once: the fault is taken to be on hpodd's side (its host, its "
+                "network or its load), and no node is replaced for lost contact until "
+                "contact with most of them returns"
+          : "contact with most nodes is back: lost contact is acted on again";
+  HPOD_RETURN_IF_ERROR(store_.Write([&](store::WriteTx& tx) -> Status {
+    HPOD_ASSIGN_OR_RETURN(auto cluster, tx.GetCluster(cluster_id));
+    return RecordEvent(tx, clock_, cluster, ClusterSubject(),
+                       held > 0 ? EventLevel::kWarn : EventLevel::kInfo, text);
+  }));
+  spdlog::warn("cluster {}: {}", cluster_id, text);
+  MutexLock lock(held_mu_);
+  if (held > 0) {
+    held_.insert(cluster_id);
+  } else {
+    held_.erase(cluster_id);
+  }
+  return OkStatus();
 }
 
 WorkQueue::Result HealthReconciler::Reconcile(const std::string& cluster_id) {
@@ -254,10 +295,16 @@ WorkQueue::Result HealthReconciler::Reconcile(const std::string& cluster_id) {
   if (!verdicts.ok() && verdicts.status().code() == StatusCode::kNotFound) return {OkStatus(), {}};
   if (!verdicts.ok()) return {verdicts.status(), {}};
   bool watching = false, started = false;
+  int held = 0, judged = 0;
+  for (const auto& h : *verdicts) {
+    judged += h.verdict != HealthVerdict::kUnknown;
+    held += h.held;
+  }
+  if (Status s = NoteHold(cluster_id, held, judged); !s.ok()) return {s, {}};
   for (const auto& h : *verdicts) {
     if (h.verdict == HealthVerdict::kUnknown) continue;
     watching = true;
-    if (h.verdict == HealthVerdict::kHealthy) continue;
+    if (h.verdict == HealthVerdict::kHealthy || h.held) continue;
     // The recovery is written from a fresh read, so a node that changed since the
     // judgement (removed, already in a recovery) is not recovered twice.
     Status s = store_.Write([&](store::WriteTx& tx) -> Status {

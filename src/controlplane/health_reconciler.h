@@ -19,21 +19,32 @@
 //     are set aside while the controller node is down, in a recovery or not
 //     Running, and when half or more of the nodes (at least two) fail them at
 //     once: that blames the controller, whose own signals judge it.
+// When hpodd loses contact (disconnected or silent agents) with more than half of
+// a cluster's judged nodes at once, and with at least HealthOptions::mass_loss_min
+// of them, the fault is on hpodd's side (its host, its network, its own overload),
+// not on each node: those verdicts are held (NodeHealth::held), no node is
+// replaced for lost contact, and the cluster gets one event when the hold starts
+// and one when it ends. Replacing a whole cluster because hpodd's link blinked
+// would cost every job on it (Kubernetes' node controller stops evicting in an
+// unhealthy zone for the same reason). Other signals still act.
 // A node whose last recovery failed less than failed_backoff ago is not judged.
 // Only nodes that were up (Running, or Failure after their lifecycle scripts had
 // succeeded) are judged; provisioning failures belong to the create flow.
 // A node with a recovery in progress is not judged again (a node that flaps is
 // recovered once).
 //
-// Thread contract: holds no state of its own; Reconcile may run concurrently for
-// different clusters (the WorkQueue runs one pass per key at a time).
+// Thread contract: its only state is which clusters are held (under a mutex);
+// Reconcile may run concurrently for different clusters (the WorkQueue runs one
+// pass per key at a time).
 
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hpod/base/clock.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/controlplane/options.h"
 #include "hpod/controlplane/recovery.h"
 #include "hpod/controlplane/work_queue.h"
@@ -61,6 +72,8 @@ struct NodeHealth {
   std::string reason;  // empty unless the verdict asks for an action
   // For a verdict that asks for an action: what starts its recovery.
   RecoveryRequest request;
+  // Lost contact, but so did most of the cluster at once: not acted on (above).
+  bool held = false;
 };
 
 class HealthReconciler {
@@ -78,12 +91,16 @@ class HealthReconciler {
   StatusOr<std::vector<NodeHealth>> Judge(const std::string& cluster_id);
 
  private:
+  // Records the event when the cluster's hold starts (held > 0) or ends.
+  Status NoteHold(const std::string& cluster_id, int held, int judged) EXCLUDES(held_mu_);
   store::Store& store_;
   const Clock& clock_;
   const HealthOptions options_;
   NodeSignals* const signals_;
   provider::Provider* const provider_;
   const std::function<void(const std::string&)> wake_;
+  Mutex held_mu_;
+  std::set<std::string> held_ GUARDED_BY(held_mu_);  // clusters whose lost nodes are held
 };
 
 }  // namespace hpod::controlplane

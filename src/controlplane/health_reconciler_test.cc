@@ -1,5 +1,6 @@
 // The health concern (verdicts from heartbeats with a fake clock, restart grace,
-// flapping, Slurm marks, health checks) and the queue's routing of keys.
+// flapping, Slurm marks, health checks, lost contact with most of a cluster) and
+// the queue's routing of keys.
 
 #include "hpod/controlplane/health_reconciler.h"
 
@@ -253,6 +254,46 @@ TEST_F(HealthTest, TheWorstFailingCheckDecides) {
   EXPECT_EQ(v.request.check, "flag_file");
   EXPECT_EQ(v.request.source, "HealthCheck");
   EXPECT_FALSE(v.request.node_dead);
+}
+
+// Losing contact with most of the cluster at once (at least mass_loss_min nodes)
+// blames hpodd's side: nobody is replaced for it, and the cluster is told once
+// when the hold starts and once when it ends. Then lost contact counts again.
+TEST_F(HealthTest, LosingContactWithMostNodesAtOnceReplacesNobody) {
+  HealthOptions options;
+  options.mass_loss_min = 2;
+  HealthReconciler health(*h_.store_, h_.clock_, options, &signals_, h_.provider_.get(), nullptr);
+  auto events = [&] {
+    auto e = h_.Call("ListClusterEvents", {{"ClusterName", "demo"}});
+    std::vector<std::string> out;
+    for (const auto& ev : (*e)["Events"]) {
+      std::string d = ev.value("Description", "");
+      if (d.find("lost contact") != std::string::npos || d.find("is back") != std::string::npos) {
+        out.push_back(d);
+      }
+    }
+    return out;
+  };
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(6100));
+  auto verdicts = health.Judge(id_);
+  ASSERT_TRUE(verdicts.ok());
+  for (const auto& v : *verdicts) {
+    EXPECT_EQ(v.verdict, HealthVerdict::kReplace);
+    EXPECT_TRUE(v.held);
+  }
+  EXPECT_TRUE(health.Reconcile(id_).status.ok());
+  EXPECT_TRUE(health.Reconcile(id_).status.ok());
+  EXPECT_TRUE(Recoveries().empty());
+  ASSERT_EQ(events().size(), 1u);
+  EXPECT_NE(events()[0].find("lost contact with 2 of 2 nodes"), std::string::npos) << events()[0];
+
+  // One node is heard again: one lost node is not most of the cluster.
+  Beat(nodes_[0].instance_id);
+  EXPECT_TRUE(health.Reconcile(id_).status.ok());
+  auto recoveries = Recoveries();
+  ASSERT_EQ(recoveries.size(), 1u);
+  EXPECT_EQ(recoveries[0].instance_id, nodes_[1].instance_id);
+  ASSERT_EQ(events().size(), 2u);
 }
 
 TEST_F(HealthTest, ManyNodesLosingTheControllerBlameTheController) {

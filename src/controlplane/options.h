@@ -56,6 +56,9 @@ struct HealthOptions {
   // this long (a replacement that never registers would otherwise be replaced in
   // a loop); a user's Batch request is not held back.
   std::chrono::seconds failed_backoff{300};
+  // Lost contact with more than half of a cluster's judged nodes, and with at
+  // least this many, holds those verdicts (health_reconciler.h): hpodd's side.
+  int mass_loss_min = 10;
 };
 
 // Continuous provisioning (provisioning_retry.h): a worker that failed to
