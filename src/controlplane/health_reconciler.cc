@@ -257,8 +257,9 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
     lost += h.verdict != HealthVerdict::kUnknown && h.request.source == kLostContact;
   }
   if (lost >= options_.mass_loss_min && lost * 2 > judged) {
-    for (auto& h : out)
+    for (auto& h : out) {
       h.held = h.verdict != HealthVerdict::kUnknown && h.request.source == kLostContact;
+    }
   }
   return out;
 }
