@@ -239,7 +239,7 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     }
   } else if (type == proto::GetConfig::kType) {
     if (Parse<proto::GetConfig>(ch, msg)) {
-      ch->socket->Send(ConfigFor(ch), false);
+      ch->socket->SendShared(ConfigFor(ch), false);
     }
   } else if (type == proto::Log::kType) {
     auto log = Parse<proto::Log>(ch, msg);
@@ -410,7 +410,7 @@ bool AgentService::Send(const std::string& instance_id, const json& message) {
   return ch->socket->Send(message.dump(), false);
 }
 
-std::string AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
+std::shared_ptr<const std::string> AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
   // A snapshot at most this old: what a node asking this much earlier would get.
   constexpr std::chrono::milliseconds kConfigReuse{1000};
   // A `config_pending` delays the node by at most this much more than its retry.
@@ -431,7 +431,7 @@ std::string AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
   }
   BuiltConfig entry;
   json built = BuildConfig(ch->instance_id, &entry.listed);
-  entry.message = built.dump();
+  entry.message = std::make_shared<const std::string>(built.dump());
   entry.built = now;
   entry.pending = built.value("type", "") != proto::Config::kType;
   MutexLock lock(config_mu_);

@@ -286,7 +286,9 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // kPendingReuse: while a cluster's nodes are being launched every node of it
   // asks again and again, and each build read every node (at 10,000 nodes this
   // took all of both I/O threads, and no agent could even connect).
-  std::string ConfigFor(const std::shared_ptr<Channel>& ch);
+  // Shared: every node of the group is sent the same bytes (no copy per node;
+  // 10,000 copies of a 1 MB config took 4.6 GB).
+  std::shared_ptr<const std::string> ConfigFor(const std::shared_ptr<Channel>& ch);
   http::UpgradeResult AgentSessionUpgrade(const std::string& session_id,
                                           const std::string& instance_id,
                                           std::shared_ptr<http::WebSocket> socket);
@@ -325,7 +327,7 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
   struct BuiltConfig {
-    std::string message;
+    std::shared_ptr<const std::string> message;
     std::chrono::steady_clock::time_point built;
     bool pending = false;
     std::unordered_set<std::string> listed;  // instance ids in resource_config.json

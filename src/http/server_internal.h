@@ -156,6 +156,7 @@ class ServerWebSocket final : public WebSocket {
       : remote_address_(std::move(remote_address)), send_queue_bytes_(send_queue_bytes) {}
 
   bool Send(std::string data, bool binary) override;
+  bool SendShared(std::shared_ptr<const std::string> data, bool binary) override;
   void Close(std::string_view reason) override;
   const std::string& remote_address() const override { return remote_address_; }
 
@@ -165,10 +166,15 @@ class ServerWebSocket final : public WebSocket {
   // handle drops its reference to the connection.
   void Detach();
 
+  // A queued message: its bytes may be shared with other connections' queues.
+  struct Outgoing {
+    std::shared_ptr<const std::string> data;
+    bool binary = false;
+  };
   enum class Next { kNothing, kMessage, kClose, kKill };
   // The next thing the connection should do: write `*message`, send a close frame
   // with `*close_reason`, or drop the connection (overflow before Attach).
-  Next TakeNext(WebSocketMessage* message, std::string* close_reason);
+  Next TakeNext(Outgoing* message, std::string* close_reason);
   // A message of `bytes` taken by TakeNext has been written (or failed).
   void Written(size_t bytes);
 
@@ -178,7 +184,7 @@ class ServerWebSocket final : public WebSocket {
 
   Mutex mu_;
   std::shared_ptr<Sink> sink_ GUARDED_BY(mu_);  // null before Attach and after Detach
-  std::deque<WebSocketMessage> queue_ GUARDED_BY(mu_);
+  std::deque<Outgoing> queue_ GUARDED_BY(mu_);
   size_t queued_bytes_ GUARDED_BY(mu_) = 0;  // includes the one being written
   bool closed_ GUARDED_BY(mu_) = false;      // Send refuses
   bool close_requested_ GUARDED_BY(mu_) = false;

@@ -144,7 +144,7 @@ class WebSocketConnection final : public Connection,
       case ServerWebSocket::Next::kMessage:
         writing_ = true;
         ws_.binary(writing_message_.binary);
-        ws_.async_write(asio::buffer(writing_message_.data), Bind(&WebSocketConnection::OnWrite));
+        ws_.async_write(asio::buffer(*writing_message_.data), Bind(&WebSocketConnection::OnWrite));
         return;
       case ServerWebSocket::Next::kClose:
         closing_ = true;
@@ -158,7 +158,7 @@ class WebSocketConnection final : public Connection,
 
   void OnWrite(beast::error_code ec, size_t) {
     writing_ = false;
-    handle_->Written(writing_message_.data.size());
+    handle_->Written(writing_message_.data->size());
     writing_message_ = {};
     if (ec) return Teardown();
     Pump();
@@ -206,7 +206,7 @@ class WebSocketConnection final : public Connection,
   std::optional<uint64_t> id_;
   BeastRequest request_;  // kept until the accept completes
   beast::flat_buffer buffer_;
-  WebSocketMessage writing_message_;
+  ServerWebSocket::Outgoing writing_message_;
   int busy_ = 0;  // the accept in flight
   bool accepted_ = false;
   bool reading_ = false;
@@ -219,11 +219,16 @@ class WebSocketConnection final : public Connection,
 }  // namespace
 
 bool ServerWebSocket::Send(std::string data, bool binary) {
+  return SendShared(std::make_shared<const std::string>(std::move(data)), binary);
+}
+
+bool ServerWebSocket::SendShared(std::shared_ptr<const std::string> data, bool binary) {
   MutexLock lock(mu_);
   if (closed_) return false;
   // One message is always accepted into an empty queue, so a limit smaller than the
-  // largest message does not make that message unsendable.
-  if (queued_bytes_ > 0 && queued_bytes_ + data.size() > send_queue_bytes_) {
+  // largest message does not make that message unsendable. A shared message counts
+  // in full: it is this peer that does not read it.
+  if (queued_bytes_ > 0 && queued_bytes_ + data->size() > send_queue_bytes_) {
     LogWarning("send queue to " + remote_address_ + " exceeds " +
                std::to_string(send_queue_bytes_) + " bytes; closing");
     closed_ = true;
@@ -232,8 +237,8 @@ bool ServerWebSocket::Send(std::string data, bool binary) {
     if (sink_ != nullptr) sink_->Kill();
     return false;
   }
-  queued_bytes_ += data.size();
-  queue_.push_back(WebSocketMessage{std::move(data), binary});
+  queued_bytes_ += data->size();
+  queue_.push_back(Outgoing{std::move(data), binary});
   if (sink_ != nullptr && !wake_pending_) {
     wake_pending_ = true;
     sink_->Wake();
@@ -270,8 +275,7 @@ void ServerWebSocket::Detach() {
   queued_bytes_ = 0;
 }
 
-ServerWebSocket::Next ServerWebSocket::TakeNext(WebSocketMessage* message,
-                                                std::string* close_reason) {
+ServerWebSocket::Next ServerWebSocket::TakeNext(Outgoing* message, std::string* close_reason) {
   MutexLock lock(mu_);
   wake_pending_ = false;
   if (killed_) return Next::kKill;

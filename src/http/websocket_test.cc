@@ -154,6 +154,31 @@ TEST(WebSocketTest, EchoesTextAndBinaryOverTcp) {
   EXPECT_EQ(recorder.sockets[0]->remote_address().rfind("127.0.0.1:", 0), 0u);
 }
 
+// SendShared queues the caller's buffer itself on each connection (hpodd sends one
+// config to every node of a group): every peer gets the bytes, with its own
+// frame type, and the server lets go of the buffer once written.
+TEST(WebSocketTest, ASharedMessageReachesEveryConnectionAndIsReleasedOnceWritten) {
+  Recorder recorder;
+  auto server = StartServer(Accepting(&recorder, /*echo=*/false));
+  ASSERT_NE(server, nullptr);
+  auto first = MustConnect(WsUrl(*server));
+  auto second = MustConnect(WsUrl(*server));
+  ASSERT_TRUE(first != nullptr && second != nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return recorder.count() == 2; }));
+  auto shared = std::make_shared<const std::string>(std::string(1 << 20, 'c') + "end");
+  ASSERT_TRUE(recorder.socket(0)->SendShared(shared, false));
+  ASSERT_TRUE(recorder.socket(1)->SendShared(shared, true));
+  auto got = first->Receive(kWait);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->data, *shared);
+  EXPECT_FALSE(got->binary);
+  got = second->Receive(kWait);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->data, *shared);
+  EXPECT_TRUE(got->binary);
+  EXPECT_TRUE(WaitUntil([&] { return shared.use_count() == 1; }));
+}
+
 TEST(WebSocketTest, HttpUrlsWorkLikeWsUrls) {
   Recorder recorder;
   auto server = StartServer(Accepting(&recorder));
