@@ -21,6 +21,13 @@ std::string AgentSocketPath(const std::string& data_dir) {
   return (std::filesystem::path(data_dir) / "agent.sock").string();
 }
 
+http::ServerOptions AgentListenerOptions() {
+  http::ServerOptions so;
+  so.max_queue_wait = std::chrono::milliseconds(2000);
+  so.listen_backlog = 512;
+  return so;
+}
+
 std::string BackupDirPath(const std::string& data_dir) {
   return (std::filesystem::path(data_dir) / "backups").string();
 }
@@ -308,11 +315,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   if (d->agents_ != nullptr) {
     // Agents dial in over a Unix socket: reachable from every local node (the
     // filesystem is shared) without opening a port on any network.
-    http::ServerOptions so;
+    http::ServerOptions so = AgentListenerOptions();
     so.unix_path =
         options.agent_socket.empty() ? AgentSocketPath(options.data_dir) : options.agent_socket;
-    so.max_queue_wait = kAgentMaxQueueWait;
-    so.listen_backlog = kAgentListenBacklog;
     d->agent_routes_ = std::make_unique<http::Router>();
     HPOD_RETURN_IF_ERROR(d->AddAgentRoutes(*d->agent_routes_));
     HPOD_ASSIGN_OR_RETURN(

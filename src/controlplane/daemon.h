@@ -163,16 +163,13 @@ std::string AgentSocketPath(const std::string& data_dir);
 // Default directory of scheduled backups inside a data dir.
 std::string BackupDirPath(const std::string& data_dir);
 
-// The agents' listeners (Unix and network) shed a request that waited longer than
-// this for a handler (http::ServerOptions::max_queue_wait): well under the agent's
-// 5 s connect timeout, so that in a join storm of thousands of agents hpodd answers
-// the ones still waiting and tells the rest to back off, instead of serving, one by
-// one, channels whose agents already gave up (measured at 10,000 agents: 100,984
-// upgrades served, 100,914 of them abandoned).
-inline constexpr std::chrono::milliseconds kAgentMaxQueueWait{2000};
-// And their listen backlog (http::ServerOptions::listen_backlog): at the ~450
-// channel upgrades a second measured here, 512 waiting connections are about a
-// second's work; the kernel's 4,096 were nine, longer than the agent waits.
-inline constexpr int kAgentListenBacklog = 512;
+// What the agents' listeners (Unix and network) share: they shed a request that
+// waited 2 s for a handler (max_queue_wait), well under the agent's 5 s connect
+// timeout, and keep a 512-deep backlog (about a second's work at the ~450 channel
+// upgrades a second measured here; the kernel's 4,096 were nine). In a join storm
+// of thousands of agents hpodd then answers the ones still waiting and tells the
+// rest to back off, instead of serving, one by one, channels whose agents already
+// gave up (measured at 10,000 agents: 100,984 upgrades served, 100,914 abandoned).
+http::ServerOptions AgentListenerOptions();
 
 }  // namespace hpod::controlplane

@@ -207,7 +207,7 @@ Status Daemon::StartAgentNetwork() {
     return r;
   });
 
-  http::ServerOptions so;
+  http::ServerOptions so = AgentListenerOptions();
   so.address = options_.agent_listen_address;
   so.port = options_.agent_listen_port;
   so.tls.enabled = true;
@@ -215,8 +215,6 @@ Status Daemon::StartAgentNetwork() {
   so.tls.key_file = files.second;
   so.tls.client_ca_file = tls.ca_cert;
   so.tls.require_client_cert = false;  // the join routes are reached without one
-  so.max_queue_wait = kAgentMaxQueueWait;
-  so.listen_backlog = kAgentListenBacklog;
   HPOD_ASSIGN_OR_RETURN(agent_net_server_,
                         http::Server::Start(so, router.handler(), router.upgrade_handler()));
   spdlog::info("hpodd serving node agents on https://{}:{} (mutual TLS; CA pin {})",
