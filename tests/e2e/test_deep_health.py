@@ -85,8 +85,24 @@ class DeepHealthTest(unittest.TestCase):
                                 "--max-results", "100")["Events"]
 
     def wait(self, what, check, timeout=240):
-        return hpodtest.wait_for(self, what, check, timeout=timeout,
-                                 detail=lambda: "\n" + self.d.log_tail())
+        return hpodtest.wait_for(self, what, check, timeout=timeout, detail=self.state)
+
+    def state(self):
+        """What a timed-out wait shows: each node's status and check record, the
+        newest events, then hpodd's log."""
+        out = []
+        try:
+            for n in self.d.nodes("deep"):
+                p = self.d.hpod("describe-cluster-node", "--cluster-name", "deep", "--node-id",
+                                n["InstanceId"], "--output", "json", check=False)
+                d = json.loads(p.stdout)["NodeDetails"] if p.returncode == 0 else {}
+                out.append("%s %s %s" % (n["InstanceId"], n["InstanceStatus"],
+                                         d.get("HpodDeepHealthCheck")))
+            out += ["%s %s %s" % (e.get("EventTime"), e.get("InstanceId", "-"), e["Description"])
+                    for e in reversed(self.events()[:25])]
+        except Exception as e:  # noqa: BLE001 - a failure message must not fail
+            out.append("(state unreadable: %s)" % e)
+        return "\n" + "\n".join(out) + "\n" + self.d.log_tail()
 
     def on_controller(self, command):
         ctl = [n for n in self.d.nodes("deep") if n["InstanceGroupName"] == "controller-machine"]
