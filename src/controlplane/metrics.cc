@@ -6,8 +6,11 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <utility>
 
 #include "hpod/api/model.h"
@@ -26,16 +29,87 @@ const std::vector<double> kStoreBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.002
 
 namespace {
 
-prometheus::Labels ToLabels(const Exposition::Labels& labels) {
-  prometheus::Labels out;
-  for (const auto& [k, v] : labels) out[k] = v;
-  return out;
+// Text format 0.0.4: a label value escapes backslash, double quote and newline;
+// HELP text escapes backslash and newline.
+void AppendEscaped(std::string& out, std::string_view v, bool label_value) {
+  size_t start = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const char c = v[i];
+    const char* with = c == '\\'                 ? "\\\\"
+                       : c == '\n'               ? "\\n"
+                       : label_value && c == '"' ? "\\\""
+                                                 : nullptr;
+    if (with == nullptr) continue;
+    out.append(v.data() + start, i - start);
+    out.append(with);
+    start = i + 1;
+  }
+  out.append(v.data() + start, v.size() - start);
 }
 
-void SetLabels(prometheus::ClientMetric& m, const Exposition::Labels& labels) {
-  // The serializer writes them in this order; sorted, as the registry's are.
-  // Every value bounded and valid UTF-8, wherever it came from (metrics_labels.h).
-  for (const auto& [k, v] : ToLabels(labels)) m.label.push_back({k, BoundedLabelValue(v)});
+// Every value bounded and valid UTF-8, wherever it came from (metrics_labels.h);
+// short ASCII, nearly every value, needs no copy.
+void AppendLabelValue(std::string& out, std::string_view v) {
+  bool plain = v.size() <= kMaxLabelValueBytes;
+  for (size_t i = 0; plain && i < v.size(); ++i) plain = static_cast<unsigned char>(v[i]) < 0x80;
+  if (plain) {
+    AppendEscaped(out, v, true);
+  } else {
+    AppendEscaped(out, BoundedLabelValue(v), true);
+  }
+}
+
+// As Prometheus reads them: the shortest text that reads back as the same
+// double; NaN and ±Inf by name.
+void AppendValue(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out.append("NaN");
+  } else if (std::isinf(v)) {
+    out.append(v < 0 ? "-Inf" : "+Inf");
+  } else {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    out.append(buf, ec == std::errc() ? end - buf : 0);
+  }
+}
+
+// One sample line: name, labels sorted by name (then `le` when given), value.
+void AppendSample(std::string& out, std::string_view name, std::string_view suffix,
+                  const Exposition::Labels& labels, const double* le, double value) {
+  out.append(name);
+  out.append(suffix);
+  if (!labels.empty() || le != nullptr) {
+    // Sorted, as the registry's are; a handful of labels, sorted in place.
+    const Exposition::Label* small[8];
+    std::vector<const Exposition::Label*> large;
+    const Exposition::Label** order = small;
+    if (labels.size() > std::size(small)) {
+      large.resize(labels.size());
+      order = large.data();
+    }
+    for (size_t i = 0; i < labels.size(); ++i) {
+      size_t j = i;
+      for (; j > 0 && order[j - 1]->first > labels[i].first; --j) order[j] = order[j - 1];
+      order[j] = &labels[i];
+    }
+    out.push_back('{');
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      out.append(order[i]->first);
+      out.append("=\"");
+      AppendLabelValue(out, order[i]->second);
+      out.push_back('"');
+    }
+    if (le != nullptr) {
+      out.append(labels.empty() ? "le=\"" : ",le=\"");
+      AppendValue(out, *le);
+      out.push_back('"');
+    }
+    out.push_back('}');
+  }
+  out.push_back(' ');
+  AppendValue(out, value);
+  out.push_back('\n');
 }
 
 }  // namespace
@@ -58,60 +132,77 @@ void HistogramCounts::Add(const HistogramCounts& other) {
 
 // ---- Exposition ----
 
-prometheus::MetricFamily& Exposition::Family(const std::string& name, const std::string& help,
-                                             int type) {
+std::string& Exposition::Samples(std::string_view name, std::string_view help, const char* type) {
   auto it = index_.find(name);
-  if (it != index_.end()) return families_[it->second];
-  index_[name] = families_.size();
-  prometheus::MetricFamily f;
-  f.name = name;
-  f.help = help;
-  f.type = static_cast<prometheus::MetricType>(type);
+  if (it != index_.end()) return families_[it->second].samples;
+  Family f;
+  f.name = std::string(name);
+  f.header = "# HELP " + f.name + " ";
+  AppendEscaped(f.header, help, false);
+  f.header += std::string("\n# TYPE ") + f.name + " " + type + "\n";
+  index_.emplace(f.name, families_.size());
   families_.push_back(std::move(f));
-  return families_.back();
+  return families_.back().samples;
 }
 
-void Exposition::Gauge(const std::string& name, const std::string& help, const Labels& labels,
+void Exposition::Gauge(std::string_view name, std::string_view help, const Labels& labels,
                        double value) {
-  prometheus::ClientMetric m;
-  SetLabels(m, labels);
-  m.gauge.value = value;
-  Family(name, help, static_cast<int>(prometheus::MetricType::Gauge)).metric.push_back(m);
+  AppendSample(Samples(name, help, "gauge"), name, "", labels, nullptr, value);
 }
 
-void Exposition::Counter(const std::string& name, const std::string& help, const Labels& labels,
+void Exposition::Counter(std::string_view name, std::string_view help, const Labels& labels,
                          double value) {
-  prometheus::ClientMetric m;
-  SetLabels(m, labels);
-  m.counter.value = value;
-  Family(name, help, static_cast<int>(prometheus::MetricType::Counter)).metric.push_back(m);
+  AppendSample(Samples(name, help, "counter"), name, "", labels, nullptr, value);
 }
 
-void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
+void Exposition::Histogram(std::string_view name, std::string_view help, const Labels& labels,
                            const std::vector<double>& buckets, const std::vector<double>& values) {
   HistogramCounts counts(buckets);
   for (double v : values) counts.Observe(v);
   Histogram(name, help, labels, counts);
 }
 
-void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
+void Exposition::Histogram(std::string_view name, std::string_view help, const Labels& labels,
                            const HistogramCounts& counts) {
-  // prometheus-cpp's own histogram writes the buckets (cumulative counts, +Inf).
-  prometheus::Histogram h(counts.bounds);
-  h.ObserveMultiple(std::vector<double>(counts.counts.begin(), counts.counts.end()), counts.sum);
-  prometheus::ClientMetric m = h.Collect();
-  SetLabels(m, labels);
-  Family(name, help, static_cast<int>(prometheus::MetricType::Histogram)).metric.push_back(m);
+  // Cumulative buckets, then +Inf (every observation), _sum and _count.
+  std::string& out = Samples(name, help, "histogram");
+  uint64_t total = 0;
+  for (size_t i = 0; i < counts.bounds.size(); ++i) {
+    total += counts.counts[i];
+    AppendSample(out, name, "_bucket", labels, &counts.bounds[i], static_cast<double>(total));
+  }
+  total += counts.counts.back();
+  const double inf = std::numeric_limits<double>::infinity();
+  AppendSample(out, name, "_bucket", labels, &inf, static_cast<double>(total));
+  AppendSample(out, name, "_sum", labels, nullptr, counts.sum);
+  AppendSample(out, name, "_count", labels, nullptr, static_cast<double>(total));
 }
 
-void Exposition::Append(std::vector<prometheus::MetricFamily> families) {
-  for (auto& f : families) {
-    index_[f.name] = families_.size();
-    families_.push_back(std::move(f));
+void Exposition::Append(const std::vector<prometheus::MetricFamily>& families) {
+  for (const auto& f : families) {
+    // The serializer writes HELP and TYPE with the samples. The registry's names
+    // are not the collectors'.
+    std::string text = prometheus::TextSerializer().Serialize({f});
+    if (auto it = index_.find(f.name); it != index_.end()) {
+      families_[it->second].samples += text;
+      continue;
+    }
+    index_.emplace(f.name, families_.size());
+    families_.push_back({f.name, "", std::move(text)});
   }
 }
 
-std::string Exposition::Text() const { return prometheus::TextSerializer().Serialize(families_); }
+std::string Exposition::Text() const {
+  size_t size = 0;
+  for (const auto& f : families_) size += f.header.size() + f.samples.size();
+  std::string out;
+  out.reserve(size);
+  for (const auto& f : families_) {
+    out += f.header;
+    out += f.samples;
+  }
+  return out;
+}
 
 // ---- Metrics ----
 

@@ -28,9 +28,10 @@ void EmitHost(const Labels& node, const api::agentproto::HostStats& h, Expositio
   const std::pair<const char*, double> modes[] = {
       {"user", c.user},     {"nice", c.nice}, {"system", c.system},   {"idle", c.idle},
       {"iowait", c.iowait}, {"irq", c.irq},   {"softirq", c.softirq}, {"steal", c.steal}};
+  Labels l = node;  // then one label more, set per sample
+  l.emplace_back("mode", "");
   for (const auto& [mode, seconds] : modes) {
-    Labels l = node;
-    l.push_back({"mode", mode});
+    l.back().second = mode;
     out.Counter("hpod_node_cpu_seconds_total",
                 "CPU time of the node's host by mode (/proc/stat, all CPUs)", l, seconds);
   }
@@ -45,8 +46,7 @@ void EmitHost(const Labels& node, const api::agentproto::HostStats& h, Expositio
     if (!api::agentproto::IsHostMountpoint(fs.mountpoint) || !seen.insert(fs.mountpoint).second) {
       continue;
     }
-    Labels l = node;
-    l.push_back({"mountpoint", fs.mountpoint});
+    l.back() = {"mountpoint", fs.mountpoint};
     out.Gauge("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)", l,
               static_cast<double>(fs.size_bytes));
     out.Gauge("hpod_node_filesystem_avail_bytes",
