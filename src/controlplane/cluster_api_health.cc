@@ -32,12 +32,11 @@ StatusOr<ordered_json> ClusterApi::StartClusterHealthCheck(const json& req) {
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
     HPOD_ASSIGN_OR_RETURN(auto checks, LoadDeepChecks(tx, c.id));
-    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(c.id));
+    HPOD_ASSIGN_OR_RETURN(auto recoveries, ActiveRecoveries(tx, c.id));
     std::set<std::string> recovering;
     for (const auto& r : recoveries) {
       // The node recovered and its replacement, until the recovery is done (a
       // failed check would have no recovery of its own to start).
-      if (!RecoveryActive(r)) continue;
       recovering.insert(r.instance_id);
       if (!r.replacement_id.empty()) recovering.insert(r.replacement_id);
     }

@@ -113,14 +113,10 @@ StatusOr<ordered_json> ClusterApi::BatchRecoverClusterNodes(const json& req,
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
     HPOD_ASSIGN_OR_RETURN(std::string controller_group, ControllerGroup(tx, c.id, groups));
-    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(c.id));
     // Recoveries in progress, with those this call starts: a node is in use when
     // one of them is its own, its replacement's, or its hostname's (the rule of
     // RequestRecovery, which would otherwise answer that recovery's id).
-    std::vector<store::RecoveryRecord> active;
-    for (auto& r : recoveries) {
-      if (RecoveryActive(r)) active.push_back(std::move(r));
-    }
+    HPOD_ASSIGN_OR_RETURN(std::vector<store::RecoveryRecord> active, ActiveRecoveries(tx, c.id));
     auto in_use = [&](const store::NodeRecord& n) -> const store::RecoveryRecord* {
       for (const auto& r : active) {
         if (r.instance_id == n.instance_id || r.replacement_id == n.instance_id ||

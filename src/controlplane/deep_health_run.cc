@@ -244,7 +244,7 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
     HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
     HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
     HPOD_ASSIGN_OR_RETURN(checks, LoadDeepChecks(tx, cluster_id));
-    HPOD_ASSIGN_OR_RETURN(recoveries, tx.ListRecoveries(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(recoveries, ActiveRecoveries(tx, cluster_id));
     HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
     HPOD_ASSIGN_OR_RETURN(priority, PriorityGroups(tx, cluster_id, groups));
     auto left = tx.GetSetting(ReservationSetting(cluster_id));

@@ -110,7 +110,11 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
         }
       }
     }
-    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster_id));
+    // Not the succeeded ones, nearly all of a cluster's history (the store's
+    // status index): those in progress, the reported ones and the failed ones.
+    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveriesWithStatus(
+                                               cluster_id, {kRecoveryInProgress, kRecoveryReported,
+                                                            kRecoveryFailed}));
     for (const auto& r : recoveries) {
       // A recovery that failed lately is not started again at once for the same
       // fault (its own Action mark stays in Slurm, a reboot the provider refused

@@ -445,10 +445,9 @@ void PoolProvider::OnHostStatus(const std::string& host_id,
       // Ended by a replacement: the host failed its node, and leaves the pool
       // with the reason until a person releases it (as EndHostTenure does for a
       // host that could not be reached).
-      HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(host.cluster_id));
+      HPOD_ASSIGN_OR_RETURN(auto recoveries, ActiveRecoveries(tx, host.cluster_id));
       for (const store::RecoveryRecord& r : recoveries) {
-        if (r.instance_id == ended && RecoveryActive(r) &&
-            ParseRecoveryAction(r.action) == RecoveryAction::kReplace) {
+        if (r.instance_id == ended && ParseRecoveryAction(r.action) == RecoveryAction::kReplace) {
           return QuarantineHost(tx, clock_, host,
                                 "instance " + ended + " was terminated for replacement (recovery " +
                                     r.recovery_id + "): " + r.reason);

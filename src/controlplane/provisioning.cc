@@ -135,9 +135,9 @@ StatusOr<bool> ProvisioningRetry::Step(const store::ClusterRecord& cluster,
       }
       // A recovery a user asked for since this pass read them (BatchReplace of
       // the failed node) owns the node now.
-      HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster.id));
+      HPOD_ASSIGN_OR_RETURN(auto recoveries, ActiveRecoveries(tx, cluster.id));
       for (const auto& r : recoveries) {
-        if (RecoveryActive(r) && r.instance_id == f->instance_id) return OkStatus();
+        if (r.instance_id == f->instance_id) return OkStatus();
       }
       HPOD_RETURN_IF_ERROR(tx.DeleteNode(f->instance_id));
       HPOD_RETURN_IF_ERROR(ForgetNodeSoftware(tx, cluster.id, f->instance_id));

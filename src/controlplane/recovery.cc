@@ -32,6 +32,11 @@ std::optional<RecoveryPhase> ParseRecoveryPhase(std::string_view name) {
 
 bool RecoveryActive(const store::RecoveryRecord& r) { return r.status == kRecoveryInProgress; }
 
+StatusOr<std::vector<store::RecoveryRecord>> ActiveRecoveries(store::ReadTx& tx,
+                                                              const std::string& cluster_id) {
+  return tx.ListRecoveriesWithStatus(cluster_id, {kRecoveryInProgress});
+}
+
 void AddTimelineStep(store::RecoveryRecord& r, const Clock& clock, std::string_view step,
                      const std::string& detail) {
   r.timeline.push_back(
@@ -61,13 +66,12 @@ StatusOr<std::string> RequestRecovery(store::WriteTx& tx, const Clock& clock,
   if (!node.launched) {
     return FailedPreconditionError("node " + node.instance_id + " was never launched");
   }
-  HPOD_ASSIGN_OR_RETURN(auto existing, tx.ListRecoveries(cluster.id));
-  for (const auto& r : existing) {
+  HPOD_ASSIGN_OR_RETURN(auto active, ActiveRecoveries(tx, cluster.id));
+  for (const auto& r : active) {
     // One recovery at a time per node and per hostname: a replacement in flight
     // owns the name even before its own row exists.
-    if (RecoveryActive(r) &&
-        (r.instance_id == node.instance_id || r.replacement_id == node.instance_id ||
-         (!node.hostname.empty() && r.hostname == node.hostname))) {
+    if (r.instance_id == node.instance_id || r.replacement_id == node.instance_id ||
+        (!node.hostname.empty() && r.hostname == node.hostname)) {
       return r.recovery_id;
     }
   }

@@ -54,6 +54,10 @@ inline constexpr char kRecoveryReported[] = "Reported";  // NodeRecovery=None: m
 inline constexpr char kRecoveryCancelled[] = "Cancelled";
 
 bool RecoveryActive(const store::RecoveryRecord& r);  // status InProgress
+// A cluster's recoveries in progress, oldest first, read through the store's
+// status index: a pass costs what is in flight, not the cluster's history.
+StatusOr<std::vector<store::RecoveryRecord>> ActiveRecoveries(store::ReadTx& tx,
+                                                              const std::string& cluster_id);
 
 // When the timeline last recorded `step` ("Resumed", …), epoch seconds; 0: never
 // (1 for an entry without a time). Reads the body defensively: it is data.

@@ -55,10 +55,7 @@ StatusOr<RecoveryReconciler::Outcome> RecoveryReconciler::Step(
   Outcome out;
   std::vector<RecoveryRecord> active;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(auto all, tx.ListRecoveries(cluster.id));
-    for (auto& r : all) {
-      if (RecoveryActive(r)) active.push_back(std::move(r));
-    }
+    HPOD_ASSIGN_OR_RETURN(active, ActiveRecoveries(tx, cluster.id));
     return OkStatus();
   }));
   std::map<std::string, const NodeRecord*> rows;

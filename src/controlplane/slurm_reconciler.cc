@@ -70,7 +70,7 @@ StatusOr<SlurmReconciler::Pass> SlurmReconciler::Begin(const std::string& cluste
   if (!in_play || agents_ == nullptr) return pass;
   pass.report = agents_->SlurmNodes(cluster_id);
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveries(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(auto recoveries, ActiveRecoveries(tx, cluster_id));
     for (const auto& r : recoveries) NoteRecovery(pass, r);
     return OkStatus();
   }));

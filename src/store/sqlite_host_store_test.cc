@@ -198,10 +198,12 @@ TEST(SqliteHostStoreTest, CertificatesRoundTripRevokeAndOutliveTheirHost) {
                   .ok());
 }
 
-// What migrations v8 and v9 added, dropped to take a store back to v7 or older.
+// What migration v10 added, dropped to take a store back to v9 or older.
+constexpr char kDropV10[] = "DROP INDEX recoveries_by_status; ";
+// What migrations v8 and later added, dropped to take a store back to v7 or older.
 constexpr char kDropV8[] =
     "ALTER TABLE nodes DROP COLUMN attempt; ALTER TABLE nodes DROP COLUMN not_before; "
-    "DROP TABLE deleted_clusters; ";
+    "DROP TABLE deleted_clusters; DROP INDEX recoveries_by_status; ";
 
 // A store file at an older schema: a current one taken back by `sql` (which
 // drops what the newer migrations made and sets PRAGMA user_version).
@@ -234,7 +236,7 @@ TEST_F(OldStoreTest, MigratesAVersion5Store) {
       std::string(kDropV8) + "PRAGMA user_version=5");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 9);
+  EXPECT_EQ((*store)->SchemaVersion(), 10);
   ASSERT_TRUE(
       (*store)->Write([](WriteTx& tx) { return tx.PutJoinToken(Token("aaaaaaaa", 1)); }).ok());
   ASSERT_TRUE((*store)
@@ -265,7 +267,7 @@ TEST_F(OldStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
       std::string(kDropV8) + "PRAGMA user_version=6");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 9);
+  EXPECT_EQ((*store)->SchemaVersion(), 10);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-1"));
@@ -292,7 +294,7 @@ TEST_F(OldStoreTest, MigratesAVersion7StoreNodes) {
                "'ip-10-1-0-2', 'workers-1-abc', 1, 0, 1); PRAGMA user_version=7");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 9);
+  EXPECT_EQ((*store)->SchemaVersion(), 10);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(NodeRecord n, tx.GetNodeById("i-1"));
@@ -304,6 +306,45 @@ TEST_F(OldStoreTest, MigratesAVersion7StoreNodes) {
                   })
                   .ok());
   store->reset();
+}
+
+// A v9 store's recoveries are found by status once v10 indexes them, and the
+// query reads through that index (not the cluster's whole history).
+TEST_F(OldStoreTest, MigratesAVersion9StoreRecoveries) {
+  const std::string path =
+      OldStore(std::string(kDropV10) +
+               "INSERT INTO recoveries VALUES('rcv-1', 'c', 'i-1', 'Succeeded', 5, '{}');"
+               "INSERT INTO recoveries VALUES('rcv-2', 'c', 'i-2', 'InProgress', 6, '{}');"
+               "PRAGMA user_version=9");
+  auto store = OpenSqliteStore({path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->SchemaVersion(), 10);
+  ASSERT_TRUE((*store)
+                  ->Read([](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto active,
+                                          tx.ListRecoveriesWithStatus("c", {"InProgress"}));
+                    EXPECT_EQ(active.size(), 1u);
+                    if (!active.empty()) {
+                      EXPECT_EQ(active[0].recovery_id, "rcv-2");
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
+  store->reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::string plan;
+  sqlite3_exec(
+      db,
+      "EXPLAIN QUERY PLAN SELECT recovery_id FROM recoveries WHERE cluster_id='c' AND "
+      "status='InProgress' ORDER BY created, recovery_id",
+      [](void* out, int n, char** values, char**) {
+        for (int i = 0; i < n; ++i) *static_cast<std::string*>(out) += values[i] ? values[i] : "";
+        return 0;
+      },
+      &plan, nullptr);
+  sqlite3_close(db);
+  EXPECT_NE(plan.find("recoveries_by_status"), std::string::npos) << plan;
 }
 
 TEST(SqliteHostStoreTest, HostPlacementAndHistoryRoundTrip) {

@@ -1,5 +1,9 @@
 // Recovery records (records.h RecoveryRecord): keys in columns, the rest as one
 // JSON body.
+#include <algorithm>
+#include <set>
+#include <tuple>
+
 #include "hpod/store/sqlite_store_internal.h"
 
 namespace hpod::store::internal {
@@ -92,6 +96,28 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveries(const std::string
     HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
     out.push_back(std::move(r));
   }
+  return out;
+}
+
+StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveriesWithStatus(
+    const std::string& cluster_id, const std::vector<std::string>& statuses) {
+  // One indexed range per status (recoveries_by_status), merged by age.
+  std::vector<RecoveryRecord> out;
+  for (const std::string& status : std::set<std::string>(statuses.begin(), statuses.end())) {
+    HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("SELECT ", kCols,
+                                               " FROM recoveries WHERE cluster_id=? AND status=? "
+                                               "ORDER BY created, recovery_id"));
+    s.Bind(1, cluster_id).Bind(2, status);
+    while (true) {
+      HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
+      out.push_back(std::move(r));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const RecoveryRecord& a, const RecoveryRecord& b) {
+    return std::tie(a.created, a.recovery_id) < std::tie(b.created, b.recovery_id);
+  });
   return out;
 }
 

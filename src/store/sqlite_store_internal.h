@@ -85,6 +85,8 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::map<std::string, std::string>> ListSettings(const std::string& prefix) override;
   StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) override;
   StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) override;
+  StatusOr<std::vector<RecoveryRecord>> ListRecoveriesWithStatus(
+      const std::string& cluster_id, const std::vector<std::string>& statuses) override;
   StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(const std::string& cluster_id,
                                                                     int64_t after) override;
   StatusOr<JoinTokenRecord> GetJoinToken(const std::string& id) override;

@@ -416,6 +416,53 @@ TEST(SqliteStoreTest, RecoveriesRoundTripInOrderAndGoWithTheirCluster) {
                   .ok());
 }
 
+TEST(SqliteStoreTest, RecoveriesAreListedByStatusOldestFirst) {
+  auto store = Memory();
+  auto rec = [](std::string id, std::string cluster, std::string status, double created) {
+    RecoveryRecord r;
+    r.recovery_id = std::move(id);
+    r.cluster_id = std::move(cluster);
+    r.instance_id = "i-" + r.recovery_id;
+    r.status = std::move(status);
+    r.created = created;
+    return r;
+  };
+  ASSERT_TRUE(store
+                  ->Write([&](WriteTx& tx) -> Status {
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r1", "a", "Succeeded", 1)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r2", "a", "InProgress", 4)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r3", "a", "Failed", 3)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r4", "a", "InProgress", 2)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r5", "b", "InProgress", 1)));
+                    return tx.PutRecovery(rec("r6", "a", "InProgress", 5));
+                  })
+                  .ok());
+  // A status rewritten in place leaves its old one's list.
+  ASSERT_TRUE(
+      store->Write([&](WriteTx& tx) { return tx.PutRecovery(rec("r6", "a", "Cancelled", 5)); })
+          .ok());
+  auto ids = [](const std::vector<RecoveryRecord>& list) {
+    std::vector<std::string> out;
+    for (const auto& r : list) out.push_back(r.recovery_id);
+    return out;
+  };
+  ASSERT_TRUE(
+      store
+          ->Read([&](ReadTx& tx) -> Status {
+            HPOD_ASSIGN_OR_RETURN(auto active, tx.ListRecoveriesWithStatus("a", {"InProgress"}));
+            EXPECT_EQ(ids(active), (std::vector<std::string>{"r4", "r2"}));
+            HPOD_ASSIGN_OR_RETURN(auto some, tx.ListRecoveriesWithStatus(
+                                                 "a", {"InProgress", "Failed", "InProgress"}));
+            EXPECT_EQ(ids(some), (std::vector<std::string>{"r4", "r3", "r2"}));
+            HPOD_ASSIGN_OR_RETURN(auto none, tx.ListRecoveriesWithStatus("a", {}));
+            EXPECT_TRUE(none.empty());
+            HPOD_ASSIGN_OR_RETURN(auto other, tx.ListRecoveriesWithStatus("b", {"InProgress"}));
+            EXPECT_EQ(ids(other), (std::vector<std::string>{"r5"}));
+            return OkStatus();
+          })
+          .ok());
+}
+
 TEST(SqliteStoreTest, RecoveryWritesMovePastEveryPositionSeen) {
   auto store = Memory();
   auto put = [&](const std::string& id, const std::string& cluster, const std::string& status) {
@@ -546,7 +593,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 9);
+    EXPECT_EQ((*store)->SchemaVersion(), 10);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {

@@ -108,6 +108,11 @@ class ReadTx {
   virtual StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) = 0;
   // A cluster's recoveries, oldest first.
   virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) = 0;
+  // A cluster's recoveries whose status is one of `statuses`, oldest first, read
+  // through an index: the cost is that of the records returned, not of the
+  // cluster's history.
+  virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveriesWithStatus(
+      const std::string& cluster_id, const std::vector<std::string>& statuses) = 0;
   // A cluster's recoveries written (PutRecovery) after write position `after` (0:
   // all of them), in write order, each with its position. Every PutRecovery gives
   // its record a position above that of every record the store holds, so a
