@@ -42,8 +42,16 @@ std::vector<std::string> StressArgv(const StressOptions& o, int cpus,
                                     const std::string& yaml_path) {
   const int cpu = o.cpu_workers > 0 ? o.cpu_workers : cpus;
   // --verify: the vm and hdd stressors check what they wrote and fail on a
-  // mismatch (bad memory or disk), not only on a crash.
+  // mismatch (bad memory or disk), not only on a crash. --sched idle: the
+  // stressors take only the CPU nothing else asks for, so the node's agent keeps
+  // heartbeating (and slurmd answering) through the run; on a node out of
+  // service that is every CPU, so the rates are the node's. Without it, a node
+  // throttled to 2% of a CPU (hpod inject-fault --kind cpu-throttle) missed its
+  // heartbeats behind its own stressors and was replaced as hung before the
+  // check could fail it.
   return {"stress-ng",
+          "--sched",
+          "idle",
           "--cpu",
           std::to_string(cpu),
           "--vm",

@@ -90,7 +90,8 @@ TEST(StressCheckTest, ArgvRunsEveryStressorWithVerification) {
   std::string line;
   for (const auto& a : argv) line += a + " ";
   EXPECT_EQ(line,
-            "stress-ng --cpu 4 --vm 1 --vm-bytes 256M --hdd 1 --hdd-bytes 64M --temp-path /scratch "
+            "stress-ng --sched idle --cpu 4 --vm 1 --vm-bytes 256M --hdd 1 --hdd-bytes 64M "
+            "--temp-path /scratch "
             "--verify --timeout 5s --metrics-brief --yaml /scratch/m.yaml ");
 }
 
