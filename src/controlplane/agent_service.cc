@@ -211,7 +211,9 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
       }
       // Kept while an agent that stopped sending them is connected: the figures
       // are then its last, as a scrape of a node_exporter that hung would be.
-      if (beat->host) ch->host = std::move(beat->host);
+      if (beat->host) {
+        ch->host = std::make_shared<const api::agentproto::HostStats>(std::move(*beat->host));
+      }
       // Figures it sends but hpodd cannot read are not its last: none is shown.
       if (!beat->host_error.empty()) {
         ch->host.reset();

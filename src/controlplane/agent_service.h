@@ -97,8 +97,10 @@ struct AgentSnapshot {
   std::string cluster_id;
   std::chrono::steady_clock::time_point connected_at;
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
-  // The newest `heartbeat.host` of this connection (none from older agents).
-  std::optional<api::agentproto::HostStats> host;
+  // The newest `heartbeat.host` of this connection (none from older agents);
+  // shared with the connection's state, not copied: a scrape snapshots every
+  // node's.
+  std::shared_ptr<const api::agentproto::HostStats> host;
   // Its latest health report's worst verdict among checks that ask for action
   // ("Healthy", "Reboot", "Replace"); empty before the first report.
   std::string health_verdict;

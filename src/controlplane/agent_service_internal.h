@@ -40,9 +40,9 @@ struct AgentService::Channel {
   std::chrono::steady_clock::time_point connected_at;
   double connected_epoch = 0;  // the same moment, on the wall clock
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
-  // The newest heartbeat's host figures (GET /metrics); written under the
-  // service's mu_, as last_heartbeat is.
-  std::optional<api::agentproto::HostStats> host;
+  // The newest heartbeat's host figures (GET /metrics); the pointer is written
+  // under the service's mu_, as last_heartbeat is, and the figures never change.
+  std::shared_ptr<const api::agentproto::HostStats> host;
   // The latest heartbeats' clock offsets (ClockOffset), newest last, at most
   // kClockSamples; written under the service's mu_, as last_heartbeat is.
   std::deque<double> clock_offsets;

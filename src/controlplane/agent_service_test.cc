@@ -290,7 +290,7 @@ TEST_F(AgentServiceTest, AHeartbeatWithUnreadableHostFiguresStillCounts) {
   ASSERT_TRUE(WaitFor([&] { return agents_->Liveness(kNode1).last_heartbeat.has_value(); }));
   auto host = [&]() -> std::optional<api::agentproto::HostStats> {
     for (const auto& a : agents_->Snapshot()) {
-      if (a.instance_id == kNode1) return a.host;
+      if (a.instance_id == kNode1 && a.host) return *a.host;
     }
     return std::nullopt;
   };

@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "hpod/api/model.h"
@@ -132,17 +133,31 @@ void HistogramCounts::Add(const HistogramCounts& other) {
 
 // ---- Exposition ----
 
-std::string& Exposition::Samples(std::string_view name, std::string_view help, const char* type) {
-  auto it = index_.find(name);
-  if (it != index_.end()) return families_[it->second].samples;
+void Exposition::Start(std::string_view name) {
+  if (!families_.empty()) families_.back().end = text_.size();
+  index_.emplace(std::string(name), families_.size());
   Family f;
   f.name = std::string(name);
-  f.header = "# HELP " + f.name + " ";
-  AppendEscaped(f.header, help, false);
-  f.header += std::string("\n# TYPE ") + f.name + " " + type + "\n";
-  index_.emplace(f.name, families_.size());
+  f.begin = text_.size();
   families_.push_back(std::move(f));
-  return families_.back().samples;
+}
+
+std::string& Exposition::Samples(std::string_view name, std::string_view help, const char* type) {
+  auto it = index_.find(name);
+  if (it != index_.end()) {
+    return it->second + 1 == families_.size() ? text_ : families_[it->second].more;
+  }
+  Start(name);
+  text_ += "# HELP ";
+  text_ += name;
+  text_ += ' ';
+  AppendEscaped(text_, help, false);
+  text_ += "\n# TYPE ";
+  text_ += name;
+  text_ += ' ';
+  text_ += type;
+  text_ += '\n';
+  return text_;
 }
 
 void Exposition::Gauge(std::string_view name, std::string_view help, const Labels& labels,
@@ -182,26 +197,39 @@ void Exposition::Append(const std::vector<prometheus::MetricFamily>& families) {
   for (const auto& f : families) {
     // The serializer writes HELP and TYPE with the samples. The registry's names
     // are not the collectors'.
-    std::string text = prometheus::TextSerializer().Serialize({f});
-    if (auto it = index_.find(f.name); it != index_.end()) {
-      families_[it->second].samples += text;
+    const std::string text = prometheus::TextSerializer().Serialize({f});
+    auto it = index_.find(f.name);
+    if (it != index_.end() && it->second + 1 != families_.size()) {
+      families_[it->second].more += text;
       continue;
     }
-    index_.emplace(f.name, families_.size());
-    families_.push_back({f.name, "", std::move(text)});
+    if (it == index_.end()) Start(f.name);
+    text_ += text;
   }
 }
 
-std::string Exposition::Text() const {
-  size_t size = 0;
-  for (const auto& f : families_) size += f.header.size() + f.samples.size();
+bool Exposition::Spliced() const {
+  return std::any_of(families_.begin(), families_.end(),
+                     [](const Family& f) { return !f.more.empty(); });
+}
+
+std::string Exposition::Text() const& {
+  if (!Spliced()) return text_;
   std::string out;
-  out.reserve(size);
+  out.reserve(text_.size() +
+              std::accumulate(families_.begin(), families_.end(), size_t{0},
+                              [](size_t n, const Family& f) { return n + f.more.size(); }));
   for (const auto& f : families_) {
-    out += f.header;
-    out += f.samples;
+    const size_t end = f.end == std::string::npos ? text_.size() : f.end;
+    out.append(text_, f.begin, end - f.begin);
+    out += f.more;
   }
   return out;
+}
+
+std::string Exposition::Text() && {
+  if (!Spliced()) return std::move(text_);
+  return static_cast<const Exposition&>(*this).Text();
 }
 
 // ---- Metrics ----
@@ -266,6 +294,9 @@ void Metrics::AddCollector(Collector collector) { collectors_.push_back(std::mov
 
 StatusOr<Exposition> Metrics::Collect() const {
   Exposition out;
+  // The last scrape's size and some: the text is written once, not regrown.
+  const size_t last = last_size_.load(std::memory_order_relaxed);
+  out.Reserve(last + last / 8);
   try {
     out.Append(registry_->Collect());
     out.Gauge("hpod_build_info", "hpodd's version (always 1)", {{"version", version_}}, 1);
@@ -279,7 +310,9 @@ StatusOr<Exposition> Metrics::Collect() const {
 
 StatusOr<std::string> Metrics::Scrape() const {
   HPOD_ASSIGN_OR_RETURN(Exposition e, Collect());
-  return e.Text();
+  std::string text = std::move(e).Text();
+  last_size_.store(text.size(), std::memory_order_relaxed);
+  return text;
 }
 
 std::string ApiOperationLabel(const http::Request& request) {

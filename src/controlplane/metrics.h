@@ -19,6 +19,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -57,12 +58,13 @@ struct HistogramCounts {
 
 // Builds the families of one scrape (collectors append to it) as text (format
 // 0.0.4). Samples of one name accumulate into one family, in the order first
-// seen. Each sample is written as it is added, labels sorted by name and their
-// values bounded (metrics_labels.h) and escaped: a scrape of 10,000 nodes is
-// about 170,000 samples, and building a prometheus::ClientMetric (a map and
-// strings) for each, then serializing them through an ostream, took 250 ms of
-// the 50 ms a scrape may take (issue 30). Label names and values are views, read
-// during the call only.
+// seen; a collector that adds each family whole, one after the other, has its
+// text written once, in place. Each sample is written as it is added, labels
+// sorted by name and their values bounded (metrics_labels.h) and escaped: a
+// scrape of 10,000 nodes is about 170,000 samples, and building a
+// prometheus::ClientMetric (a map and strings) for each, then serializing them
+// through an ostream, took 240 ms of the 50 ms a scrape may take (issue 30).
+// Label names and values are views, read during the call only.
 //
 // Not thread-safe: one per scrape, filled by the scraping thread.
 class Exposition {
@@ -79,23 +81,36 @@ class Exposition {
                  const HistogramCounts& counts);
   // Families of another source (the registry), appended as they are.
   void Append(const std::vector<prometheus::MetricFamily>& families);
+  // Room for `bytes` of text (the size of the last scrape), so the text is not
+  // copied as it grows.
+  void Reserve(size_t bytes) { text_.reserve(bytes); }
 
-  // The text format (0.0.4): each family's HELP and TYPE, then its samples.
-  std::string Text() const;
+  // The text format (0.0.4): each family's HELP and TYPE, then its samples. The
+  // rvalue form hands over the text without a copy when every family was added
+  // whole before the next began.
+  std::string Text() const&;
+  std::string Text() &&;
 
  private:
+  // A family's samples are written into `text_` while it is the newest family;
+  // those added after another one began go to `more`, spliced in by Text().
   struct Family {
     std::string name;
-    std::string header;   // "# HELP ...\n# TYPE ...\n", or empty when `text` has it
-    std::string samples;  // sample lines
+    size_t begin = 0;                // where its HELP line starts in text_
+    size_t end = std::string::npos;  // where its streamed part ends (npos: the newest)
+    std::string more;
   };
-  // The family named `name`, made with `help` and `type` when new.
+  // Where samples of `name` go now, the family made (with `help`, `type`) when new.
   std::string& Samples(std::string_view name, std::string_view help, const char* type);
+  // Starts family `name` at the end of text_ (the newest one ends there).
+  void Start(std::string_view name);
+  bool Spliced() const;
 
   struct NameHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
+  std::string text_;
   std::vector<Family> families_;
   std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> index_;  // name → position
 };
@@ -139,6 +154,7 @@ class Metrics {
   std::unique_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Families> families_;
   std::vector<Collector> collectors_;
+  mutable std::atomic<size_t> last_size_{0};  // of the last scrape's text
 };
 
 // The `operation` label of an API request: the X-Amz-Target's operation when the

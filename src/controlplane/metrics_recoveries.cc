@@ -78,6 +78,7 @@ StatusOr<RecoveryFigures> ReadRecoveryFigures(store::ReadTx& tx, const std::stri
 }
 
 void EmitRecoveries(const std::string& cluster, const RecoveryFigures& f, Exposition& out) {
+  // Each family whole before the next (Exposition then writes it in place).
   for (std::string_view kind : kKinds) {
     const std::string k(kind);
     for (std::string_view outcome : kOutcomes) {
@@ -86,6 +87,9 @@ void EmitRecoveries(const std::string& cluster, const RecoveryFigures& f, Exposi
                   {{"cluster_name", cluster}, {"kind", k}, {"outcome", std::string(outcome)}},
                   it == f.finished.end() ? 0 : it->second);
     }
+  }
+  for (std::string_view kind : kKinds) {
+    const std::string k(kind);
     auto running = f.in_progress.find(k);
     out.Gauge("hpod_recoveries_in_progress", "Node recoveries in progress",
               {{"cluster_name", cluster}, {"kind", k}},
@@ -99,6 +103,9 @@ void EmitRecoveries(const std::string& cluster, const RecoveryFigures& f, Exposi
                   "Succeeded node recoveries: from detection to the node back in service",
                   {{"cluster_name", cluster}, {"kind", k}},
                   d == f.durations.end() ? HistogramCounts(kRecoveryBuckets) : d->second);
+  }
+  for (std::string_view kind : kKinds) {
+    const std::string k(kind);
     if (auto last = f.last.find(k); last != f.last.end()) {
       out.Gauge("hpod_recovery_last_duration_seconds",
                 "The latest succeeded node recovery's duration (detection to back in service)",

@@ -1,6 +1,7 @@
 #include "hpod/controlplane/metrics_state.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -23,35 +24,89 @@ std::map<std::string, int> ZeroCounts() {
   return m;
 }
 
-void EmitHost(const Labels& node, const api::agentproto::HostStats& h, Exposition& out) {
-  const auto& c = h.cpu_seconds;
-  const std::pair<const char*, double> modes[] = {
-      {"user", c.user},     {"nice", c.nice}, {"system", c.system},   {"idle", c.idle},
-      {"iowait", c.iowait}, {"irq", c.irq},   {"softirq", c.softirq}, {"steal", c.steal}};
-  Labels l = node;  // then one label more, set per sample
-  l.emplace_back("mode", "");
-  for (const auto& [mode, seconds] : modes) {
-    l.back().second = mode;
-    out.Counter("hpod_node_cpu_seconds_total",
-                "CPU time of the node's host by mode (/proc/stat, all CPUs)", l, seconds);
+// A connected node of a cluster the scrape knows, with its two labels.
+struct LiveNode {
+  const AgentSnapshot* agent;
+  std::string_view cluster;
+};
+
+// The per-node families, each whole before the next (the exposition then writes
+// them where they end up, without a copy): 13 to 17 samples a node, nearly all of
+// a large cluster's scrape.
+void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::time_point now,
+               Exposition& out) {
+  Labels l = {{"cluster_name", ""}, {"node", ""}, {"", ""}};  // views set per sample
+  auto node = [&](const LiveNode& n) -> Labels& {
+    l.resize(2);
+    l[0].second = n.cluster;
+    l[1].second = n.agent->instance_id;
+    return l;
+  };
+  for (const auto& n : live) {
+    const auto since = n.agent->last_heartbeat.value_or(n.agent->connected_at);
+    out.Gauge("hpod_node_heartbeat_age_seconds",
+              "Seconds since the node's agent last heartbeat (since it connected, before "
+              "the first)",
+              node(n), std::max(0.0, std::chrono::duration<double>(now - since).count()));
   }
-  out.Gauge("hpod_node_memory_total_bytes", "The node's MemTotal (/proc/meminfo)", node,
-            static_cast<double>(h.memory_total_bytes));
-  out.Gauge("hpod_node_memory_available_bytes", "The node's MemAvailable (/proc/meminfo)", node,
-            static_cast<double>(h.memory_available_bytes));
-  std::set<std::string> seen;
-  for (const auto& fs : h.filesystems) {
-    // Only the filesystems node_exporter's dashboards ask for, once each; the
-    // protocol's reader drops others already (api/agent_protocol_host.h).
-    if (!api::agentproto::IsHostMountpoint(fs.mountpoint) || !seen.insert(fs.mountpoint).second) {
-      continue;
+  for (const auto& n : live) {
+    if (!n.agent->clock_offset) continue;
+    out.Gauge("hpod_node_clock_offset_seconds",
+              "The node's clock minus hpodd's, from its agent's heartbeats (low by a "
+              "heartbeat's one-way delay)",
+              node(n), *n.agent->clock_offset);
+  }
+  for (const auto& n : live) {
+    if (!n.agent->host) continue;
+    const auto& c = n.agent->host->cpu_seconds;
+    const std::pair<const char*, double> modes[] = {
+        {"user", c.user},     {"nice", c.nice}, {"system", c.system},   {"idle", c.idle},
+        {"iowait", c.iowait}, {"irq", c.irq},   {"softirq", c.softirq}, {"steal", c.steal}};
+    node(n).emplace_back("mode", "");
+    for (const auto& [mode, seconds] : modes) {
+      l.back().second = mode;
+      out.Counter("hpod_node_cpu_seconds_total",
+                  "CPU time of the node's host by mode (/proc/stat, all CPUs)", l, seconds);
     }
-    l.back() = {"mountpoint", fs.mountpoint};
-    out.Gauge("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)", l,
-              static_cast<double>(fs.size_bytes));
-    out.Gauge("hpod_node_filesystem_avail_bytes",
-              "Space an unprivileged user may still write on the node's filesystem (statvfs)", l,
-              static_cast<double>(fs.avail_bytes));
+  }
+  for (const auto& n : live) {
+    if (!n.agent->host) continue;
+    out.Gauge("hpod_node_memory_total_bytes", "The node's MemTotal (/proc/meminfo)", node(n),
+              static_cast<double>(n.agent->host->memory_total_bytes));
+  }
+  for (const auto& n : live) {
+    if (!n.agent->host) continue;
+    out.Gauge("hpod_node_memory_available_bytes", "The node's MemAvailable (/proc/meminfo)",
+              node(n), static_cast<double>(n.agent->host->memory_available_bytes));
+  }
+  // Only the filesystems node_exporter's dashboards ask for, once each; the
+  // protocol's reader drops others already (api/agent_protocol_host.h).
+  auto each_fs = [&](const LiveNode& n, auto&& emit) {
+    if (!n.agent->host) return;
+    std::array<std::string_view, 4> seen;  // more than the mount points there are
+    size_t count = 0;
+    for (const auto& fs : n.agent->host->filesystems) {
+      if (!api::agentproto::IsHostMountpoint(fs.mountpoint) || count == seen.size() ||
+          std::find(seen.begin(), seen.begin() + count, fs.mountpoint) != seen.begin() + count) {
+        continue;
+      }
+      seen[count++] = fs.mountpoint;
+      node(n).emplace_back("mountpoint", fs.mountpoint);
+      emit(fs);
+    }
+  };
+  for (const auto& n : live) {
+    each_fs(n, [&](const api::agentproto::HostFilesystem& fs) {
+      out.Gauge("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)", l,
+                static_cast<double>(fs.size_bytes));
+    });
+  }
+  for (const auto& n : live) {
+    each_fs(n, [&](const api::agentproto::HostFilesystem& fs) {
+      out.Gauge("hpod_node_filesystem_avail_bytes",
+                "Space an unprivileged user may still write on the node's filesystem (statvfs)", l,
+                static_cast<double>(fs.avail_bytes));
+    });
   }
 }
 
@@ -130,22 +185,12 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
   for (const auto& [id, cluster] : names) {
     for (std::string_view v : kVerdicts) verdicts[cluster][std::string(v)] = 0;
   }
+  std::vector<LiveNode> live;
+  live.reserve(in.agents.size());
   for (const auto& a : in.agents) {
     auto name = names.find(a.cluster_id);
     if (name == names.end()) continue;  // its cluster was deleted meanwhile
-    const Labels node = {{"cluster_name", name->second}, {"node", a.instance_id}};
-    const auto since = a.last_heartbeat.value_or(a.connected_at);
-    out.Gauge("hpod_node_heartbeat_age_seconds",
-              "Seconds since the node's agent last heartbeat (since it connected, before "
-              "the first)",
-              node, std::max(0.0, std::chrono::duration<double>(in.steady_now - since).count()));
-    if (a.clock_offset) {
-      out.Gauge("hpod_node_clock_offset_seconds",
-                "The node's clock minus hpodd's, from its agent's heartbeats (low by a "
-                "heartbeat's one-way delay)",
-                node, *a.clock_offset);
-    }
-    if (a.host) EmitHost(node, *a.host, out);
+    live.push_back({&a, name->second});
     if (!a.health_verdict.empty()) ++verdicts[name->second][a.health_verdict];
     // A node counts once per check label (an agent may repeat a name, and
     // names hpodd does not know all read "other").
@@ -153,6 +198,7 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
     for (const auto& check : a.failing_checks) checks.insert(HealthCheckLabel(check));
     for (const auto& check : checks) ++failing[{name->second, check}];
   }
+  EmitNodes(live, in.steady_now, out);
   if (in.recoveries != nullptr) {
     std::set<std::string> ids;
     for (const auto& [id, cluster] : names) ids.insert(id);

@@ -270,8 +270,10 @@ TEST_F(MetricsStateTest, FoldedRecoveriesMatchAFullReadAndOnlyNewRecordsAreRead)
 TEST_F(MetricsStateTest, AgentSuppliedLabelsAreBounded) {
   StateInputs in = testing::Inputs(now_);
   AgentSnapshot& a = in.agents[0];
-  a.host->filesystems.push_back({"/mnt/any", 1, 1});
-  a.host->filesystems.push_back({"/", 999, 999});  // a second "/": the first one counts
+  auto host = std::make_shared<api::agentproto::HostStats>(*a.host);
+  host->filesystems.push_back({"/mnt/any", 1, 1});
+  host->filesystems.push_back({"/", 999, 999});  // a second "/": the first one counts
+  a.host = host;
   a.failing_checks = {"disk:/fsx", "disk:/fsx", "evil-1", "evil-2", std::string(500, 'x')};
   in.agents[1].failing_checks = {"evil-3", "gpu"};
   in.slurm_nodes = [](const std::string& id) -> std::optional<SlurmNodesReport> {

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -222,6 +223,46 @@ TEST(MetricsTest, AFailingCollectorFailsTheScrape) {
 }
 
 // promtool from Debian's `prometheus` (a test-only package, scripts/install-deps.sh).
+// Samples of a family added after another began still come out with their
+// family, once, whichever form of Text() hands the text over; labels sorted,
+// values escaped, numbers as Prometheus reads them.
+TEST(MetricsExpositionTest, InterleavedFamiliesComeOutWhole) {
+  Exposition e;
+  e.Gauge("hpod_a", "A's help \\ with\na newline", {{"z", "1"}, {"b", "say \"hi\"\n"}}, 0.1);
+  e.Counter("hpod_b_total", "B", {}, 3);
+  e.Gauge("hpod_a", "A's help", {{"b", "2"}}, std::numeric_limits<double>::infinity());
+  e.Histogram("hpod_h", "H", {{"k", "v"}}, {1, 2.5}, {0.5, 2, 7});
+  e.Gauge("hpod_a", "A's help", {}, 1e21);
+  const std::string want =
+      "# HELP hpod_a A's help \\\\ with\\na newline\n"
+      "# TYPE hpod_a gauge\n"
+      "hpod_a{b=\"say \\\"hi\\\"\\n\",z=\"1\"} 0.1\n"
+      "hpod_a{b=\"2\"} +Inf\n"
+      "hpod_a 1e+21\n"
+      "# HELP hpod_b_total B\n"
+      "# TYPE hpod_b_total counter\n"
+      "hpod_b_total 3\n"
+      "# HELP hpod_h H\n"
+      "# TYPE hpod_h histogram\n"
+      "hpod_h_bucket{k=\"v\",le=\"1\"} 1\n"
+      "hpod_h_bucket{k=\"v\",le=\"2.5\"} 2\n"
+      "hpod_h_bucket{k=\"v\",le=\"+Inf\"} 3\n"
+      "hpod_h_sum{k=\"v\"} 9.5\n"
+      "hpod_h_count{k=\"v\"} 3\n";
+  EXPECT_EQ(e.Text(), want);
+  EXPECT_EQ(std::move(e).Text(), want);
+
+  // Families added whole, one after the other: the text is handed over as it
+  // was written.
+  Exposition in_order;
+  in_order.Gauge("hpod_a", "A", {}, 1);
+  in_order.Gauge("hpod_a", "A", {{"x", "y"}}, 2);
+  in_order.Counter("hpod_b_total", "B", {}, 3);
+  EXPECT_EQ(std::move(in_order).Text(),
+            "# HELP hpod_a A\n# TYPE hpod_a gauge\nhpod_a 1\nhpod_a{x=\"y\"} 2\n"
+            "# HELP hpod_b_total B\n# TYPE hpod_b_total counter\nhpod_b_total 3\n");
+}
+
 std::string Promtool() {
   for (const char* p : {"/usr/bin/promtool", "/usr/local/bin/promtool"}) {
     if (::access(p, X_OK) == 0) return p;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -131,7 +132,7 @@ inline StateInputs Inputs(std::chrono::steady_clock::time_point now) {
   h.memory_total_bytes = 8LL << 30;
   h.memory_available_bytes = 6LL << 30;
   h.filesystems = {{"/", 10LL << 30, 4LL << 30}, {"/fsx", 100LL << 30, 90LL << 30}};
-  a.host = h;
+  a.host = std::make_shared<const api::agentproto::HostStats>(h);
   a.health_verdict = "Reboot";
   a.failing_checks = {"disk:/fsx"};
   a.clock_offset = -90.25;
