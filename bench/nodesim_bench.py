@@ -41,7 +41,16 @@ MAX_PER_GROUP = 5000  # CreateCluster allows at most 6,758 per group
 
 
 def log(msg):
-    print(msg, flush=True)
+    """A step's line, with the UTC time it ended: a recovery no fault asked for
+    is placed in the run by its own time (below)."""
+    print("%s %s" % (time.strftime("%H:%M:%S", time.gmtime()), msg), flush=True)
+
+
+def clock_of(t):
+    """HH:MM:SS (UTC) of an API time: epoch seconds or ISO 8601 text."""
+    if isinstance(t, (int, float)):
+        return time.strftime("%H:%M:%S", time.gmtime(t))
+    return str(t)[11:19]
 
 
 def cpu_seconds(pid):
@@ -235,8 +244,9 @@ def run(args):
             # Every recovery of the run that no fault asked for: a healthy node taken
             # for a failed one (an hpodd too slow to read heartbeats in time).
             faulted = set(ws[:3] + killed)
-            extra = [(r["NodeId"], r["Action"], r["Reason"][:60]) for r in b.recoveries("sim")
-                     if r["NodeId"] not in faulted]
+            extra = [(r["NodeId"], r["Action"], r["Reason"][:60],
+                      clock_of(r.get("CreatedTime")))
+                     for r in b.recoveries("sim") if r["NodeId"] not in faulted]
             log("recoveries of nodes no fault was injected into, over the whole run: %d %s" %
                 (len(extra), extra[:5]))
         log("delete: gone after %.1f s" % b.delete(names))
