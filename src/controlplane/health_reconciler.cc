@@ -42,6 +42,9 @@ long Seconds(Steady::duration d) {
 
 // The source of the verdicts that say hpodd lost contact with the node's agent.
 constexpr char kLostContact[] = "Heartbeat";
+// How many heartbeat timeouts a node under a deep health check may be silent
+// with its connection open (see Judge).
+constexpr int kDeepCheckHeartbeatFactor = 3;
 
 void Ask(NodeHealth& h, RecoveryAction action, std::string source, std::string check,
          std::string reason, bool dead) {
@@ -218,7 +221,14 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       }
     } else {
       Steady::time_point last = live.last_heartbeat.value_or(live.connected_at);
-      if (now - last > options_.heartbeat_timeout) {
+      // Under a deep health check a node is loaded on purpose (stress-ng on every
+      // CPU it has; a node held to 2% of one by the cpu-throttle fault runs it
+      // there) and is held out of jobs: its heartbeats may lag for the run, so a
+      // hang takes three timeouts. Its check fails a node that stops answering.
+      const auto timeout = api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress)
+                               ? options_.heartbeat_timeout * kDeepCheckHeartbeatFactor
+                               : options_.heartbeat_timeout;
+      if (now - last > timeout) {
         Ask(h, RecoveryAction::kReplace, kLostContact, "heartbeat",
             "no heartbeat from the hpod agent for " + std::to_string(Seconds(now - last)) +
                 " s while its connection stays open (the node hangs)",

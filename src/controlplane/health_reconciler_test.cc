@@ -139,6 +139,26 @@ TEST_F(HealthTest, MissedHeartbeatsBeyondTheTimeoutMeanReplace) {
   EXPECT_NE(v.reason.find("hangs"), std::string::npos) << v.reason;
 }
 
+// A node under a deep health check is loaded on purpose: a silence of a few
+// heartbeat timeouts is its stress run, not a hang; three are a hang.
+TEST_F(HealthTest, ANodeUnderADeepCheckMayLagItsHeartbeatsForThreeTimeouts) {
+  const std::string a = nodes_[0].instance_id;
+  ASSERT_TRUE(h_.store_
+                  ->Write([&](store::WriteTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto n, tx.GetNode(id_, a));
+                    n.status = "DeepHealthCheckInProgress";
+                    return tx.PutNode(n);
+                  })
+                  .ok());
+  h_.clock_.AdvanceTime(std::chrono::seconds(12));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy);
+  EXPECT_EQ(Of(nodes_[1].instance_id).verdict, HealthVerdict::kReplace);  // Running: 6 s
+  h_.clock_.AdvanceTime(std::chrono::seconds(7));
+  NodeHealth v = Of(a);
+  EXPECT_EQ(v.verdict, HealthVerdict::kReplace);
+  EXPECT_NE(v.reason.find("hangs"), std::string::npos) << v.reason;
+}
+
 TEST_F(HealthTest, AnAgentThatReconnectsInTimeIsHealthy) {
   const std::string a = nodes_[0].instance_id;
   signals_.live[a] = AgentLiveness{};
