@@ -111,7 +111,10 @@ std::vector<AgentSnapshot> AgentService::Snapshot() const {
   MutexLock lock(mu_);
   std::vector<AgentSnapshot> out;
   out.reserve(channels_.size());
+  // Both maps are ordered by instance id: one walk of each, not a lookup per node.
+  auto report = health_.begin();
   for (const auto& [id, ch] : channels_) {
+    while (report != health_.end() && report->first < id) ++report;
     AgentSnapshot a;
     a.instance_id = id;
     a.cluster_id = ch->cluster_id;
@@ -121,9 +124,9 @@ std::vector<AgentSnapshot> AgentService::Snapshot() const {
     if (!ch->clock_offsets.empty()) {
       a.clock_offset = *std::max_element(ch->clock_offsets.begin(), ch->clock_offsets.end());
     }
-    if (auto it = health_.find(id); it != health_.end()) {
-      a.health_verdict = WorstVerdict(it->second);
-      for (const auto& c : it->second.checks) {
+    if (report != health_.end() && report->first == id) {
+      a.health_verdict = WorstVerdict(report->second);
+      for (const auto& c : report->second.checks) {
         if (c.result == "fail" || c.result == "timeout") a.failing_checks.push_back(c.name);
       }
     }

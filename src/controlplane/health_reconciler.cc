@@ -83,14 +83,14 @@ HealthReconciler::HealthReconciler(store::Store& store, const Clock& clock,
       wake_(std::move(wake)) {}
 
 StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& cluster_id) {
-  std::vector<store::NodeRecord> nodes;
+  std::vector<store::NodeSummary> nodes;
   std::map<std::string, store::AgentRecord> agents;
   std::set<std::string> busy;  // instance ids and hostnames with a recovery in progress
   std::string controller_group;
   const double now_epoch = clock_.NowEpochSeconds();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(auto cluster, tx.GetCluster(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodeSummaries(cluster_id));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(cluster_id));
     HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
     // The agent's record tells only whether a node that is not Running came up
@@ -174,7 +174,7 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       controller_down || (unreachable >= 2 && unreachable * 2 >= reporting);
   std::vector<NodeHealth> out;
   for (size_t i = 0; i < nodes.size(); i++) {
-    const store::NodeRecord& n = nodes[i];
+    const store::NodeSummary& n = nodes[i];
     NodeHealth h;
     h.instance_id = n.instance_id;
     auto a = agents.find(n.instance_id);

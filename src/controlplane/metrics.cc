@@ -60,20 +60,6 @@ void AppendLabelValue(std::string& out, std::string_view v) {
   }
 }
 
-// As Prometheus reads them: the shortest text that reads back as the same
-// double; NaN and ±Inf by name.
-void AppendValue(std::string& out, double v) {
-  if (std::isnan(v)) {
-    out.append("NaN");
-  } else if (std::isinf(v)) {
-    out.append(v < 0 ? "-Inf" : "+Inf");
-  } else {
-    char buf[32];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-    out.append(buf, ec == std::errc() ? end - buf : 0);
-  }
-}
-
 // One sample line: name, labels sorted by name (then `le` when given), value.
 void AppendSample(std::string& out, std::string_view name, std::string_view suffix,
                   const Exposition::Labels& labels, const double* le, double value) {
@@ -96,20 +82,17 @@ void AppendSample(std::string& out, std::string_view name, std::string_view suff
     out.push_back('{');
     for (size_t i = 0; i < labels.size(); ++i) {
       if (i > 0) out.push_back(',');
-      out.append(order[i]->first);
-      out.append("=\"");
-      AppendLabelValue(out, order[i]->second);
-      out.push_back('"');
+      Exposition::AppendLabel(out, order[i]->first, order[i]->second);
     }
     if (le != nullptr) {
       out.append(labels.empty() ? "le=\"" : ",le=\"");
-      AppendValue(out, *le);
+      Exposition::AppendValue(out, *le);
       out.push_back('"');
     }
     out.push_back('}');
   }
   out.push_back(' ');
-  AppendValue(out, value);
+  Exposition::AppendValue(out, value);
   out.push_back('\n');
 }
 
@@ -132,6 +115,25 @@ void HistogramCounts::Add(const HistogramCounts& other) {
 }
 
 // ---- Exposition ----
+
+void Exposition::AppendLabel(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name);
+  out.append("=\"");
+  AppendLabelValue(out, value);
+  out.push_back('"');
+}
+
+void Exposition::AppendValue(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out.append("NaN");
+  } else if (std::isinf(v)) {
+    out.append(v < 0 ? "-Inf" : "+Inf");
+  } else {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    out.append(buf, ec == std::errc() ? end - buf : 0);
+  }
+}
 
 void Exposition::Start(std::string_view name) {
   if (!families_.empty()) families_.back().end = text_.size();

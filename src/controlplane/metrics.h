@@ -79,6 +79,22 @@ class Exposition {
                  const std::vector<double>& buckets, const std::vector<double>& values);
   void Histogram(std::string_view name, std::string_view help, const Labels& labels,
                  const HistogramCounts& counts);
+  // The fast path of a collector writing many samples of one family (the
+  // per-node ones, nearly all of a large scrape's): the text the sample lines of
+  // `name` go to, after its HELP and TYPE when the family is new. The caller
+  // appends whole lines, `name{labels} value\n`, labels sorted by name, each
+  // written by AppendLabel, the value by AppendValue; the reference is valid
+  // until the next call on this Exposition. It saves Gauge's per-sample family
+  // lookup and label sort, and lets labels shared by many samples be written once
+  // and copied.
+  std::string& Lines(std::string_view name, std::string_view help, const char* type) {
+    return Samples(name, help, type);
+  }
+  // `name="value"`, the value bounded (metrics_labels.h) and escaped.
+  static void AppendLabel(std::string& out, std::string_view name, std::string_view value);
+  // As Prometheus reads it: the shortest text that reads back as the same double;
+  // NaN and ±Inf by name.
+  static void AppendValue(std::string& out, double value);
   // Families of another source (the registry), appended as they are.
   void Append(const std::vector<prometheus::MetricFamily>& families);
   // Room for `bytes` of text (the size of the last scrape), so the text is not

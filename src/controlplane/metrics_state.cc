@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "hpod/api/agent_protocol_host.h"
@@ -13,8 +14,6 @@ namespace hpod::controlplane {
 
 namespace {
 
-using Labels = Exposition::Labels;
-
 constexpr std::string_view kVerdicts[] = {"Healthy", "Reboot", "Replace"};
 
 template <typename E>
@@ -24,90 +23,106 @@ std::map<std::string, int> ZeroCounts() {
   return m;
 }
 
-// A connected node of a cluster the scrape knows, with its two labels.
+// A connected node of a cluster the scrape knows, with its two labels written
+// out (`cluster_name="…"`, `node="…"`): each is in every one of its 13 to 17
+// samples.
 struct LiveNode {
   const AgentSnapshot* agent;
-  std::string_view cluster;
+  std::string_view cluster_label;
+  std::string_view node_label;
 };
 
 // The per-node families, each whole before the next (the exposition then writes
-// them where they end up, without a copy): 13 to 17 samples a node, nearly all of
-// a large cluster's scrape.
+// them where they end up, without a copy): nearly all of a large cluster's
+// scrape, so written as lines (Exposition::Lines). Labels sort as cluster_name,
+// then mode or mountpoint, then node.
 void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::time_point now,
                Exposition& out) {
-  Labels l = {{"cluster_name", ""}, {"node", ""}, {"", ""}};  // views set per sample
-  auto node = [&](const LiveNode& n) -> Labels& {
-    l.resize(2);
-    l[0].second = n.cluster;
-    l[1].second = n.agent->instance_id;
-    return l;
+  // name{cluster_name="…"[,extra],node="…"} value
+  auto line = [](std::string& text, std::string_view name, const LiveNode& n,
+                 std::string_view extra_name, std::string_view extra_value, double value) {
+    text.append(name);
+    text.push_back('{');
+    text.append(n.cluster_label);
+    text.push_back(',');
+    if (!extra_name.empty()) {
+      Exposition::AppendLabel(text, extra_name, extra_value);
+      text.push_back(',');
+    }
+    text.append(n.node_label);
+    text.append("} ");
+    Exposition::AppendValue(text, value);
+    text.push_back('\n');
   };
-  for (const auto& n : live) {
-    const auto since = n.agent->last_heartbeat.value_or(n.agent->connected_at);
-    out.Gauge("hpod_node_heartbeat_age_seconds",
-              "Seconds since the node's agent last heartbeat (since it connected, before "
-              "the first)",
-              node(n), std::max(0.0, std::chrono::duration<double>(now - since).count()));
-  }
-  for (const auto& n : live) {
-    if (!n.agent->clock_offset) continue;
-    out.Gauge("hpod_node_clock_offset_seconds",
-              "The node's clock minus hpodd's, from its agent's heartbeats (low by a "
-              "heartbeat's one-way delay)",
-              node(n), *n.agent->clock_offset);
-  }
-  for (const auto& n : live) {
-    if (!n.agent->host) continue;
-    const auto& c = n.agent->host->cpu_seconds;
-    const std::pair<const char*, double> modes[] = {
-        {"user", c.user},     {"nice", c.nice}, {"system", c.system},   {"idle", c.idle},
-        {"iowait", c.iowait}, {"irq", c.irq},   {"softirq", c.softirq}, {"steal", c.steal}};
-    node(n).emplace_back("mode", "");
-    for (const auto& [mode, seconds] : modes) {
-      l.back().second = mode;
-      out.Counter("hpod_node_cpu_seconds_total",
-                  "CPU time of the node's host by mode (/proc/stat, all CPUs)", l, seconds);
+  auto gauge = [&](std::string_view name, std::string_view help, auto&& value_of) {
+    std::string* text = nullptr;  // made at the first sample, as Gauge makes a family
+    for (const auto& n : live) {
+      const std::optional<double> v = value_of(*n.agent);
+      if (!v) continue;
+      if (text == nullptr) text = &out.Lines(name, help, "gauge");
+      line(*text, name, n, "", "", *v);
+    }
+  };
+  gauge("hpod_node_heartbeat_age_seconds",
+        "Seconds since the node's agent last heartbeat (since it connected, before the first)",
+        [&](const AgentSnapshot& a) -> std::optional<double> {
+          const auto since = a.last_heartbeat.value_or(a.connected_at);
+          return std::max(0.0, std::chrono::duration<double>(now - since).count());
+        });
+  gauge("hpod_node_clock_offset_seconds",
+        "The node's clock minus hpodd's, from its agent's heartbeats (low by a heartbeat's "
+        "one-way delay)",
+        [](const AgentSnapshot& a) { return a.clock_offset; });
+  {
+    std::string* text = nullptr;
+    static constexpr std::string_view kCpu = "hpod_node_cpu_seconds_total";
+    for (const auto& n : live) {
+      if (!n.agent->host) continue;
+      if (text == nullptr) {
+        text = &out.Lines(kCpu, "CPU time of the node's host by mode (/proc/stat, all CPUs)",
+                          "counter");
+      }
+      const auto& c = n.agent->host->cpu_seconds;
+      const std::pair<std::string_view, double> modes[] = {
+          {"user", c.user},     {"nice", c.nice}, {"system", c.system},   {"idle", c.idle},
+          {"iowait", c.iowait}, {"irq", c.irq},   {"softirq", c.softirq}, {"steal", c.steal}};
+      for (const auto& [mode, seconds] : modes) line(*text, kCpu, n, "mode", mode, seconds);
     }
   }
-  for (const auto& n : live) {
-    if (!n.agent->host) continue;
-    out.Gauge("hpod_node_memory_total_bytes", "The node's MemTotal (/proc/meminfo)", node(n),
-              static_cast<double>(n.agent->host->memory_total_bytes));
-  }
-  for (const auto& n : live) {
-    if (!n.agent->host) continue;
-    out.Gauge("hpod_node_memory_available_bytes", "The node's MemAvailable (/proc/meminfo)",
-              node(n), static_cast<double>(n.agent->host->memory_available_bytes));
-  }
+  gauge("hpod_node_memory_total_bytes", "The node's MemTotal (/proc/meminfo)",
+        [](const AgentSnapshot& a) -> std::optional<double> {
+          if (!a.host) return std::nullopt;
+          return static_cast<double>(a.host->memory_total_bytes);
+        });
+  gauge("hpod_node_memory_available_bytes", "The node's MemAvailable (/proc/meminfo)",
+        [](const AgentSnapshot& a) -> std::optional<double> {
+          if (!a.host) return std::nullopt;
+          return static_cast<double>(a.host->memory_available_bytes);
+        });
   // Only the filesystems node_exporter's dashboards ask for, once each; the
   // protocol's reader drops others already (api/agent_protocol_host.h).
-  auto each_fs = [&](const LiveNode& n, auto&& emit) {
-    if (!n.agent->host) return;
-    std::array<std::string_view, 4> seen;  // more than the mount points there are
-    size_t count = 0;
-    for (const auto& fs : n.agent->host->filesystems) {
-      if (!api::agentproto::IsHostMountpoint(fs.mountpoint) || count == seen.size() ||
-          std::find(seen.begin(), seen.begin() + count, fs.mountpoint) != seen.begin() + count) {
-        continue;
+  auto filesystems = [&](std::string_view name, std::string_view help, auto&& value_of) {
+    std::string* text = nullptr;
+    for (const auto& n : live) {
+      if (!n.agent->host) continue;
+      std::array<std::string_view, 4> seen;  // more than the mount points there are
+      size_t count = 0;
+      for (const auto& fs : n.agent->host->filesystems) {
+        if (!api::agentproto::IsHostMountpoint(fs.mountpoint) || count == seen.size() ||
+            std::find(seen.begin(), seen.begin() + count, fs.mountpoint) != seen.begin() + count) {
+          continue;
+        }
+        seen[count++] = fs.mountpoint;
+        if (text == nullptr) text = &out.Lines(name, help, "gauge");
+        line(*text, name, n, "mountpoint", fs.mountpoint, static_cast<double>(value_of(fs)));
       }
-      seen[count++] = fs.mountpoint;
-      node(n).emplace_back("mountpoint", fs.mountpoint);
-      emit(fs);
     }
   };
-  for (const auto& n : live) {
-    each_fs(n, [&](const api::agentproto::HostFilesystem& fs) {
-      out.Gauge("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)", l,
-                static_cast<double>(fs.size_bytes));
-    });
-  }
-  for (const auto& n : live) {
-    each_fs(n, [&](const api::agentproto::HostFilesystem& fs) {
-      out.Gauge("hpod_node_filesystem_avail_bytes",
-                "Space an unprivileged user may still write on the node's filesystem (statvfs)", l,
-                static_cast<double>(fs.avail_bytes));
-    });
-  }
+  filesystems("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)",
+              [](const api::agentproto::HostFilesystem& fs) { return fs.size_bytes; });
+  filesystems("hpod_node_filesystem_avail_bytes",
+              "Space an unprivileged user may still write on the node's filesystem (statvfs)",
+              [](const api::agentproto::HostFilesystem& fs) { return fs.avail_bytes; });
 }
 
 }  // namespace
@@ -130,7 +145,7 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
   }
   for (const auto& [id, cluster] : names) {
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(id));
-    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(id));
+    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodeSummaries(id));
     std::map<std::string, int> group_status = ZeroCounts<api::InstanceGroupStatus>();
     // (group, status) → count; every group gets every status, so "0 Running"
     // is a sample rather than an absent series.
@@ -185,18 +200,33 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
   for (const auto& [id, cluster] : names) {
     for (std::string_view v : kVerdicts) verdicts[cluster][std::string(v)] = 0;
   }
+  // The two labels of each node's samples, written once: `cluster_name` per
+  // cluster, `node` per node, all nodes' in one string (views made once it is
+  // whole).
+  std::map<std::string, std::string> cluster_labels;  // cluster id → cluster_name="…"
+  for (const auto& [id, cluster] : names) {
+    Exposition::AppendLabel(cluster_labels[id], "cluster_name", cluster);
+  }
   std::vector<LiveNode> live;
   live.reserve(in.agents.size());
+  std::vector<size_t> node_label_ends;
+  node_label_ends.reserve(in.agents.size());
+  std::string node_labels;
   for (const auto& a : in.agents) {
     auto name = names.find(a.cluster_id);
     if (name == names.end()) continue;  // its cluster was deleted meanwhile
-    live.push_back({&a, name->second});
+    live.push_back({&a, cluster_labels[a.cluster_id], {}});
+    Exposition::AppendLabel(node_labels, "node", a.instance_id);
+    node_label_ends.push_back(node_labels.size());
     if (!a.health_verdict.empty()) ++verdicts[name->second][a.health_verdict];
     // A node counts once per check label (an agent may repeat a name, and
     // names hpodd does not know all read "other").
     std::set<std::string> checks;
     for (const auto& check : a.failing_checks) checks.insert(HealthCheckLabel(check));
     for (const auto& check : checks) ++failing[{name->second, check}];
+  }
+  for (size_t i = 0, begin = 0; i < live.size(); begin = node_label_ends[i++]) {
+    live[i].node_label = std::string_view(node_labels).substr(begin, node_label_ends[i] - begin);
   }
   EmitNodes(live, in.steady_now, out);
   if (in.recoveries != nullptr) {

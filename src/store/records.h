@@ -64,6 +64,19 @@ struct NodeRecord {
   double not_before = 0;
 };
 
+// What a pass over every node of a cluster reads of each (the health pass each
+// second, the metrics scrape): a node's identity, place and state, without the
+// rest of NodeRecord.
+struct NodeSummary {
+  std::string instance_id;
+  std::string group_name;
+  std::string status;  // ClusterInstanceStatus enum value
+  std::string hostname;
+  std::string private_ip;
+  bool launched = false;
+  bool remove = false;
+};
+
 // A deleted cluster whose events stay readable (and whose node logs hpodd keeps)
 // for a retention period: the user reads why a failed cluster failed after
 // deleting it for a retry. Its events keep the cluster's id.

@@ -69,6 +69,7 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::vector<DeletedClusterRecord>> ListDeletedClusters(double before) override;
   StatusOr<std::vector<GroupRecord>> ListGroups(const std::string& cluster_id) override;
   StatusOr<std::vector<NodeRecord>> ListNodes(const std::string& cluster_id) override;
+  StatusOr<std::vector<NodeSummary>> ListNodeSummaries(const std::string& cluster_id) override;
   StatusOr<std::map<std::string, int>> CountRunningNodes(const std::string& cluster_id) override;
   StatusOr<std::vector<NodeRecord>> QueryNodes(const NodeQuery& q) override;
   StatusOr<NodeRecord> GetNode(const std::string& cluster_id,

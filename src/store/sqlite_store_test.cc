@@ -8,6 +8,8 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "hpod/store/store.h"
 
@@ -254,6 +256,56 @@ TEST(SqliteStoreTest, CountRunningNodesPerGroup) {
                   })
                   .ok());
   EXPECT_EQ(counts, (std::map<std::string, int>{{"a", 1}, {"b", 1}}));
+}
+
+// The summaries carry what each field of the row holds, in group then instance id
+// order, and only the cluster's nodes.
+TEST(SqliteStoreTest, NodeSummariesAreTheClustersNodesByGroupThenId) {
+  auto store = Memory();
+  ASSERT_TRUE(store
+                  ->Write([](WriteTx& tx) {
+                    // (id, cluster, group, ordinal): ordinals run against the ids.
+                    const std::tuple<const char*, const char*, const char*, int> rows[] = {
+                        {"i-3", "c", "workers", 0},
+                        {"i-1", "c", "workers", 1},
+                        {"i-2", "c", "controller", 0},
+                        {"i-0", "other", "workers", 0}};
+                    for (const auto& [id, cluster, group, ordinal] : rows) {
+                      NodeRecord n;
+                      n.instance_id = id;
+                      n.cluster_id = cluster;
+                      n.group_name = group;
+                      n.ordinal = ordinal;
+                      n.status = ordinal == 0 ? "Running" : "Pending";
+                      n.hostname = std::string("host-") + id;
+                      n.private_ip = std::string("10.0.0.") + (id + 2);
+                      n.launched = ordinal == 0;
+                      n.remove = std::string(id) == "i-1";
+                      HPOD_RETURN_IF_ERROR(tx.PutNode(n));
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
+  std::vector<NodeSummary> got;
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.ListNodeSummaries("c"));
+                    return OkStatus();
+                  })
+                  .ok());
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].instance_id, "i-2");
+  EXPECT_EQ(got[0].group_name, "controller");
+  EXPECT_EQ(got[1].instance_id, "i-1");
+  EXPECT_EQ(got[2].instance_id, "i-3");
+  EXPECT_EQ(got[1].status, "Pending");
+  EXPECT_EQ(got[2].status, "Running");
+  EXPECT_EQ(got[1].hostname, "host-i-1");
+  EXPECT_EQ(got[1].private_ip, "10.0.0.1");
+  EXPECT_FALSE(got[1].launched);
+  EXPECT_TRUE(got[2].launched);
+  EXPECT_TRUE(got[1].remove);
+  EXPECT_FALSE(got[2].remove);
 }
 
 TEST(SqliteStoreTest, RunningCountsFollowEveryNodeChange) {
