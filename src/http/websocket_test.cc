@@ -519,6 +519,35 @@ TEST(WebSocketTest, SendQueueOverflowClosesAPeerThatDoesNotRead) {
   close(fd);
 }
 
+// A large message goes out as one frame, not cut into frames of beast's 4 KB
+// write buffer (each its own system call: hpodd sends every node its megabyte
+// config).
+TEST(WebSocketTest, ALargeMessageIsSentAsOneFrame) {
+  Recorder recorder;
+  auto server = StartServer(Accepting(&recorder, /*echo=*/false));
+  ASSERT_NE(server, nullptr);
+  int fd = RawHandshake(server->port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(WaitUntil([&] { return recorder.count() == 1; }));
+  constexpr uint64_t kSize = 256 * 1024;
+  ASSERT_TRUE(recorder.socket(0)->Send(std::string(kSize, 'z'), true));
+  // The header: FIN and opcode, then 127 (unmasked, a 64-bit length) and the length.
+  std::string header;
+  while (header.size() < 10) {
+    pollfd p{fd, POLLIN, 0};
+    char c;
+    if (poll(&p, 1, static_cast<int>(kWait.count())) <= 0 || recv(fd, &c, 1, 0) != 1) break;
+    header += c;
+  }
+  close(fd);
+  ASSERT_EQ(header.size(), 10u);
+  EXPECT_EQ(static_cast<unsigned char>(header[0]), 0x82) << "FIN, binary";
+  EXPECT_EQ(static_cast<unsigned char>(header[1]), 127);
+  uint64_t length = 0;
+  for (int i = 2; i < 10; ++i) length = length << 8 | static_cast<unsigned char>(header[i]);
+  EXPECT_EQ(length, kSize);
+}
+
 TEST(WebSocketTest, ConnectToAClosedPortIsUnavailable) {
   uint16_t port;
   {
