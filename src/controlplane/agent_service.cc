@@ -412,6 +412,26 @@ bool AgentService::Send(const std::string& instance_id, const json& message) {
   return ch->socket->Send(message.dump(), false);
 }
 
+bool AgentService::SendUnlessRecent(const std::string& instance_id, const json& message,
+                                    std::chrono::milliseconds resend_after) {
+  std::string text = message.dump();
+  const size_t hash = std::hash<std::string>()(text);
+  const auto now = clock_.SteadyNow();
+  std::shared_ptr<Channel> ch;
+  {
+    MutexLock lock(mu_);
+    auto it = channels_.find(instance_id);
+    if (it == channels_.end()) return false;
+    ch = it->second;
+    // A hash collision would hold back a different message for one interval at
+    // most: it is sent when the interval is over.
+    Channel::Sent& last = ch->recent_sends(*this)[message.value("type", "")];
+    if (last.hash == hash && now - last.at < resend_after) return false;
+    last = {hash, now};
+  }
+  return ch->socket->Send(std::move(text), false);
+}
+
 std::shared_ptr<const std::string> AgentService::ConfigFor(const std::shared_ptr<Channel>& ch) {
   // A snapshot at most this old: what a node asking this much earlier would get.
   constexpr std::chrono::milliseconds kConfigReuse{1000};

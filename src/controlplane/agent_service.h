@@ -183,6 +183,10 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::optional<double> ConnectedSince(const std::string& instance_id) const override;
   std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const override;
   bool Send(const std::string& instance_id, const nlohmann::json& message) override;
+  // Remembers, per connection and message type, the last message sent this way
+  // (a hash of its text) and when: a reconnect starts afresh.
+  bool SendUnlessRecent(const std::string& instance_id, const nlohmann::json& message,
+                        std::chrono::milliseconds resend_after) override;
   StatusOr<CommandResult> Run(const std::string& instance_id, const std::vector<std::string>& argv,
                               std::chrono::milliseconds timeout) override {
     return RunCommand(instance_id, argv, timeout);

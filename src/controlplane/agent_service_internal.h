@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 #include <future>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -57,11 +58,21 @@ struct AgentService::Channel {
   std::set<std::string>& refused_types(const AgentService& service) REQUIRES(service.mu_) {
     return refused_types_;
   }
+  // SendUnlessRecent's memory: by message type, the hash of the last text sent
+  // and when.
+  struct Sent {
+    size_t hash = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, Sent>& recent_sends(const AgentService& service) REQUIRES(service.mu_) {
+    return recent_sends_;
+  }
 
  private:
   nlohmann::json slurm_state_;  // null until reported
   // Message types refused on this connection (an event is recorded for the first).
   std::set<std::string> refused_types_;
+  std::map<std::string, Sent> recent_sends_;
 };
 
 struct AgentService::Session {

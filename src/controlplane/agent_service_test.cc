@@ -411,5 +411,40 @@ TEST_F(AgentServiceTest, DisconnectRecordsAnEventAndWakesTheReconciler) {
   EXPECT_EQ(NodeEvents(), std::vector<std::string>{"hpod agent on the instance disconnected"});
 }
 
+// The Slurm reconciler's resends: the same message goes out once per interval, a
+// different one at once, and a new connection gets it at once.
+TEST_F(AgentServiceTest, TheSameMessageIsResentOncePerIntervalAndAtOnceOnAReconnect) {
+  std::string secret;
+  auto ws = Register(&secret);
+  const json a{{"type", "slurm"}, {"conf_hash", "a"}};
+  const json b{{"type", "slurm"}, {"conf_hash", "b"}};
+  const std::chrono::milliseconds every(3000);
+  EXPECT_TRUE(agents_->SendUnlessRecent(kNode1, a, every));
+  EXPECT_FALSE(agents_->SendUnlessRecent(kNode1, a, every));
+  EXPECT_TRUE(agents_->SendUnlessRecent(kNode1, b, every));
+  clock_.AdvanceTime(std::chrono::milliseconds(2999));
+  EXPECT_FALSE(agents_->SendUnlessRecent(kNode1, b, every));
+  clock_.AdvanceTime(std::chrono::milliseconds(1));
+  EXPECT_TRUE(agents_->SendUnlessRecent(kNode1, b, every));
+  // Another type is remembered apart.
+  EXPECT_TRUE(
+      agents_->SendUnlessRecent(kNode1, json{{"type", "other"}, {"conf_hash", "b"}}, every));
+  EXPECT_EQ(Next(*ws)["conf_hash"], "a");
+  EXPECT_EQ(Next(*ws)["conf_hash"], "b");
+  EXPECT_EQ(Next(*ws)["conf_hash"], "b");
+  EXPECT_EQ(Next(*ws)["type"], "other");
+
+  ws->Close();
+  ASSERT_TRUE(WaitFor([&] { return !agents_->Liveness(kNode1).connected; }));
+  EXPECT_FALSE(agents_->SendUnlessRecent(kNode1, b, every));  // not connected
+  auto again = Dial("/agent/v1/channel", kNode1, "HpodNode " + secret);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE((*again)->Send(Hello().dump(), false).ok());
+  ASSERT_TRUE((*again)->Send(json{{"type", "get_config"}}.dump(), false).ok());
+  EXPECT_EQ(Next(**again)["type"], "config_pending");
+  EXPECT_TRUE(agents_->SendUnlessRecent(kNode1, b, every));
+  EXPECT_EQ(Next(**again)["conf_hash"], "b");
+}
+
 }  // namespace
 }  // namespace hpod::controlplane

@@ -64,6 +64,16 @@ class SlurmAgents {
   virtual std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const = 0;
   // Queues `message` to the agent; false when it is not connected.
   virtual bool Send(const std::string& instance_id, const nlohmann::json& message) = 0;
+  // Send, unless the agent's current connection was sent the same message less
+  // than `resend_after` ago (false then too). The Slurm reconciler resends a
+  // node's message each pass until the agent reports it applied; during a large
+  // cluster's creation passes follow each other faster than agents answer. The
+  // default sends every time (fakes record each).
+  virtual bool SendUnlessRecent(const std::string& instance_id, const nlohmann::json& message,
+                                std::chrono::milliseconds resend_after) {
+    (void)resend_after;
+    return Send(instance_id, message);
+  }
   virtual StatusOr<CommandResult> Run(const std::string& instance_id,
                                       const std::vector<std::string>& argv,
                                       std::chrono::milliseconds timeout) = 0;

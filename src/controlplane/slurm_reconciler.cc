@@ -14,6 +14,13 @@ namespace hpod::controlplane {
 using store::NodeRecord;
 
 namespace {
+
+// A node's Slurm message is resent, while its agent has not reported applying
+// it, at most this often: a pass of a 10,000-node creation came every fraction of
+// a second and sent it again to every node not yet answered (17 messages a node).
+// An agent answers within a second; one that reconnects gets it at once.
+constexpr std::chrono::milliseconds kSlurmResend{3000};
+
 std::string NoSlurmNotedSetting(const std::string& cluster_id) {
   return "cluster/" + cluster_id + "/no_slurm_noted";
 }
@@ -132,7 +139,7 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
     // hint where Slurm's commands would fail). Resent until acknowledged.
     nlohmann::json state = agents_->SlurmState(n.instance_id);
     if (state.is_object() && state.value("role", "") == "none") return true;
-    agents_->Send(n.instance_id, NoSlurmMessage(n));
+    agents_->SendUnlessRecent(n.instance_id, NoSlurmMessage(n), kSlurmResend);
     return false;
   }
   auto role = plan.role_of.find(n.instance_id);
@@ -160,10 +167,11 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
     const bool never_ran = is_object && (state.value("conf_hash", "").empty() || held);
     if (never_ran && !(has_hash && held)) {
       auto stale = pass.stale_start.find(n.instance_id);
-      agents_->Send(n.instance_id,
-                    SlurmMessage(plan, n, options_.slurm,
-                                 stale == pass.stale_start.end() ? "" : stale->second,
-                                 /*hold=*/true));
+      agents_->SendUnlessRecent(n.instance_id,
+                                SlurmMessage(plan, n, options_.slurm,
+                                             stale == pass.stale_start.end() ? "" : stale->second,
+                                             /*hold=*/true),
+                                kSlurmResend);
     }
     return false;
   }
@@ -174,14 +182,15 @@ bool SlurmReconciler::SyncNode(Pass& pass, const NodeRecord& n) {
   }
   if (!current) {
     pass.busy = true;
-    // Resent on every pass until the agent reports the new hash (it applies the
-    // same message idempotently).
+    // Resent until the agent reports the new hash (it applies the same message
+    // idempotently), at most every kSlurmResend.
     // A replacement's slurmd starts outside its predecessor's start second, so
     // that its registration never reads as the marked row (SlurmdOfThisInstance).
     auto stale = pass.stale_start.find(n.instance_id);
-    agents_->Send(n.instance_id,
-                  SlurmMessage(plan, n, options_.slurm,
-                               stale == pass.stale_start.end() ? "" : stale->second));
+    agents_->SendUnlessRecent(
+        n.instance_id,
+        SlurmMessage(plan, n, options_.slurm, stale == pass.stale_start.end() ? "" : stale->second),
+        kSlurmResend);
     return false;
   }
   if (state.value("daemon", "") != "running") return false;
