@@ -34,14 +34,15 @@ std::string WorstVerdict(const proto::HealthReport& r) {
 
 void AgentService::HandleHealth(const std::shared_ptr<Channel>& ch,
                                 const proto::HealthReport& report) {
-  std::optional<proto::HealthReport> before;
+  std::shared_ptr<const proto::HealthReport> before;
+  auto stored = std::make_shared<const proto::HealthReport>(report);
   {
     MutexLock lock(mu_);
     auto current = channels_.find(ch->instance_id);
     if (current == channels_.end() || current->second->serial != ch->serial) return;
-    auto it = health_.find(ch->instance_id);
-    if (it != health_.end()) before = it->second;
-    health_[ch->instance_id] = report;
+    std::shared_ptr<const proto::HealthReport>& slot = health_[ch->instance_id];
+    before = std::move(slot);
+    slot = std::move(stored);
   }
   std::map<std::string, std::string> was;
   if (before) {
@@ -81,13 +82,14 @@ void AgentService::HandleHealth(const std::shared_ptr<Channel>& ch,
   }
 }
 
-std::optional<proto::HealthReport> AgentService::Health(const std::string& instance_id) const {
+std::shared_ptr<const proto::HealthReport> AgentService::Health(
+    const std::string& instance_id) const {
   MutexLock lock(mu_);
   // A report is only as live as the connection that carried it; the last one is
   // kept past a disconnect only to tell what changed in the next (events).
-  if (channels_.count(instance_id) == 0) return std::nullopt;
+  if (channels_.count(instance_id) == 0) return nullptr;
   auto it = health_.find(instance_id);
-  if (it == health_.end()) return std::nullopt;
+  if (it == health_.end()) return nullptr;
   return it->second;
 }
 
@@ -124,9 +126,9 @@ std::vector<AgentSnapshot> AgentService::Snapshot() const {
     if (!ch->clock_offsets.empty()) {
       a.clock_offset = *std::max_element(ch->clock_offsets.begin(), ch->clock_offsets.end());
     }
-    if (report != health_.end() && report->first == id) {
-      a.health_verdict = WorstVerdict(report->second);
-      for (const auto& c : report->second.checks) {
+    if (report != health_.end() && report->first == id && report->second != nullptr) {
+      a.health_verdict = WorstVerdict(*report->second);
+      for (const auto& c : report->second->checks) {
         if (c.result == "fail" || c.result == "timeout") a.failing_checks.push_back(c.name);
       }
     }

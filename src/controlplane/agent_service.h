@@ -117,8 +117,9 @@ class NodeSignals {
  public:
   virtual ~NodeSignals() = default;
   virtual AgentLiveness Liveness(const std::string& instance_id) const = 0;
-  // The agent's latest health report (none when not connected or not reported).
-  virtual std::optional<api::agentproto::HealthReport> Health(
+  // The agent's latest health report (null when not connected or not reported),
+  // shared, not copied: the health pass reads every node's each second.
+  virtual std::shared_ptr<const api::agentproto::HealthReport> Health(
       const std::string& instance_id) const = 0;
   virtual std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const = 0;
 };
@@ -174,7 +175,7 @@ class AgentService final : public SlurmAgents, public NodeSignals {
 
   // NodeSignals.
   AgentLiveness Liveness(const std::string& instance_id) const override;
-  std::optional<api::agentproto::HealthReport> Health(
+  std::shared_ptr<const api::agentproto::HealthReport> Health(
       const std::string& instance_id) const override;
 
   // SlurmAgents. Slurm state and the controller's node table are kept in memory:
@@ -329,7 +330,9 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // (kept across a reconnect, so a check still failing is not a new event; both
   // grow by one entry per node hpodd has seen since it started).
   std::map<std::string, std::chrono::steady_clock::time_point> disconnected_at_ GUARDED_BY(mu_);
-  std::map<std::string, api::agentproto::HealthReport> health_ GUARDED_BY(mu_);
+  // A report is never changed once stored: a new one replaces it.
+  std::map<std::string, std::shared_ptr<const api::agentproto::HealthReport>> health_
+      GUARDED_BY(mu_);
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
   struct BuiltConfig {

@@ -143,7 +143,9 @@ Status Daemon::StartAgentNetwork() {
   hooks.health = [self](const std::string& instance_id)
       -> std::optional<api::agentproto::HealthReport> {
     if (self->agents_ == nullptr) return std::nullopt;
-    return self->agents_->Health(instance_id);
+    auto report = self->agents_->Health(instance_id);
+    if (report == nullptr) return std::nullopt;
+    return *report;
   };
   host_api_ = std::make_unique<HostApi>(*store_, *clock_, joins_.get(), std::move(hooks));
   api_server_->SetHostApi(host_api_.get());

@@ -147,8 +147,8 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
   // link) is the fault, not each of them: their network checks are set aside (the
   // controller's own signals judge it).
   int reporting = 0, unreachable = 0;
-  // Each node's latest report, read once (a copy each) for both loops below.
-  std::vector<std::optional<api::agentproto::HealthReport>> reports(nodes.size());
+  // Each node's latest report, read once (shared, not copied) for both loops below.
+  std::vector<std::shared_ptr<const api::agentproto::HealthReport>> reports(nodes.size());
   if (signals_ != nullptr) {
     for (size_t i = 0; i < nodes.size(); i++) {
       reports[i] = signals_->Health(nodes[i].instance_id);

@@ -23,10 +23,11 @@ class FakeSignals final : public NodeSignals {
     l.service_started = started;
     return l;
   }
-  std::optional<api::agentproto::HealthReport> Health(const std::string& id) const override {
+  std::shared_ptr<const api::agentproto::HealthReport> Health(
+      const std::string& id) const override {
     auto it = health.find(id);
-    if (it == health.end()) return std::nullopt;
-    return it->second;
+    if (it == health.end()) return nullptr;
+    return std::make_shared<const api::agentproto::HealthReport>(it->second);
   }
   std::optional<SlurmNodesReport> SlurmNodes(const std::string&) const override { return slurm; }
 
