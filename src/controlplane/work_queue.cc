@@ -41,9 +41,25 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay
   if (delay.count() <= 0) return Add(key);
   {
     MutexLock lock(mu_);
-    delayed_.emplace(clock_.SteadyNow() + delay, key);
+    Delay(key, clock_.SteadyNow() + delay);
   }
   cv_.notify_one();
+}
+
+void WorkQueue::Delay(const std::string& key, std::chrono::steady_clock::time_point at) {
+  auto [it, fresh] = delayed_at_.try_emplace(key, at);
+  if (!fresh) {
+    if (it->second <= at) return;
+    auto [first, last] = delayed_.equal_range(it->second);
+    for (auto d = first; d != last; ++d) {
+      if (d->second == key) {
+        delayed_.erase(d);
+        break;
+      }
+    }
+    it->second = at;
+  }
+  delayed_.emplace(at, key);
 }
 
 size_t WorkQueue::Pending() const {
@@ -57,6 +73,7 @@ bool WorkQueue::PopDue(std::string* key) {
   while (!delayed_.empty() && delayed_.begin()->first <= now) {
     std::string k = delayed_.begin()->second;
     delayed_.erase(delayed_.begin());
+    delayed_at_.erase(k);
     if (active_.count(k)) {
       dirty_.insert(k);
     } else if (queued_.insert(k).second) {
@@ -91,10 +108,10 @@ void WorkQueue::Process(const std::string& key) {
     backoff = std::min<std::chrono::milliseconds>(backoff, options_.max_backoff);
     spdlog::warn("reconcile {} failed (attempt {}), retrying in {} ms: {}", key, n, backoff.count(),
                  r.status.ToString());
-    delayed_.emplace(clock_.SteadyNow() + backoff, key);
+    Delay(key, clock_.SteadyNow() + backoff);
   } else {
     failures_.erase(key);
-    if (r.requeue_after.count() > 0) delayed_.emplace(clock_.SteadyNow() + r.requeue_after, key);
+    if (r.requeue_after.count() > 0) Delay(key, clock_.SteadyNow() + r.requeue_after);
   }
   if (dirty_.erase(key) && queued_.insert(key).second) order_.push_back(key);
 }

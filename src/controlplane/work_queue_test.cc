@@ -49,6 +49,37 @@ TEST(WorkQueueTest, FailuresBackOffExponentially) {
   EXPECT_EQ(calls, 3);
 }
 
+// A polling key woken many times still has one look pending, not one per pass:
+// each pass asks to be looked at again, the wakes' passes included.
+TEST(WorkQueueTest, AWokenPollingKeyKeepsOneLookPending) {
+  FakeClock clock;
+  int calls = 0;
+  WorkQueue q(clock, {}, [&](const std::string&) {
+    ++calls;
+    return WorkQueue::Result{OkStatus(), std::chrono::milliseconds(1000)};
+  });
+  for (int i = 0; i < 5; ++i) {
+    q.Add("a");
+    EXPECT_EQ(q.RunUntilIdle(), 1);
+    clock.AdvanceTime(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(q.Pending(), 1u);
+  // Due 1 s after the first pass: one pass, then one look pending again.
+  clock.AdvanceTime(std::chrono::milliseconds(500));
+  EXPECT_EQ(q.RunUntilIdle(), 1);
+  EXPECT_EQ(q.Pending(), 1u);
+  clock.AdvanceTime(std::chrono::milliseconds(999));
+  EXPECT_EQ(q.RunUntilIdle(), 0);
+  clock.AdvanceTime(std::chrono::milliseconds(1));
+  EXPECT_EQ(q.RunUntilIdle(), 1);
+  EXPECT_EQ(calls, 7);
+  // An earlier request moves the look forward.
+  q.AddAfter("a", std::chrono::milliseconds(10));
+  EXPECT_EQ(q.Pending(), 1u);
+  clock.AdvanceTime(std::chrono::milliseconds(10));
+  EXPECT_EQ(q.RunUntilIdle(), 1);
+}
+
 TEST(WorkQueueTest, RequeueAfter) {
   FakeClock clock;
   int calls = 0;
