@@ -49,7 +49,25 @@ ordered_json InModelOrder(const api::Shape& shape, const nlohmann::json& value) 
       return out;
     }
     default:
-      return ordered_json::parse(value.dump());
+      // A scalar, copied as it is: json and ordered_json are distinct types, and a
+      // dump and parse of each one was a fifth of ListClusterNodes' CPU (a page
+      // of 100 nodes has about 1,500 of them).
+      switch (value.type()) {
+        case nlohmann::json::value_t::string:
+          return value.get_ref<const std::string&>();
+        case nlohmann::json::value_t::boolean:
+          return value.get<bool>();
+        case nlohmann::json::value_t::number_integer:
+          return value.get<int64_t>();
+        case nlohmann::json::value_t::number_unsigned:
+          return value.get<uint64_t>();
+        case nlohmann::json::value_t::number_float:
+          return value.get<double>();
+        case nlohmann::json::value_t::null:
+          return nullptr;
+        default:  // an object or array where the model says scalar: kept whole
+          return ordered_json::parse(value.dump());
+      }
   }
 }
 
