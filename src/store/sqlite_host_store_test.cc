@@ -8,15 +8,12 @@
 #include <string>
 
 #include "hpod/store/store.h"
+#include "hpod/store/store_test_util.h"
 
 namespace hpod::store {
 namespace {
 
-std::unique_ptr<Store> Memory() {
-  auto s = OpenSqliteStore({});
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return std::move(s).value();
-}
+using test_util::Memory;
 
 JoinTokenRecord Token(const std::string& id, double created) {
   JoinTokenRecord t;

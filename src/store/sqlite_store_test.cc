@@ -12,26 +12,13 @@
 #include <vector>
 
 #include "hpod/store/store.h"
+#include "hpod/store/store_test_util.h"
 
 namespace hpod::store {
 namespace {
 
-std::unique_ptr<Store> Memory() {
-  auto s = OpenSqliteStore({});
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return std::move(s).value();
-}
-
-ClusterRecord Cluster(const std::string& id, const std::string& name, double t) {
-  ClusterRecord c;
-  c.id = id;
-  c.name = name;
-  c.arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/" + id;
-  c.status = "Creating";
-  c.creation_time = t;
-  c.spec = {{"Tags", {{{"Key", "team"}, {"Value", "llm"}}}}};
-  return c;
-}
+using test_util::Cluster;
+using test_util::Memory;
 
 TEST(SqliteStoreTest, ClusterRoundTrip) {
   auto store = Memory();
@@ -102,8 +89,8 @@ TEST(SqliteStoreTest, AgentsRoundTripAndGoWithTheirNodeAndCluster) {
       return tx.PutAgent(a);
     });
   };
-  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); })
-                  .ok());
+  ASSERT_TRUE(
+      store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("a1", "demo", 10)); }).ok());
   ASSERT_TRUE(put("i-1", "a1").ok());
   ASSERT_TRUE(put("i-2", "a1").ok());
   AgentRecord got;
