@@ -76,7 +76,7 @@ class SqliteStore final : public Store {
  private:
   template <typename Fn>
   static Status RunTx(Database& db, const char* begin, Fn fn) {
-    HPOD_RETURN_IF_ERROR(db.Exec(begin));
+    HPOD_RETURN_IF_ERROR(db.Run(begin));
     SqliteTx tx(db);
     Status s;
     // A callback that throws must not leave the connection inside a transaction:
@@ -86,8 +86,8 @@ class SqliteStore final : public Store {
     } catch (const std::exception& e) {
       s = InternalError(std::string("store transaction aborted by exception: ") + e.what());
     }
-    if (s.ok()) s = db.Exec("COMMIT");
-    if (!s.ok()) (void)db.Exec("ROLLBACK");
+    if (s.ok()) s = db.Run("COMMIT");
+    if (!s.ok()) (void)db.Run("ROLLBACK");
     return s;
   }
 
