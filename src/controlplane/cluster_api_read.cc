@@ -71,7 +71,7 @@ StatusOr<ordered_json> ClusterApi::DescribeCluster(const json& req) {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, std::move(found));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     HPOD_ASSIGN_OR_RETURN(auto running, tx.CountRunningNodes(c.id));
-    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped));
+    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped, {}));
     std::map<std::string, json> extra;
     for (const auto& g : groups) extra[g.name] = GroupSoftwareFields(software, g.name);
     out = RenderCluster(c, groups, running, extra);
@@ -133,13 +133,17 @@ StatusOr<ordered_json> ClusterApi::ListClusterNodes(const json& req) {
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
     q.cluster_id = c.id;
-    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped));
     HPOD_ASSIGN_OR_RETURN(auto rows, tx.QueryNodes(q));
+    int page = PageSize(req);
+    std::vector<std::string> shown;
+    for (int i = 0; i < static_cast<int>(rows.size()) && i < page; ++i) {
+      shown.push_back(rows[i].instance_id);
+    }
+    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped, shown));
     HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     std::map<std::string, const store::GroupRecord*> gmap;
     for (const auto& g : groups) gmap[g.name] = &g;
     ordered_json list = ordered_json::array();
-    int page = PageSize(req);
     for (int i = 0; i < static_cast<int>(rows.size()) && i < page; ++i) {
       const auto& n = rows[i];
       auto it = gmap.find(n.group_name);
@@ -167,12 +171,21 @@ StatusOr<ordered_json> ClusterApi::DescribeClusterNode(const json& req) {
   const std::string shipped = ShippedImage();
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, FindCluster(tx, req["ClusterName"]));
-    HPOD_ASSIGN_OR_RETURN(auto nodes, tx.ListNodes(c.id));
-    HPOD_ASSIGN_OR_RETURN(SoftwareView software, LoadSoftwareView(tx, c.id, shipped));
-    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     std::string key = by_id ? req["NodeId"] : req["NodeLogicalId"];
+    // By id, one read; a logical id has no index, so that form reads the cluster's nodes.
+    std::vector<store::NodeRecord> nodes;
+    if (by_id) {
+      auto n = tx.GetNode(c.id, key);
+      if (!n.ok() && n.status().code() != StatusCode::kNotFound) return n.status();
+      if (n.ok()) nodes.push_back(std::move(*n));
+    } else {
+      HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(c.id));
+    }
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(c.id));
     for (const auto& n : nodes) {
       if ((by_id ? n.instance_id : n.logical_id) != key) continue;
+      HPOD_ASSIGN_OR_RETURN(SoftwareView software,
+                            LoadSoftwareView(tx, c.id, shipped, {n.instance_id}));
       const store::GroupRecord* g = nullptr;
       for (const auto& gr : groups) {
         if (gr.name == n.group_name) g = &gr;

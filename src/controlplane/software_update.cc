@@ -184,6 +184,22 @@ StatusOr<std::map<std::string, NodeSoftware>> LoadNodeSoftware(store::ReadTx& tx
   return LoadRecords(tx, NodeSoftwareSetting(cluster_id, ""), &ParseNodeSoftware);
 }
 
+StatusOr<std::map<std::string, NodeSoftware>> LoadNodeSoftware(
+    store::ReadTx& tx, const std::string& cluster_id,
+    const std::vector<std::string>& instance_ids) {
+  std::vector<std::string> keys;
+  keys.reserve(instance_ids.size());
+  for (const auto& id : instance_ids) keys.push_back(NodeSoftwareSetting(cluster_id, id));
+  HPOD_ASSIGN_OR_RETURN(auto values, tx.GetSettings(keys));
+  const size_t prefix = NodeSoftwareSetting(cluster_id, "").size();
+  std::map<std::string, NodeSoftware> out;
+  for (const auto& [key, value] : values) {
+    json j = json::parse(value, nullptr, false);
+    if (j.is_object()) out[key.substr(prefix)] = ParseNodeSoftware(j);
+  }
+  return out;
+}
+
 Status RecordNodeSoftware(store::WriteTx& tx, const Clock& clock, const std::string& cluster_id,
                           const std::string& instance_id,
                           const std::map<std::string, std::string>& software) {

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "hpod/api/software_image.h"
 #include "hpod/base/crypto.h"
 #include "hpod/controlplane/ids.h"
@@ -241,6 +243,43 @@ TEST_F(SoftwareUpdateTest, ReplacesOneBatchAtATimeWithTheNewImage) {
                   })
                   .ok());
   EXPECT_EQ(records, 4u);
+}
+
+// The read operations load the software records of the nodes they show only:
+// at 10,000 nodes, reading the cluster's made every DescribeCluster parse 10,000.
+TEST_F(SoftwareUpdateTest, TheReadViewLoadsOnlyTheNodesItShows) {
+  Create(3);
+  const std::string id = ClusterId();
+  const std::string shown = Nodes("workers")[1].instance_id;
+  SoftwareView view;
+  ASSERT_TRUE(h_.store_
+                  ->Read([&](store::ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(view, LoadSoftwareView(tx, id, "", {shown, "i-none"}));
+                    return OkStatus();
+                  })
+                  .ok());
+  ASSERT_EQ(view.nodes.size(), 1u);
+  EXPECT_EQ(view.nodes.begin()->first, shown);
+  EXPECT_EQ(view.nodes.begin()->second.image, kOld);
+  EXPECT_EQ(view.nodes.begin()->second.software, Software("1"));
+
+  // Every page of ListClusterNodes still shows each of its nodes' image status
+  // (which needs the node's record: UpdateAvailable once another image ships).
+  h_.provider_->ShipImage(kNew);
+  std::set<std::string> seen;
+  json req = {{"ClusterName", "demo"}, {"MaxResults", 3}};
+  for (int page = 0; page < 3; ++page) {
+    auto r = h_.Call("ListClusterNodes", req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const json out = json::parse(r->dump());
+    for (const auto& n : out["ClusterNodeSummaries"]) {
+      EXPECT_EQ(n.value("ImageVersionStatus", ""), "UpdateAvailable") << n.dump();
+      seen.insert(n["InstanceId"].get<std::string>());
+    }
+    if (!out.contains("NextToken")) break;
+    req["NextToken"] = out["NextToken"];
+  }
+  EXPECT_EQ(seen.size(), 4u);  // the controller and three workers
 }
 
 TEST_F(SoftwareUpdateTest, WaitsBetweenBatches) {

@@ -20,12 +20,13 @@ std::string VersionStatus(const std::string& image, const std::string& shipped) 
 }  // namespace
 
 StatusOr<SoftwareView> LoadSoftwareView(store::ReadTx& tx, const std::string& cluster_id,
-                                        const std::string& shipped) {
+                                        const std::string& shipped,
+                                        const std::vector<std::string>& nodes) {
   SoftwareView v;
   v.shipped = shipped;
   HPOD_ASSIGN_OR_RETURN(v.update, LoadSoftwareUpdate(tx, cluster_id));
   HPOD_ASSIGN_OR_RETURN(v.images, LoadGroupImages(tx, cluster_id));
-  HPOD_ASSIGN_OR_RETURN(v.nodes, LoadNodeSoftware(tx, cluster_id));
+  HPOD_ASSIGN_OR_RETURN(v.nodes, LoadNodeSoftware(tx, cluster_id, nodes));
   if (v.update && v.update->Active()) {
     for (const auto& id : v.update->batch) {
       auto r = tx.GetRecovery(id);

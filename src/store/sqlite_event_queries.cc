@@ -1,5 +1,7 @@
 // SqliteTx's queries on events, node agents, access keys and settings.
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "hpod/store/sqlite_store_internal.h"
@@ -132,6 +134,37 @@ StatusOr<std::map<std::string, std::string>> SqliteTx::ListSettings(const std::s
                           return std::make_pair(st.Text(0), st.Text(1));
                         })));
   return std::map<std::string, std::string>(rows.begin(), rows.end());
+}
+
+StatusOr<std::map<std::string, std::string>> SqliteTx::GetSettings(
+    const std::vector<std::string>& keys) {
+  std::map<std::string, std::string> out;
+  if (keys.empty()) return out;
+  // One statement text whatever the count (so the statement cache keeps it): the
+  // keys travel as one JSON array.
+  HPOD_ASSIGN_OR_RETURN(Statement s, db_.Prepare("SELECT key, value FROM settings WHERE key IN "
+                                                 "(SELECT value FROM json_each(?))"));
+  std::string array = "[";
+  for (const auto& key : keys) {
+    if (array.size() > 1) array.push_back(',');
+    // Keys are ids and slashes: quoted as they are, without building a JSON value
+    // of them (a third of this read's time); any other text is escaped.
+    const bool plain = std::all_of(key.begin(), key.end(), [](char c) {
+      return c >= 0x20 && c != '"' && c != '\\' && static_cast<unsigned char>(c) < 0x80;
+    });
+    if (plain) {
+      array.append(1, '"').append(key).append(1, '"');
+    } else {
+      array.append(nlohmann::json(key).dump());
+    }
+  }
+  array.push_back(']');
+  s.Bind(1, array);
+  while (true) {
+    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.emplace(s.Text(0), s.Text(1));
+  }
 }
 
 Status SqliteTx::PutAgent(const AgentRecord& a) {

@@ -84,6 +84,8 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::vector<AccessKeyRecord>> ListAccessKeys() override;
   StatusOr<std::string> GetSetting(const std::string& key) override;
   StatusOr<std::map<std::string, std::string>> ListSettings(const std::string& prefix) override;
+  StatusOr<std::map<std::string, std::string>> GetSettings(
+      const std::vector<std::string>& keys) override;
   StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) override;
   StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) override;
   StatusOr<std::vector<RecoveryRecord>> ListRecoveriesWithStatus(

@@ -454,6 +454,30 @@ TEST(SqliteStoreTest, ListsAndDeletesSettingsByPrefix) {
   EXPECT_TRUE((*store)->Write([](WriteTx& tx) { return tx.DeleteSetting("absent"); }).ok());
 }
 
+// Named settings in one query: those set, by key; keys with quotes, a repeated
+// key and an unset one read as they should.
+TEST(SqliteStoreTest, GetsNamedSettingsAtOnce) {
+  auto store = OpenSqliteStore({});
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)
+                  ->Write([](WriteTx& tx) -> Status {
+                    HPOD_RETURN_IF_ERROR(tx.PutSetting("a", "1"));
+                    HPOD_RETURN_IF_ERROR(tx.PutSetting("b\"'%", "2"));
+                    return tx.PutSetting("c", "3");
+                  })
+                  .ok());
+  std::map<std::string, std::string> got, none;
+  ASSERT_TRUE((*store)
+                  ->Read([&](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(got, tx.GetSettings({"b\"'%", "a", "unset", "a"}));
+                    HPOD_ASSIGN_OR_RETURN(none, tx.GetSettings({}));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(got, (std::map<std::string, std::string>{{"a", "1"}, {"b\"'%", "2"}}));
+  EXPECT_TRUE(none.empty());
+}
+
 TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   auto dir = std::filesystem::temp_directory_path() / ("hpod-store-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

@@ -109,6 +109,10 @@ class ReadTx {
   virtual StatusOr<std::string> GetSetting(const std::string& key) = 0;
   // Every setting whose key begins with `prefix`, by key.
   virtual StatusOr<std::map<std::string, std::string>> ListSettings(const std::string& prefix) = 0;
+  // These settings, by key, in one query (those unset are left out): a page's
+  // worth of point reads for the price of one.
+  virtual StatusOr<std::map<std::string, std::string>> GetSettings(
+      const std::vector<std::string>& keys) = 0;
   virtual StatusOr<RecoveryRecord> GetRecovery(const std::string& recovery_id) = 0;
   // A cluster's recoveries, oldest first.
   virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) = 0;

@@ -147,6 +147,12 @@ void SimAgent::OnHello() {
   hello.private_ip = config_.private_ip;
   hello.boot_id = boot_id_;
   hello.lifecycle = lifecycle_;
+  // What the real agent reports it runs (RunningSoftware: a SHA-256 per program),
+  // so hpodd keeps one software record per node, as with real agents.
+  hello.software = {{"hpod-agent", std::string(64, 'a')},
+                    {"hpod-container", std::string(64, 'c')},
+                    {"hpod-deep-check", std::string(64, 'd')},
+                    {"spank_hpod.so", std::string(64, 'e')}};
   Send(hello.ToJson());
   // As Agent::OnConnected: what hpodd may have lost comes again.
   if (!have_config_) Send(proto::GetConfig{}.ToJson());

@@ -2,8 +2,8 @@
 
 // One simulated node's hpod-agent, speaking the channel protocol as the real
 // agent does (src/agent/PROTOCOL.md, src/agent/agent.cc): bootstrap token, then
-// the node credential; hello; get_config; heartbeats with the lifecycle, Slurm
-// and host figures; the lifecycle report (its scripts "succeed" after
+// the node credential; hello (with the software it runs); get_config; heartbeats with the
+// lifecycle, Slurm and host figures; the lifecycle report (its scripts "succeed" after
 // `lifecycle_delay`); provisioning_parameters; slurm_state for the role hpodd
 // sends, with a slurmd registered in the cluster's SlurmSim; a health report of
 // the real agent's checks; command results; and, on the controller, the
