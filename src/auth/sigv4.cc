@@ -555,7 +555,9 @@ StatusOr<VerifiedCaller> VerifyRequest(const SignableRequest& request, const Sec
   const std::string scope =
       internal::CredentialScope(claim.scope_date, claim.region, claim.service);
   const std::string signing_key =
-      internal::SigningKey(*secret, claim.scope_date, claim.region, claim.service);
+      options.signing_keys != nullptr
+          ? options.signing_keys->Get(*secret, claim.scope_date, claim.region, claim.service)
+          : internal::SigningKey(*secret, claim.scope_date, claim.region, claim.service);
   bool match = false;
   bool body_covered = false;
   for (const std::string& payload_hash : payload_hashes) {
@@ -572,6 +574,33 @@ StatusOr<VerifiedCaller> VerifyRequest(const SignableRequest& request, const Sec
   }
   if (!match) return AuthError(kInvalid, std::string(kMismatchMessage));
   return VerifiedCaller{claim.access_key_id, claim.region, claim.session_token, body_covered};
+}
+
+std::string SigningKeyCache::Get(std::string_view secret, std::string_view date,
+                                 std::string_view region, std::string_view service) {
+  // NUL separates the parts. The scope's parts hold none (the parser takes only
+  // printable credentials), so the key reads back one way from its end even
+  // were a secret to hold one.
+  std::string key;
+  key.reserve(secret.size() + date.size() + region.size() + service.size() + 3);
+  key.append(secret).push_back('\0');
+  key.append(date).push_back('\0');
+  key.append(region).push_back('\0');
+  key.append(service);
+  {
+    MutexLock lock(mu_);
+    if (auto it = keys_.find(key); it != keys_.end()) return it->second;
+  }
+  std::string derived = internal::SigningKey(secret, date, region, service);
+  MutexLock lock(mu_);
+  if (keys_.size() >= kMaxEntries) keys_.clear();
+  keys_.emplace(std::move(key), derived);
+  return derived;
+}
+
+size_t SigningKeyCache::size() const {
+  MutexLock lock(mu_);
+  return keys_.size();
 }
 
 std::string UriEncode(std::string_view text, bool keep_slash) {

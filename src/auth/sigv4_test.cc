@@ -29,6 +29,29 @@ TEST_F(SigV4Test, RoundTrip) {
   EXPECT_EQ(caller->region, "us-west-2");
 }
 
+// Kept signing keys give the same answers as derived ones: a key is found again
+// for its own secret and scope only, so a rotated secret is refused at once.
+TEST_F(SigV4Test, KeptSigningKeysAreFoundOnlyForTheirSecretAndScope) {
+  SigningKeyCache keys;
+  options_.signing_keys = &keys;
+  ASSERT_TRUE(Verify(Signed()).ok());
+  ASSERT_TRUE(Verify(Signed()).ok());
+  EXPECT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys.Get(kSecret, "20231126", "us-west-2", "sagemaker"),
+            internal::SigningKey(kSecret, "20231126", "us-west-2", "sagemaker"));
+
+  // The same key id, its secret rotated: the old signature no longer verifies.
+  InMemorySecretLookup rotated(InMemorySecretLookup::SecretMap{{kKey, "a-new-secret"}});
+  ExpectAuthError(VerifyRequest(Signed(), rotated, options_, At(kNow)), "InvalidSignatureException",
+                  kMismatch);
+  // Another day's scope is another key.
+  SignableRequest next_day = Unsigned();
+  ASSERT_TRUE(
+      SignRequest(next_day, {kKey, kSecret, ""}, "us-west-2", "sagemaker", At(kNow + 86400)).ok());
+  ASSERT_TRUE(Verify(next_day, kNow + 86400).ok());
+  EXPECT_EQ(keys.size(), 3u);  // the first day's, the rotated secret's, the next day's
+}
+
 TEST_F(SigV4Test, AnyRegionWhenOptionsLeaveItOpen) {
   options_.region = "";
   StatusOr<VerifiedCaller> caller = Verify(Signed({kKey, kSecret, ""}, "sagemaker", "eu-west-1"));

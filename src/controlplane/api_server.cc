@@ -48,14 +48,34 @@ std::string FirstOperationQueryParam(std::string_view query) {
 
 }  // namespace
 
+std::optional<store::AccessKeyRecord> ApiServer::KeyCache::Find(
+    std::string_view access_key_id, std::chrono::steady_clock::time_point now) const {
+  MutexLock lock(mu_);
+  auto it = keys_.find(access_key_id);
+  if (it == keys_.end() || now - it->second.read >= kTtl || now < it->second.read) {
+    return std::nullopt;
+  }
+  return it->second.key;
+}
+
+void ApiServer::KeyCache::Put(const store::AccessKeyRecord& key,
+                              std::chrono::steady_clock::time_point now) {
+  MutexLock lock(mu_);
+  if (keys_.size() >= kMaxKeys) keys_.clear();
+  keys_.insert_or_assign(key.access_key_id, Entry{key, now});
+}
+
 StatusOr<std::string> ApiServer::StoreSecrets::SecretFor(std::string_view access_key_id) const {
-  std::string secret;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(auto key, tx.GetAccessKey(std::string(access_key_id)));
-    secret = key.secret_access_key;
-    return OkStatus();
-  }));
-  return secret;
+  const auto now = clock_.SteadyNow();
+  found_ = cache_.Find(access_key_id, now);
+  if (!found_) {
+    HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(found_, tx.GetAccessKey(std::string(access_key_id)));
+      return OkStatus();
+    }));
+    cache_.Put(*found_, now);
+  }
+  return found_->secret_access_key;
 }
 
 ApiServer::ApiServer(store::Store& store, ClusterApi& api, NodeApi& node_api, const Clock& clock,
@@ -65,7 +85,6 @@ ApiServer::ApiServer(store::Store& store, ClusterApi& api, NodeApi& node_api, co
       node_api_(node_api),
       clock_(clock),
       options_(std::move(options)),
-      secrets_(store),
       metrics_(metrics) {}
 
 StatusOr<ApiServer::Identity> ApiServer::Authenticate(const http::Request& request) {
@@ -79,8 +98,10 @@ StatusOr<ApiServer::Identity> ApiServer::Authenticate(const http::Request& reque
   vo.service = "sagemaker";
   vo.region = options_.region;
   vo.max_skew = options_.max_clock_skew;
+  vo.signing_keys = &signing_keys_;
+  StoreSecrets secrets(store_, keys_, clock_);
   HPOD_ASSIGN_OR_RETURN(auth::VerifiedCaller caller,
-                        auth::VerifyRequest(sr, secrets_, vo, clock_.Now()));
+                        auth::VerifyRequest(sr, secrets, vo, clock_.Now()));
   // hpod reads an operation's input from the body only. A body outside the
   // signature (presigned over UNSIGNED-PAYLOAD) could name any cluster, so it is
   // refused rather than acted on.
@@ -92,11 +113,9 @@ StatusOr<ApiServer::Identity> ApiServer::Authenticate(const http::Request& reque
   }
   Identity who;
   who.access_key_id = caller.access_key_id;
-  HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(auto key, tx.GetAccessKey(caller.access_key_id));
-    who.role = key.role;
-    return OkStatus();
-  }));
+  // A verified signature means the lookup found the key.
+  if (!secrets.found()) return InternalError("verified a request without reading its key");
+  who.role = secrets.found()->role;
   return who;
 }
 

@@ -9,10 +9,16 @@
 // Thread contract: Handle() is safe for concurrent calls.
 
 #include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "hpod/auth/sigv4.h"
 #include "hpod/base/clock.h"
+#include "hpod/base/thread_annotations.h"
 #include "hpod/controlplane/cluster_api.h"
 #include "hpod/controlplane/host_api.h"
 #include "hpod/controlplane/metrics.h"
@@ -47,13 +53,46 @@ class ApiServer {
   void SetHostApi(HostApi* hosts) { hosts_ = hosts; }
 
  private:
+  // Access keys read lately, by id. A key's record never changes once written
+  // (CreateAccessKey makes a new id each time, and nothing deletes one), yet each
+  // request read it in a transaction of its own: a tenth of a DescribeCluster's
+  // CPU. Found keys are kept kTtl, which bounds how long one would still work
+  // were keys ever deleted; unknown ids are not kept (another process may add
+  // one at any time). At most kMaxKeys; when full it starts afresh.
+  // Thread contract: thread-safe.
+  class KeyCache {
+   public:
+    static constexpr std::chrono::seconds kTtl{5};
+    static constexpr size_t kMaxKeys = 1024;
+    std::optional<store::AccessKeyRecord> Find(std::string_view access_key_id,
+                                               std::chrono::steady_clock::time_point now) const;
+    void Put(const store::AccessKeyRecord& key, std::chrono::steady_clock::time_point now);
+
+   private:
+    struct Entry {
+      store::AccessKeyRecord key;
+      std::chrono::steady_clock::time_point read;
+    };
+    mutable Mutex mu_;
+    std::map<std::string, Entry, std::less<>> keys_ GUARDED_BY(mu_);
+  };
+
+  // One request's lookup: finds the key's record once and keeps it, so the role
+  // comes with the secret.
+  // Thread contract: one per request, on the thread that serves it.
   class StoreSecrets : public auth::SecretLookup {
    public:
-    explicit StoreSecrets(store::Store& store) : store_(store) {}
+    StoreSecrets(store::Store& store, KeyCache& cache, const Clock& clock)
+        : store_(store), cache_(cache), clock_(clock) {}
     StatusOr<std::string> SecretFor(std::string_view access_key_id) const override;
+    // The record SecretFor found; none before, or when it found none.
+    const std::optional<store::AccessKeyRecord>& found() const { return found_; }
 
    private:
     store::Store& store_;
+    KeyCache& cache_;
+    const Clock& clock_;
+    mutable std::optional<store::AccessKeyRecord> found_;
   };
 
   struct Identity {
@@ -70,7 +109,9 @@ class ApiServer {
   NodeApi& node_api_;
   const Clock& clock_;
   const ApiServerOptions options_;
-  StoreSecrets secrets_;
+  // Signing keys derived from the secrets, by scope (thread-safe).
+  auth::SigningKeyCache signing_keys_;
+  KeyCache keys_;
   Metrics* const metrics_;
   HostApi* hosts_ = nullptr;
 };

@@ -116,6 +116,28 @@ TEST_F(ApiServerTest, GetCallerIdentityNeedsAValidSignatureAndTakesNoInput) {
   EXPECT_EQ(Body(extra)["__type"], "ValidationException");
 }
 
+// A key read for one request serves the next ones for a few seconds, not longer;
+// a key added meanwhile (by `hpodd` commands in another process) works at once.
+TEST_F(ApiServerTest, AKeyIsReadAgainOnceItsFewSecondsAreUp) {
+  auto server = Server();
+  ASSERT_EQ(server->Handle(Signed("HpodGetCallerIdentity", "{}", &admin_)).status, 200);
+  // The record changes under the server (no command does this; it shows the bound).
+  store::AccessKeyRecord changed = admin_;
+  changed.secret_access_key = "a-secret-written-later";
+  ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutAccessKey(changed); }).ok());
+  clock_.AdvanceTime(std::chrono::seconds(4));
+  EXPECT_EQ(server->Handle(Signed("HpodGetCallerIdentity", "{}", &admin_)).status, 200);
+  clock_.AdvanceTime(std::chrono::seconds(1));
+  EXPECT_EQ(server->Handle(Signed("HpodGetCallerIdentity", "{}", &admin_)).status, 403);
+  EXPECT_EQ(server->Handle(Signed("HpodGetCallerIdentity", "{}", &changed)).status, 200);
+
+  auto added = CreateAccessKey(*store_, store::Role::kUser, "added", clock_);
+  ASSERT_TRUE(added.ok());
+  http::Response r = server->Handle(Signed("HpodGetCallerIdentity", "{}", &*added));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["Role"], "user");
+}
+
 TEST_F(ApiServerTest, WithoutAuthEveryCallerIsAnAdminWithoutAKey) {
   http::Response r =
       Server(/*insecure=*/true)->Handle(Signed("HpodGetCallerIdentity", "{}", nullptr));
