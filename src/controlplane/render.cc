@@ -1,5 +1,9 @@
 #include "hpod/controlplane/render.h"
 
+#include <map>
+#include <string_view>
+#include <vector>
+
 #include "hpod/api/states.h"
 #include "hpod/controlplane/ids.h"
 
@@ -76,47 +80,124 @@ bool IsLiveNode(const store::NodeRecord& node) {
          !api::Is(node.status, api::ClusterInstanceStatus::kShuttingDown);
 }
 
+namespace {
+
+// A structure of `shape` in model order: each member from `over` if there (a
+// null there leaves it out), else from `base` unless it is `base_skip`. As
+// InModelOrder(shape, base updated with over) gives, without copying `base` (a
+// cluster's or group's spec) into that updated object first. `ready`, when
+// not null, is the member `ready_name`'s value, already rendered.
+ordered_json Overlaid(const api::Shape& shape, const nlohmann::json& base,
+                      const nlohmann::json& over, std::string_view base_skip,
+                      std::string_view ready_name = {}, ordered_json* ready = nullptr) {
+  ordered_json out = ordered_json::object();
+  for (const api::Member& m : shape.members) {
+    if (ready != nullptr && m.name == ready_name) {
+      out[m.name] = std::move(*ready);
+      continue;
+    }
+    const nlohmann::json* v = nullptr;
+    if (auto it = over.find(m.name); it != over.end()) {
+      v = &*it;
+    } else if (base.is_object() && m.name != base_skip) {
+      if (auto b = base.find(m.name); b != base.end()) v = &*b;
+    }
+    if (v != nullptr && !v->is_null()) out[m.name] = InModelOrder(*m.shape, *v);
+  }
+  return out;
+}
+
+}  // namespace
+
 ordered_json RenderCluster(const store::ClusterRecord& cluster,
                            const std::vector<store::GroupRecord>& groups,
                            const std::map<std::string, int>& running,
                            const std::map<std::string, nlohmann::json>& group_extra) {
-  nlohmann::json r = cluster.spec;  // VpcConfig, Tags, NodeRecovery, Orchestrator, ...
-  r["ClusterArn"] = cluster.arn;
-  r["ClusterName"] = cluster.name;
-  r["ClusterStatus"] = cluster.status;
-  r["CreationTime"] = cluster.creation_time;
-  if (!cluster.failure_message.empty()) r["FailureMessage"] = cluster.failure_message;
-  if (!r.contains("NodeRecovery")) r["NodeRecovery"] = "Automatic";
-  nlohmann::json gs = nlohmann::json::array();
-  for (const auto& g : groups) {
-    nlohmann::json d = g.spec;
-    auto it = running.find(g.name);
-    d["CurrentCount"] = it == running.end() ? 0 : it->second;
-    d["TargetCount"] = g.target_count;
-    d["Status"] = g.status;
-    d.erase("InstanceCount");
-    if (auto extra = group_extra.find(g.name); extra != group_extra.end()) {
-      d.update(extra->second);
-    }
-    gs.push_back(std::move(d));
+  static const api::Shape& response = ShapeNamed("DescribeClusterResponse");
+  static const api::Shape& details = ShapeNamed("ClusterInstanceGroupDetails");
+  // The cluster's spec holds VpcConfig, Tags, NodeRecovery, Orchestrator, ...;
+  // these are hpod's own.
+  nlohmann::json over = {{"ClusterArn", cluster.arn},
+                         {"ClusterName", cluster.name},
+                         {"ClusterStatus", cluster.status},
+                         {"CreationTime", cluster.creation_time}};
+  if (!cluster.failure_message.empty()) over["FailureMessage"] = cluster.failure_message;
+  if (!cluster.spec.is_object() || !cluster.spec.contains("NodeRecovery")) {
+    over["NodeRecovery"] = "Automatic";
   }
-  r["InstanceGroups"] = std::move(gs);
-  return InModelOrder(ShapeNamed("DescribeClusterResponse"), r);
+  ordered_json list = ordered_json::array();
+  for (const auto& g : groups) {
+    auto it = running.find(g.name);
+    nlohmann::json group_over = {{"CurrentCount", it == running.end() ? 0 : it->second},
+                                 {"TargetCount", g.target_count},
+                                 {"Status", g.status}};
+    if (auto extra = group_extra.find(g.name); extra != group_extra.end()) {
+      group_over.update(extra->second);
+    }
+    // A group's InstanceCount is its request; TargetCount says it here.
+    list.push_back(Overlaid(details, g.spec, group_over, "InstanceCount"));
+  }
+  return Overlaid(response, cluster.spec, over, "", "InstanceGroups", &list);
 }
 
 ordered_json RenderNodeSummary(const store::NodeRecord& node, const store::GroupRecord* group,
                                bool include_logical_id, const std::string& region,
                                const nlohmann::json& extra) {
-  nlohmann::json r;
-  r["InstanceGroupName"] = node.group_name;
-  r["InstanceId"] = node.instance_id;
-  if (include_logical_id) r["NodeLogicalId"] = node.logical_id;
-  r["InstanceType"] = group ? group->spec.value("InstanceType", "") : "";
-  r["LaunchTime"] = node.launch_time;
-  r["InstanceStatus"] = {{"Status", node.status}, {"Message", node.message}};
-  if (!node.private_ip.empty()) r["PrivateDnsHostname"] = PrivateDnsName(node.private_ip, region);
-  r.update(extra);
-  return InModelOrder(ShapeNamed("ClusterNodeSummary"), r);
+  // Built in the model's order member by member, as InModelOrder would put it,
+  // without the unordered object that InModelOrder then copies: a page holds a
+  // hundred summaries, and that copy was most of ListClusterNodes' rendering.
+  // `extra` wins over what the node says, as an update of that object would.
+  enum class Field { kGroup, kId, kLogicalId, kType, kLaunch, kStatus, kDns, kOnlyExtra };
+  static const api::Shape& shape = ShapeNamed("ClusterNodeSummary");
+  static const std::vector<Field> fields = [] {
+    const std::map<std::string, Field> known = {
+        {"InstanceGroupName", Field::kGroup}, {"InstanceId", Field::kId},
+        {"NodeLogicalId", Field::kLogicalId}, {"InstanceType", Field::kType},
+        {"LaunchTime", Field::kLaunch},       {"InstanceStatus", Field::kStatus},
+        {"PrivateDnsHostname", Field::kDns}};
+    std::vector<Field> out;
+    for (const api::Member& m : shape.members) {
+      auto it = known.find(m.name);
+      out.push_back(it == known.end() ? Field::kOnlyExtra : it->second);
+    }
+    return out;
+  }();
+  ordered_json out = ordered_json::object();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const api::Member& m = shape.members[i];
+    if (!extra.empty()) {
+      if (auto e = extra.find(m.name); e != extra.end()) {
+        if (!e->is_null()) out[m.name] = InModelOrder(*m.shape, *e);
+        continue;
+      }
+    }
+    switch (fields[i]) {
+      case Field::kGroup:
+        out[m.name] = node.group_name;
+        break;
+      case Field::kId:
+        out[m.name] = node.instance_id;
+        break;
+      case Field::kLogicalId:
+        if (include_logical_id) out[m.name] = node.logical_id;
+        break;
+      case Field::kType:
+        out[m.name] = group ? group->spec.value("InstanceType", "") : "";
+        break;
+      case Field::kLaunch:
+        out[m.name] = node.launch_time;
+        break;
+      case Field::kStatus:
+        out[m.name] = InModelOrder(*m.shape, {{"Status", node.status}, {"Message", node.message}});
+        break;
+      case Field::kDns:
+        if (!node.private_ip.empty()) out[m.name] = PrivateDnsName(node.private_ip, region);
+        break;
+      case Field::kOnlyExtra:
+        break;
+    }
+  }
+  return out;
 }
 
 ordered_json RenderNodeDetails(const store::NodeRecord& node, const store::GroupRecord* group,
