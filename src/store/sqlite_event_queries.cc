@@ -124,11 +124,23 @@ StatusOr<std::string> SqliteTx::GetSetting(const std::string& key) {
 }
 
 StatusOr<std::map<std::string, std::string>> SqliteTx::ListSettings(const std::string& prefix) {
-  // A range on the primary key, not LIKE: the prefix may hold '%' or '_'.
-  HPOD_ASSIGN_OR_RETURN(Statement s,
-                        db_.Prepare("SELECT key, value FROM settings WHERE key >= ? AND "
-                                    "substr(key, 1, ?) = ? ORDER BY key"));
-  s.Bind(1, prefix).Bind(2, static_cast<int64_t>(prefix.size())).Bind(3, prefix);
+  // A range on the primary key, not LIKE: the prefix may hold '%' or '_'. Both
+  // ends bound it: with the lower one alone, SQLite walked every key after the
+  // prefix (a cluster's group images, before its 10,000 nodes' software records,
+  // at every DescribeCluster). Keys compare bytewise, so those with the prefix
+  // are those from it up to, not including, its successor: the prefix with its
+  // last byte below 0xff raised by one and what follows dropped (none for a
+  // prefix of only 0xff bytes: every later key then has it).
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  HPOD_ASSIGN_OR_RETURN(
+      Statement s,
+      db_.Prepare(end.empty() ? "SELECT key, value FROM settings WHERE key >= ? ORDER BY key"
+                              : "SELECT key, value FROM settings WHERE key >= ? AND key < ? "
+                                "ORDER BY key"));
+  s.Bind(1, prefix);
+  if (!end.empty()) s.Bind(2, end);
   HPOD_ASSIGN_OR_RETURN(auto rows,
                         (All<std::pair<std::string, std::string>>(s, [](const Statement& st) {
                           return std::make_pair(st.Text(0), st.Text(1));

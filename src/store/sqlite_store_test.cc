@@ -437,7 +437,9 @@ TEST(SqliteStoreTest, ListsAndDeletesSettingsByPrefix) {
   ASSERT_TRUE((*store)
                   ->Write([](WriteTx& tx) -> Status {
                     for (const char* k : {"cluster/a/deep/1", "cluster/a/deep/2", "cluster/a/x",
-                                          "cluster/ab/deep/1", "cluster/a_deep/1"}) {
+                                          "cluster/ab/deep/1", "cluster/a_deep/1",
+                                          "cluster/a/deep0", "cluster/a/deep.", "cluster/a/deep/",
+                                          "\xff\xff", "\xff\xff\x01", "\xfe\xff", "\xff"}) {
                       HPOD_RETURN_IF_ERROR(tx.PutSetting(k, std::string("v:") + k));
                     }
                     return tx.DeleteSetting("cluster/a/deep/2");
@@ -450,7 +452,20 @@ TEST(SqliteStoreTest, ListsAndDeletesSettingsByPrefix) {
                     return OkStatus();
                   })
                   .ok());
-  EXPECT_EQ(got, (std::map<std::string, std::string>{{"cluster/a/deep/1", "v:cluster/a/deep/1"}}));
+  EXPECT_EQ(got, (std::map<std::string, std::string>{{"cluster/a/deep/", "v:cluster/a/deep/"},
+                                                     {"cluster/a/deep/1", "v:cluster/a/deep/1"}}));
+  // A prefix whose last bytes are 0xff, and one of only 0xff bytes.
+  std::map<std::string, std::string> high, highest;
+  ASSERT_TRUE((*store)
+                  ->Read([&](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(high, tx.ListSettings("\xfe\xff"));
+                    HPOD_ASSIGN_OR_RETURN(highest, tx.ListSettings("\xff\xff"));
+                    return OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(high, (std::map<std::string, std::string>{{"\xfe\xff", "v:\xfe\xff"}}));
+  EXPECT_EQ(highest, (std::map<std::string, std::string>{{"\xff\xff", "v:\xff\xff"},
+                                                         {"\xff\xff\x01", "v:\xff\xff\x01"}}));
   EXPECT_TRUE((*store)->Write([](WriteTx& tx) { return tx.DeleteSetting("absent"); }).ok());
 }
 
