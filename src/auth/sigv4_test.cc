@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hpod/auth/canonical.h"
+#include "hpod/auth/signing_key_cache.h"
 #include "hpod/auth/sigv4_test_util.h"
 #include "hpod/base/crypto.h"
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "hpod/auth/signing_key_cache.h"
 #include "hpod/auth/sigv4.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/thread_annotations.h"

@@ -27,10 +27,12 @@ class SpecCache {
 
   nlohmann::json Parse(const std::string& text) {
     if (text.size() > kMaxText) return ParseText(text);
+    std::shared_ptr<const nlohmann::json> kept;
     {
       MutexLock lock(mu_);
-      if (auto it = specs_.find(text); it != specs_.end()) return *it->second;
+      if (auto it = specs_.find(text); it != specs_.end()) kept = it->second;
     }
+    if (kept) return *kept;  // copied outside the lock: the other readers wait less
     auto parsed = std::make_shared<const nlohmann::json>(ParseText(text));
     MutexLock lock(mu_);
     if (specs_.size() >= kMaxSpecs) specs_.clear();
