@@ -72,6 +72,7 @@ RUN_PKGS=(
   gettext-base                # envsubst: HyperPod's start_slurm.sh fills slurmd.service with it
   pdsh                        # pdsh -R ssh across the nodes, as MPI launchers and users fan out
   openmpi-bin                 # mpirun: its rsh launcher starts ranks on the other nodes over ssh
+  procps                      # pgrep: hpodd asks a controller whether slurmctld has exited before its reboot
 )
 
 missing=()

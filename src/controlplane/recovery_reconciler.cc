@@ -254,14 +254,25 @@ Status RecoveryReconciler::Act(const store::ClusterRecord& cluster, RecoveryReco
     // writes what slurmctld holds only in memory (a job that just ended) and
     // stops it; a reboot kills it, and the next one would start from older state
     // (a finished job running again, holding its nodes). The reboot is the next
-    // pass, once the save had a moment.
-    if (!r.node_dead && slurm.plan && slurm.plan->controller_instance == r.instance_id &&
-        !HasStep(r, "StateSaved") && !HasStep(r, "RebootRequested")) {
+    // pass once slurmctld has exited: the shutdown only asks, and a loaded
+    // controller may take seconds to write its state; rebooting before it has
+    // is the race the save is there to close. Bounded: a slurmctld that never
+    // exits must not hold the recovery.
+    const bool live_controller =
+        !r.node_dead && slurm.plan && slurm.plan->controller_instance == r.instance_id;
+    if (live_controller && !HasStep(r, "StateSaved") && !HasStep(r, "RebootRequested")) {
       Status saved = Scontrol(slurm, {"scontrol", "shutdown", "slurmctld"});
       AddTimelineStep(r, clock_, "StateSaved",
                       saved.ok() ? "scontrol shutdown slurmctld"
                                  : "slurmctld did not answer: " + std::string(saved.message()));
       return Save(cluster, r, {}, "");
+    }
+    if (live_controller && !HasStep(r, "RebootRequested") &&
+        clock_.NowEpochSeconds() - RecoveryStepTime(r, "StateSaved") < kStateSaveSeconds) {
+      // pgrep exits 1 and prints nothing once no slurmctld is left.
+      std::string pids;
+      Status asked = Scontrol(slurm, {"pgrep", "-x", "slurmctld"}, &pids);
+      if (asked.ok() && pids.find_first_not_of(" \n") != std::string::npos) return OkStatus();
     }
     // Intent first: the row's launch time (a slurmd newer than it is the rebooted
     // one) is written before the reboot, so a crash between the two repeats the

@@ -81,6 +81,9 @@ class RecoveryReconciler {
   StatusOr<bool> Settling(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
                           const SlurmReconciler::Pass& slurm);
   static constexpr double kSettleSeconds = 30;
+  // How long a live controller's reboot waits for slurmctld to exit after
+  // `scontrol shutdown slurmctld` (its state written).
+  static constexpr double kStateSaveSeconds = 20;
   Status Act(const store::ClusterRecord& cluster, store::RecoveryRecord& r,
              const store::NodeRecord& node, const SlurmReconciler::Pass& slurm, Outcome* out);
   Status Follow(const store::ClusterRecord& cluster, store::RecoveryRecord& r,

@@ -447,6 +447,41 @@ TEST_F(RecoveryTest, ALiveControllerSavesSlurmctldsStateBeforeItsReboot) {
   EXPECT_LT(saved - steps.begin(), rebooted - steps.begin()) << "saved, then rebooted";
 }
 
+// The shutdown only asks: the reboot waits while slurmctld is still writing its
+// state (pgrep finds it), and goes on once it is gone, or after 20 s
+// (kStateSaveSeconds) when it never exits.
+class ControllerRebootTest : public RecoveryTest {
+ protected:
+  // Asks the controller's reboot while its slurmctld keeps running; returns the
+  // recovery once the state save was asked.
+  std::string RebootWhileSlurmctldRuns() {
+    NodeRecord ctl = SlurmClusterInService();
+    agents_.SetRunOutput("4242\n");  // every command, pgrep included, prints a pid
+    std::string rid = Request(ctl, RecoveryAction::kReboot, false, /*is_controller=*/true);
+    Pass(3);
+    EXPECT_GT(RecoveryStepTime(Recovery(rid), "StateSaved"), 0);
+    EXPECT_TRUE(RanCommand("pgrep -x slurmctld"));
+    EXPECT_EQ(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0) << "slurmctld still runs";
+    return rid;
+  }
+};
+
+TEST_F(ControllerRebootTest, WaitsForSlurmctldToExit) {
+  std::string rid = RebootWhileSlurmctldRuns();
+  Pass(3);
+  EXPECT_EQ(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0);
+  agents_.SetRunOutput("");  // gone
+  Pass(3);
+  EXPECT_GT(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0);
+}
+
+TEST_F(ControllerRebootTest, GoesOnWhenSlurmctldNeverExits) {
+  std::string rid = RebootWhileSlurmctldRuns();
+  h_.clock_.AdvanceTime(std::chrono::seconds(21));
+  Pass(3);
+  EXPECT_GT(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0);
+}
+
 TEST_F(RecoveryTest, ARestartAtEveryStepFinishesTheRecoveryOnce) {
   SlurmClusterInService();
   NodeRecord a = NodesOf("w").at(0);
