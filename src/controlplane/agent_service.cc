@@ -56,6 +56,7 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
 
   auto ch = std::make_shared<Channel>();
   ch->socket = socket;
+  ch->lane = lanes_.NewLane();
   ch->instance_id = node->instance_id;
   ch->cluster_id = node->cluster_id;
   ch->group_name = node->group_name;
@@ -93,7 +94,10 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
                bootstrapped ? "bootstrap" : "credential");
   http::WebSocketCallbacks cb;
   cb.on_message = [this, ch](http::WebSocketMessage m) { OnChannelMessage(ch, m); };
-  cb.on_close = [this, ch] { OnChannelClosed(ch); };
+  // After the messages still queued; inline once the lanes are shut down.
+  cb.on_close = [this, ch] {
+    if (!lanes_.Post(ch->lane, [this, ch] { OnChannelClosed(ch); })) OnChannelClosed(ch);
+  };
   return cb;
 }
 
@@ -176,50 +180,77 @@ void AgentService::Refuse(const std::shared_ptr<Channel>& ch, const std::string&
   if (!s.ok()) spdlog::warn("malformed-frame event for {}: {}", ch->instance_id, s.ToString());
 }
 
+void AgentService::Post(const std::shared_ptr<Channel>& ch, std::function<void()> task) {
+  if (lanes_.Post(ch->lane, std::move(task), options_.max_queued_messages)) return;
+  MutexLock lock(mu_);
+  if (shut_down_) return;
+  spdlog::warn("agent of {}: {} messages wait to be handled; closing its connection",
+               ch->instance_id, options_.max_queued_messages);
+  ch->socket->Close("hpodd is too far behind on this connection's messages");
+}
+
 void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
                                     const http::WebSocketMessage& m) {
   // Binary frames and text that is not JSON are "not a JSON object" too.
   json msg = m.binary ? json() : json::parse(m.data, nullptr, false);
   auto type = proto::MessageType(msg);
   if (!type.ok()) {
-    Refuse(ch, "", std::string(type.status().message()));
+    Post(ch, [this, ch, why = std::string(type.status().message())] { Refuse(ch, "", why); });
     return;
   }
   // Every field is checked by the structs' FromJson, which never throws; what is
   // left to throw (dumping text that is not UTF-8) costs the frame, not the reader.
-  try {
-    Dispatch(ch, *type, msg);
-  } catch (const json::exception& e) {
-    Refuse(ch, *type, *type + ": " + e.what());
+  auto dispatch = [this, ch](const std::string& type, const json& msg) {
+    try {
+      Dispatch(ch, type, msg);
+    } catch (const json::exception& e) {
+      Refuse(ch, type, type + ": " + e.what());
+    }
+  };
+  if (*type == proto::Heartbeat::kType) {
+    try {
+      HandleHeartbeat(ch, msg);
+    } catch (const json::exception& e) {
+      Post(ch, [this, ch, why = std::string(e.what())] {
+        Refuse(ch, std::string(proto::Heartbeat::kType), "heartbeat: " + why);
+      });
+    }
+    return;
   }
+  Post(ch, [dispatch, type = *type, msg = std::move(msg)] { dispatch(type, msg); });
 }
 
-void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::string& type,
-                            const json& msg) {
-  if (type == proto::Hello::kType) {
-    HandleHello(ch, msg);
-  } else if (type == proto::Heartbeat::kType) {
-    auto beat = Parse<proto::Heartbeat>(ch, msg);
-    if (!beat) return;
-    bool first_bad_host = false;
-    {
-      MutexLock lock(mu_);
-      ch->last_heartbeat = clock_.SteadyNow();
-      if (beat->time) {
-        ch->clock_offsets.push_back(*beat->time - clock_.NowEpochSeconds());
-        if (ch->clock_offsets.size() > kClockSamples) ch->clock_offsets.pop_front();
-      }
-      // Kept while an agent that stopped sending them is connected: the figures
-      // are then its last, as a scrape of a node_exporter that hung would be.
-      if (beat->host) {
-        ch->host = std::make_shared<const api::agentproto::HostStats>(std::move(*beat->host));
-      }
-      // Figures it sends but hpodd cannot read are not its last: none is shown.
-      if (!beat->host_error.empty()) {
-        ch->host.reset();
-        first_bad_host = !ch->refused_types(*this).count(kBadHost);
-      }
+void AgentService::HandleHeartbeat(const std::shared_ptr<Channel>& ch, const json& msg) {
+  auto parsed = proto::Heartbeat::FromJson(msg);
+  if (!parsed.ok()) {
+    Post(ch, [this, ch, msg] { Parse<proto::Heartbeat>(ch, msg); });  // refuses it, in order
+    return;
+  }
+  auto beat = std::make_shared<proto::Heartbeat>(std::move(*parsed));
+  bool first_bad_host = false, more = false;
+  {
+    MutexLock lock(mu_);
+    ch->last_heartbeat = clock_.SteadyNow();
+    if (beat->time) {
+      ch->clock_offsets.push_back(*beat->time - clock_.NowEpochSeconds());
+      if (ch->clock_offsets.size() > kClockSamples) ch->clock_offsets.pop_front();
     }
+    // Kept while an agent that stopped sending them is connected: the figures
+    // are then its last, as a scrape of a node_exporter that hung would be.
+    if (beat->host) {
+      ch->host = std::make_shared<const api::agentproto::HostStats>(std::move(*beat->host));
+    }
+    // Figures it sends but hpodd cannot read are not its last: none is shown.
+    if (!beat->host_error.empty()) {
+      ch->host.reset();
+      first_bad_host = !ch->refused_types(*this).count(kBadHost);
+    }
+    // Heartbeats repeat the lifecycle and Slurm states: only a change is work.
+    more = (beat->lifecycle && beat->lifecycle->state != ch->lifecycle_state) ||
+           (beat->slurm && beat->slurm->ToJson() != ch->slurm_state(*this));
+  }
+  if (!first_bad_host && !more) return;
+  Post(ch, [this, ch, beat, first_bad_host] {
     // The heartbeat counted; its figures are dropped. Said once per connection
     // (the agent sends the same bad figures every beat), under its own key, so
     // that a heartbeat refused whole is still reported.
@@ -229,6 +260,13 @@ void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::strin
     }
     if (beat->lifecycle) HandleLifecycle(ch, *beat->lifecycle);
     if (beat->slurm) HandleSlurmState(ch, *beat->slurm);
+  });
+}
+
+void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::string& type,
+                            const json& msg) {
+  if (type == proto::Hello::kType) {
+    HandleHello(ch, msg);
   } else if (type == proto::LifecycleReport::kType) {
     if (auto report = Parse<proto::LifecycleReport>(ch, msg)) HandleLifecycle(ch, report->status);
   } else if (type == proto::SlurmStateReport::kType) {
@@ -438,8 +476,8 @@ std::shared_ptr<const std::string> AgentService::ConfigFor(const std::shared_ptr
   // A `config_pending` delays the node by at most this much more than its retry.
   constexpr std::chrono::milliseconds kPendingReuse{250};
   const auto key = std::make_pair(ch->cluster_id, ch->group_name);
-  const auto now = clock_.SteadyNow();
-  {
+  auto cached = [&]() -> std::shared_ptr<const std::string> {
+    const auto now = clock_.SteadyNow();
     MutexLock lock(config_mu_);
     auto it = configs_.find(key);
     // A node the snapshot does not list yet (a replacement launched since) gets a
@@ -450,7 +488,13 @@ std::shared_ptr<const std::string> AgentService::ConfigFor(const std::shared_ptr
              : now - it->second.built < kConfigReuse && it->second.listed.count(ch->instance_id))) {
       return it->second.message;
     }
-  }
+    return nullptr;
+  };
+  if (auto message = cached()) return message;
+  // One build at a time: the nodes that asked meanwhile get the one just made.
+  MutexLock building(build_mu_);
+  if (auto message = cached()) return message;
+  const auto now = clock_.SteadyNow();
   BuiltConfig entry;
   json built = BuildConfig(ch->instance_id, &entry.listed);
   entry.message = std::make_shared<const std::string>(built.dump());
@@ -587,6 +631,8 @@ void AgentService::Shutdown() {
     if (s->client) s->client->Close("hpodd is shutting down");
     if (s->agent) s->agent->Close("hpodd is shutting down");
   }
+  // No handler runs after this; a close still to come is handled inline.
+  lanes_.Shutdown();
 }
 
 }  // namespace hpod::controlplane

@@ -17,10 +17,12 @@
 // state that must survive a restart, and 200 nodes beating every few seconds
 // should cost no disk writes).
 //
-// Thread contract: thread-safe. Channel callbacks run on the HTTP server's I/O
-// strands, upgrades on its handler pool; one mutex guards the connection tables
-// and is never held across a store transaction or a socket send that could block
-// (WebSocket::Send only queues).
+// Thread contract: thread-safe. Upgrades run on the HTTP server's handler pool.
+// A channel's messages arrive on the server's I/O threads, which only parse them
+// and note heartbeats; everything else (store writes, configs) runs on the
+// service's own threads, in order per connection (lanes_). One mutex guards the
+// connection tables and is never held across a store transaction or a socket
+// send that could block (WebSocket::Send only queues).
 
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +37,7 @@
 
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/clock.h"
+#include "hpod/base/lanes.h"
 #include "hpod/base/status.h"
 #include "hpod/base/thread_annotations.h"
 #include "hpod/controlplane/node_logs.h"
@@ -67,6 +70,12 @@ struct AgentServiceOptions {
   std::chrono::seconds session_connect_timeout{60};
   // Bytes buffered for one side of a session while the other has not connected.
   size_t session_buffer_bytes = 1 << 20;
+  // Threads that handle the agents' messages (each connection's in order, on its
+  // lane): never the HTTP server's I/O threads, which must stay free to accept.
+  int message_threads = 2;
+  // A connection with this many messages waiting is closed (an agent sending
+  // faster than it can be served; it reconnects with backoff).
+  size_t max_queued_messages = 1000;
 };
 
 struct CommandResult {
@@ -249,6 +258,11 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // Never closes the channel for a bad frame (except a refused hello): a frame
   // hpodd cannot read is answered with an `error` frame (Refuse).
   void OnChannelMessage(const std::shared_ptr<Channel>& ch, const http::WebSocketMessage& m);
+  // Notes a heartbeat (on the I/O thread: its time is when it came, however far
+  // the channel's lane is behind) and queues what else it carries.
+  void HandleHeartbeat(const std::shared_ptr<Channel>& ch, const nlohmann::json& msg);
+  // Queues `task` on the channel's lane; a channel too far behind is closed.
+  void Post(const std::shared_ptr<Channel>& ch, std::function<void()> task);
   void Dispatch(const std::shared_ptr<Channel>& ch, const std::string& type,
                 const nlohmann::json& msg);
   // Records a node event ("hpod agent on the instance disconnected") and wakes the
@@ -343,8 +357,14 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   };
   Mutex config_mu_;  // never held across a store read
   std::map<std::pair<std::string, std::string>, BuiltConfig> configs_ GUARDED_BY(config_mu_);
+  // Held while a config is built (across its store read), so that nodes asking
+  // at once wait for one build instead of each making its own.
+  Mutex build_mu_;
   JobHandler job_handler_;
   CertificateHooks certificate_hooks_;  // set before serving, read-only after
+  // Last: destroyed first, so that no message handler runs on a half-destroyed
+  // service.
+  Lanes lanes_{options_.message_threads};
 };
 
 }  // namespace hpod::controlplane

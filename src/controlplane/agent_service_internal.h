@@ -33,6 +33,8 @@ struct AgentService::Channel {
   std::string cluster_id;
   std::string group_name;
   uint64_t serial = 0;  // distinguishes a reconnect from the connection it replaced
+  // Its messages' handlers run here, in the order they came (AgentService::Post).
+  std::shared_ptr<Lanes::Lane> lane;
   bool confirm_bootstrap = false;
   // A network agent's verified client certificate (empty over the Unix socket).
   std::string cert_serial;

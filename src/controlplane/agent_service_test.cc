@@ -446,5 +446,35 @@ TEST_F(AgentServiceTest, TheSameMessageIsResentOncePerIntervalAndAtOnceOnAReconn
   EXPECT_EQ(Next(**again)["conf_hash"], "b");
 }
 
+// A message whose handling waits for the store (a reconciler's long write) must
+// not stop the connection's reading: the heartbeat behind it counts when it
+// comes, not once the store is free. Handled on the I/O thread, it was not read
+// until the lifecycle write ended; at 10,000 nodes such waits held every I/O
+// thread, and new agents could not even connect.
+TEST_F(AgentServiceTest, AHeartbeatCountsWhileAnEarlierMessageWaitsForTheStore) {
+  std::string secret;
+  auto ws = Register(&secret);
+  std::promise<void> holding, release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::thread writer([&] {
+    EXPECT_TRUE(store_
+                    ->Write([&](store::WriteTx&) -> Status {
+                      holding.set_value();
+                      gate.wait();
+                      return OkStatus();
+                    })
+                    .ok());
+  });
+  holding.get_future().wait();
+  ASSERT_TRUE(ws->Send(json{{"type", "lifecycle"}, {"state", "Running"}}.dump(), false).ok());
+  clock_.AdvanceTime(seconds(7));
+  const auto beat = clock_.SteadyNow();
+  ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", 1}}.dump(), false).ok());
+  EXPECT_TRUE(WaitFor([&] { return agents_->Liveness(kNode1).last_heartbeat == beat; }));
+  release.set_value();
+  writer.join();
+  EXPECT_TRUE(WaitFor([&] { return AgentOf(kNode1).lifecycle_state == "Running"; }));
+}
+
 }  // namespace
 }  // namespace hpod::controlplane
