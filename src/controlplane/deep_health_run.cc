@@ -239,19 +239,32 @@ Status DeepHealthChecker::RunCluster(const std::string& cluster_id) {
   std::vector<store::RecoveryRecord> recoveries;
   std::string controller_group, reservation_left;
   std::optional<std::set<std::string>> priority;
+  bool idle = false;
   HPOD_RETURN_IF_ERROR(store_.Read([&](store::ReadTx& tx) -> Status {
     HPOD_ASSIGN_OR_RETURN(cluster, tx.GetCluster(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
-    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
     HPOD_ASSIGN_OR_RETURN(checks, LoadDeepChecks(tx, cluster_id));
-    HPOD_ASSIGN_OR_RETURN(recoveries, ActiveRecoveries(tx, cluster_id));
-    HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
-    HPOD_ASSIGN_OR_RETURN(priority, PriorityGroups(tx, cluster_id, groups));
     auto left = tx.GetSetting(ReservationSetting(cluster_id));
     if (!left.ok() && left.status().code() != StatusCode::kNotFound) return left.status();
     if (left.ok()) reservation_left = *left;
+    // Nearly every pass finds nothing to do: no check asked, no reservation to
+    // lift and no node waiting for its on-start checks. That much is told from
+    // the nodes' summaries; the whole records (and the rest) are read only for
+    // work (a 10,000-node cluster's every second took a core's 3%).
+    if (checks.empty() && reservation_left.empty()) {
+      HPOD_ASSIGN_OR_RETURN(auto summaries, tx.ListNodeSummaries(cluster_id));
+      idle = std::none_of(summaries.begin(), summaries.end(), [](const store::NodeSummary& n) {
+        return api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress);
+      });
+      if (idle) return OkStatus();
+    }
+    HPOD_ASSIGN_OR_RETURN(groups, tx.ListGroups(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(nodes, tx.ListNodes(cluster_id));
+    HPOD_ASSIGN_OR_RETURN(recoveries, ActiveRecoveries(tx, cluster_id));
+    HPOD_ASSIGN_OR_RETURN(controller_group, ControllerGroup(tx, cluster_id, groups));
+    HPOD_ASSIGN_OR_RETURN(priority, PriorityGroups(tx, cluster_id, groups));
     return OkStatus();
   }));
+  if (idle) return OkStatus();
   if (api::Is(cluster.status, ClusterStatus::kDeleting) ||
       api::Is(cluster.status, ClusterStatus::kFailed)) {
     return OkStatus();
