@@ -29,6 +29,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = boost::beast::websocket;
 
+// What a connection keeps of its read buffer between messages.
+constexpr size_t kKeptBufferBytes = 64 * 1024;
+
 // RFC 6455 limits a close frame's payload to 125 bytes, two of which are the code.
 constexpr size_t kMaxCloseReasonBytes = 123;
 // Upper bound on the opening and closing handshakes, so that Shutdown and a
@@ -130,6 +133,9 @@ class WebSocketConnection final : public Connection,
     if (ec) return Teardown();  // closed by the peer (or by us), reset, or too large
     WebSocketMessage message{beast::buffers_to_string(buffer_.data()), ws_.got_binary()};
     buffer_.consume(buffer_.size());
+    // A large message (a controller's Slurm table at 10,000 nodes) must not stay
+    // reserved by the connection for its lifetime.
+    if (buffer_.capacity() > kKeptBufferBytes) buffer_.shrink_to_fit();
     if (callbacks_.on_message) {
       try {
         callbacks_.on_message(std::move(message));

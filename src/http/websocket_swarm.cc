@@ -33,6 +33,9 @@ namespace beast = boost::beast;
 namespace websocket = boost::beast::websocket;
 using Protocol = asio::generic::stream_protocol;
 
+// What a connection keeps of its read buffer between messages.
+constexpr size_t kKeptBufferBytes = 64 * 1024;
+
 }  // namespace
 
 // Every member but `count` and `next_id` is touched on the I/O thread only; the
@@ -153,6 +156,9 @@ struct WebSocketSwarm::Impl {
       }
       WebSocketMessage m{beast::buffers_to_string(c->buffer.data()), c->ws.got_binary()};
       c->buffer.consume(c->buffer.size());
+      // One large message (a 1 MB config at 10,000 nodes) must not stay reserved
+      // by every connection: 10,000 of them held 10 GB.
+      if (c->buffer.capacity() > kKeptBufferBytes) c->buffer.shrink_to_fit();
       if (c->callbacks.on_message) c->callbacks.on_message(std::move(m));
       if (!c->gone) Read(id, c);
     });
