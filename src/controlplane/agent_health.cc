@@ -35,13 +35,17 @@ std::string WorstVerdict(const proto::HealthReport& r) {
 void AgentService::HandleHealth(const std::shared_ptr<Channel>& ch,
                                 const proto::HealthReport& report) {
   std::shared_ptr<const proto::HealthReport> before;
-  auto stored = std::make_shared<const proto::HealthReport>(report);
+  StoredHealth stored{
+      std::make_shared<const proto::HealthReport>(report), WorstVerdict(report), {}};
+  for (const auto& c : report.checks) {
+    if (c.result == "fail" || c.result == "timeout") stored.failing.push_back(c.name);
+  }
   {
     MutexLock lock(mu_);
     auto current = channels_.find(ch->instance_id);
     if (current == channels_.end() || current->second->serial != ch->serial) return;
-    std::shared_ptr<const proto::HealthReport>& slot = health_[ch->instance_id];
-    before = std::move(slot);
+    StoredHealth& slot = health_[ch->instance_id];
+    before = std::move(slot.report);
     slot = std::move(stored);
   }
   std::map<std::string, std::string> was;
@@ -90,7 +94,7 @@ std::shared_ptr<const proto::HealthReport> AgentService::Health(
   if (channels_.count(instance_id) == 0) return nullptr;
   auto it = health_.find(instance_id);
   if (it == health_.end()) return nullptr;
-  return it->second;
+  return it->second.report;
 }
 
 AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
@@ -126,11 +130,9 @@ std::vector<AgentSnapshot> AgentService::Snapshot() const {
     if (!ch->clock_offsets.empty()) {
       a.clock_offset = *std::max_element(ch->clock_offsets.begin(), ch->clock_offsets.end());
     }
-    if (report != health_.end() && report->first == id && report->second != nullptr) {
-      a.health_verdict = WorstVerdict(*report->second);
-      for (const auto& c : report->second->checks) {
-        if (c.result == "fail" || c.result == "timeout") a.failing_checks.push_back(c.name);
-      }
+    if (report != health_.end() && report->first == id && report->second.report != nullptr) {
+      a.health_verdict = report->second.verdict;
+      a.failing_checks = report->second.failing;
     }
     out.push_back(std::move(a));
   }

@@ -129,7 +129,7 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
       disconnected_at_[ch->instance_id] = clock_.SteadyNow();
       // The table is only as live as its reporter's connection.
       auto nodes = slurm_nodes_.find(ch->cluster_id);
-      if (nodes != slurm_nodes_.end() && nodes->second.reporter == ch->instance_id) {
+      if (nodes != slurm_nodes_.end() && nodes->second->reporter == ch->instance_id) {
         slurm_nodes_.erase(nodes);
       }
     }

@@ -192,6 +192,8 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   nlohmann::json SlurmState(const std::string& instance_id) const override;
   std::optional<double> ConnectedSince(const std::string& instance_id) const override;
   std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const override;
+  // The same, shared rather than copied (a scrape counts it by state).
+  std::shared_ptr<const SlurmNodesReport> SharedSlurmNodes(const std::string& cluster_id) const;
   bool Send(const std::string& instance_id, const nlohmann::json& message) override;
   // Remembers, per connection and message type, the last message sent this way
   // (a hash of its text) and when: a reconnect starts afresh.
@@ -339,14 +341,21 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::map<std::string, std::shared_ptr<Session>> sessions_ GUARDED_BY(mu_);  // by session id
   std::map<std::string, std::shared_ptr<PendingCommand>> commands_ GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<PendingTraining>> training_ GUARDED_BY(mu_);  // by id
-  std::map<std::string, SlurmNodesReport> slurm_nodes_ GUARDED_BY(mu_);  // by cluster id
+  // By cluster id; a report is never changed once stored: a new one replaces it.
+  std::map<std::string, std::shared_ptr<const SlurmNodesReport>> slurm_nodes_ GUARDED_BY(mu_);
   // By instance id: when the last connection closed; the latest health report
   // (kept across a reconnect, so a check still failing is not a new event; both
   // grow by one entry per node hpodd has seen since it started).
   std::map<std::string, std::chrono::steady_clock::time_point> disconnected_at_ GUARDED_BY(mu_);
   // A report is never changed once stored: a new one replaces it.
-  std::map<std::string, std::shared_ptr<const api::agentproto::HealthReport>> health_
-      GUARDED_BY(mu_);
+  // With what a scrape shows of it, worked out once when it came (10,000 nodes'
+  // verdicts at every scrape were a sixth of one).
+  struct StoredHealth {
+    std::shared_ptr<const api::agentproto::HealthReport> report;
+    std::string verdict;               // AgentSnapshot::health_verdict
+    std::vector<std::string> failing;  // AgentSnapshot::failing_checks
+  };
+  std::map<std::string, StoredHealth> health_ GUARDED_BY(mu_);
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
   struct BuiltConfig {

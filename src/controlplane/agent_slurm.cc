@@ -67,7 +67,7 @@ void AgentService::HandleSlurmNodes(const std::shared_ptr<Channel>& ch,
   report.Index();
   {
     MutexLock lock(mu_);
-    slurm_nodes_[ch->cluster_id] = std::move(report);
+    slurm_nodes_[ch->cluster_id] = std::make_shared<const SlurmNodesReport>(std::move(report));
   }
   if (on_change_) on_change_(ch->cluster_id);
 }
@@ -90,7 +90,14 @@ std::optional<SlurmNodesReport> AgentService::SlurmNodes(const std::string& clus
   MutexLock lock(mu_);
   auto it = slurm_nodes_.find(cluster_id);
   if (it == slurm_nodes_.end()) return std::nullopt;
-  return it->second;
+  return *it->second;
+}
+
+std::shared_ptr<const SlurmNodesReport> AgentService::SharedSlurmNodes(
+    const std::string& cluster_id) const {
+  MutexLock lock(mu_);
+  auto it = slurm_nodes_.find(cluster_id);
+  return it == slurm_nodes_.end() ? nullptr : it->second;
 }
 
 }  // namespace hpod::controlplane

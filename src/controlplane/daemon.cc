@@ -306,7 +306,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
     in.recoveries = recoveries.get();
     if (self->agents_ != nullptr) {
       in.agents = self->agents_->Snapshot();
-      in.slurm_nodes = [self](const std::string& id) { return self->agents_->SlurmNodes(id); };
+      in.slurm_nodes = [self](const std::string& id) {
+        return self->agents_->SharedSlurmNodes(id);
+      };
     }
     in.steady_now = self->clock_->SteadyNow();
     in.work_queue_depth = self->queue_->Pending();

@@ -130,6 +130,23 @@ void Exposition::AppendValue(std::string& out, double v) {
     out.append(v < 0 ? "-Inf" : "+Inf");
   } else {
     char buf[32];
+    // Most samples are whole (bytes, counts, zero): written as an integer, as
+    // to_chars writes a double it would choose fixed notation for (that is, unless
+    // scientific is shorter: 1e+06), at a fraction of the cost.
+    constexpr double kExact = 9007199254740992.0;  // 2^53: every integer below is exact
+    // Negatives (-0 among them) take the general path; they are rare here.
+    if (!std::signbit(v) && v < kExact && v == static_cast<double>(static_cast<int64_t>(v))) {
+      auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), static_cast<int64_t>(v));
+      const std::ptrdiff_t length = end - buf;
+      std::ptrdiff_t zeros = 0;
+      while (zeros < length - 1 && end[-1 - zeros] == '0') ++zeros;
+      const std::ptrdiff_t significant = length - zeros;
+      // d[.ddd]e+XX: the exponent of an integer below 2^53 has two digits.
+      if (significant + (significant > 1) + 4 >= length) {
+        out.append(buf, static_cast<size_t>(length));
+        return;
+      }
+    }
     auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
     out.append(buf, ec == std::errc() ? end - buf : 0);
   }

@@ -187,15 +187,30 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
       out.Gauge("hpod_instance_groups", "Instance groups by status",
                 {{"cluster_name", cluster}, {"status", status}}, n);
     }
+    // One line per node, written straight (labels in name order): Gauge's
+    // family lookup and label sort per node were a tenth of a 10,000-node scrape.
+    std::string cluster_label;
+    Exposition::AppendLabel(cluster_label, "cluster_name", cluster);
+    // A family is made at its first sample: none for a cluster without nodes.
+    std::string* info =
+        nodes.empty()
+            ? nullptr
+            : &out.Lines("hpod_node_info",
+                         "1 per node: its instance id (node), hostname and address", "gauge");
     for (const auto& n : nodes) {
       ++node_status[{n.group_name, n.status}];
-      out.Gauge("hpod_node_info", "1 per node: its instance id (node), hostname and address",
-                {{"cluster_name", cluster},
-                 {"instance_group", n.group_name},
-                 {"node", n.instance_id},
-                 {"hostname", n.hostname},
-                 {"private_ip", n.private_ip}},
-                1);
+      std::string& t = *info;
+      t.append("hpod_node_info{");
+      t.append(cluster_label);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "hostname", n.hostname);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "instance_group", n.group_name);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "node", n.instance_id);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "private_ip", n.private_ip);
+      t.append("} 1\n");
     }
     for (const auto& [key, count] : node_status) {
       out.Gauge("hpod_nodes", "Nodes by instance group and status (Running: in service)",

@@ -276,14 +276,14 @@ TEST_F(MetricsStateTest, AgentSuppliedLabelsAreBounded) {
   a.host = host;
   a.failing_checks = {"disk:/fsx", "disk:/fsx", "evil-1", "evil-2", std::string(500, 'x')};
   in.agents[1].failing_checks = {"evil-3", "gpu"};
-  in.slurm_nodes = [](const std::string& id) -> std::optional<SlurmNodesReport> {
-    if (id != "c1") return std::nullopt;
+  in.slurm_nodes = [](const std::string& id) -> std::shared_ptr<const SlurmNodesReport> {
+    if (id != "c1") return nullptr;
     SlurmNodesReport r;
     r.nodes = {{"a", "IDLE", "", "1"}, {"b", "DOWN+FAIL", "", "1"}, {"c", "HACKED", "", "1"}};
     for (int i = 0; i < 200; ++i) {
       r.nodes.push_back({"n" + std::to_string(i), "IDLE+X" + std::to_string(i), "", "1"});
     }
-    return r;
+    return std::make_shared<const SlurmNodesReport>(std::move(r));
   };
   auto s = Scrape(in);
   const std::map<std::string, std::string> n2 = {{"cluster_name", "demo"},

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -220,6 +221,56 @@ TEST(MetricsTest, AFailingCollectorFailsTheScrape) {
   http::Response resp = ServeMetrics(r, "t", metrics);
   EXPECT_EQ(resp.status, 500);
   EXPECT_NE(resp.body.find("store is locked"), std::string::npos);
+}
+
+// Whole values take a shortcut: the text must be what std::to_chars writes for
+// the double (Prometheus reads either, but a series must not change its form).
+TEST(MetricsExpositionTest, ValuesAreWrittenAsToCharsWritesThem) {
+  std::vector<double> values = {0,
+                                -0.0,
+                                1,
+                                -1,
+                                7,
+                                10,
+                                100,
+                                1000,
+                                10000,
+                                100000,
+                                1000000,
+                                1200,
+                                -1200,
+                                12000000,
+                                34359738368.0,
+                                1099511627776.0,
+                                1e15,
+                                9007199254740991.0,
+                                9007199254740992.0,
+                                -9007199254740991.0,
+                                1e17,
+                                0.5,
+                                17.25,
+                                1234567.125,
+                                2.5e-7,
+                                123456789012345.0,
+                                120000000000000.0,
+                                -3e10,
+                                -100000,
+                                -10,
+                                -1000000,
+                                -120000};
+  for (int64_t p = 1; p < (int64_t{1} << 53); p *= 3) {
+    values.push_back(static_cast<double>(p));
+    values.push_back(static_cast<double>(p * 10));
+    values.push_back(-static_cast<double>(p * 1000));
+  }
+  for (double v : values) {
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    ASSERT_EQ(ec, std::errc());
+    std::string got;
+    Exposition::AppendValue(got, v);
+    EXPECT_EQ(got, std::string(buf, end)) << v;
+  }
 }
 
 // promtool from Debian's `prometheus` (a test-only package, scripts/install-deps.sh).

@@ -147,14 +147,14 @@ inline StateInputs Inputs(std::chrono::steady_clock::time_point now) {
   gone.instance_id = "i-0000000000000000f";
   gone.cluster_id = "c-deleted";
   in.agents.push_back(gone);
-  in.slurm_nodes = [](const std::string& id) -> std::optional<SlurmNodesReport> {
-    if (id != "c1") return std::nullopt;
+  in.slurm_nodes = [](const std::string& id) -> std::shared_ptr<const SlurmNodesReport> {
+    if (id != "c1") return nullptr;
     SlurmNodesReport r;
     r.reporter = "i-00000000000000001";
     r.nodes = {{"ip-10-77-1-12", "IDLE", "", "1"},
                {"ip-10-77-1-13", "IDLE", "", "1"},
                {"ip-10-77-1-14", "DOWN+FAIL", "Action:Reboot", "1"}};
-    return r;
+    return std::make_shared<const SlurmNodesReport>(std::move(r));
   };
   in.steady_now = now;
   in.work_queue_depth = 3;
