@@ -17,14 +17,6 @@ namespace hpod::controlplane {
 using nlohmann::json;
 namespace proto = api::agentproto;
 
-namespace {
-
-constexpr size_t kMaxLogChunk = 64 * 1024;
-// The `error` frame's frame_type for a heartbeat read without its `host`.
-constexpr char kBadHost[] = "heartbeat.host";
-
-}  // namespace
-
 AgentService::AgentService(store::Store& store, NodeLogs& logs, const Clock& clock,
                            AgentServiceOptions options, std::string bootstrap_key,
                            std::function<void(const std::string&)> on_change)
@@ -158,191 +150,6 @@ void AgentService::OnChannelClosed(const std::shared_ptr<Channel>& ch) {
   }
   // The reconciler decides what a silent node means (its liveness changed).
   if (on_change_) on_change_(ch->cluster_id);
-}
-
-void AgentService::Refuse(const std::shared_ptr<Channel>& ch, const std::string& frame_type,
-                          const std::string& why) {
-  spdlog::warn("agent of {} sent a frame hpodd refused: {}", ch->instance_id, why);
-  ch->socket->Send(proto::Error{frame_type, why}.ToJson().dump(), false);
-  bool first;
-  {
-    MutexLock lock(mu_);
-    first = ch->refused_types(*this).insert(frame_type).second;
-  }
-  // One event per message type and connection: an agent repeating a bad heartbeat
-  // every few seconds must not flood the cluster's events (the log has each one).
-  if (!first) return;
-  Status s = store_.Write([&](store::WriteTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
-    return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
-                       EventLevel::kWarn, "hpodd refused a frame from the hpod agent: " + why);
-  });
-  if (!s.ok()) spdlog::warn("malformed-frame event for {}: {}", ch->instance_id, s.ToString());
-}
-
-void AgentService::Post(const std::shared_ptr<Channel>& ch, std::function<void()> task) {
-  if (lanes_.Post(ch->lane, std::move(task), options_.max_queued_messages)) return;
-  MutexLock lock(mu_);
-  if (shut_down_) return;
-  spdlog::warn("agent of {}: {} messages wait to be handled; closing its connection",
-               ch->instance_id, options_.max_queued_messages);
-  ch->socket->Close("hpodd is too far behind on this connection's messages");
-}
-
-void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
-                                    const http::WebSocketMessage& m) {
-  // Binary frames and text that is not JSON are "not a JSON object" too.
-  json msg = m.binary ? json() : json::parse(m.data, nullptr, false);
-  auto type = proto::MessageType(msg);
-  if (!type.ok()) {
-    Post(ch, [this, ch, why = std::string(type.status().message())] { Refuse(ch, "", why); });
-    return;
-  }
-  // Every field is checked by the structs' FromJson, which never throws; what is
-  // left to throw (dumping text that is not UTF-8) costs the frame, not the reader.
-  auto dispatch = [this, ch](const std::string& type, const json& msg) {
-    try {
-      Dispatch(ch, type, msg);
-    } catch (const json::exception& e) {
-      Refuse(ch, type, type + ": " + e.what());
-    }
-  };
-  if (*type == proto::Heartbeat::kType) {
-    try {
-      HandleHeartbeat(ch, msg);
-    } catch (const json::exception& e) {
-      Post(ch, [this, ch, why = std::string(e.what())] {
-        Refuse(ch, std::string(proto::Heartbeat::kType), "heartbeat: " + why);
-      });
-    }
-    return;
-  }
-  Post(ch, [dispatch, type = *type, msg = std::move(msg)] { dispatch(type, msg); });
-}
-
-void AgentService::HandleHeartbeat(const std::shared_ptr<Channel>& ch, const json& msg) {
-  auto parsed = proto::Heartbeat::FromJson(msg);
-  if (!parsed.ok()) {
-    Post(ch, [this, ch, msg] { Parse<proto::Heartbeat>(ch, msg); });  // refuses it, in order
-    return;
-  }
-  auto beat = std::make_shared<proto::Heartbeat>(std::move(*parsed));
-  bool first_bad_host = false, more = false;
-  {
-    MutexLock lock(mu_);
-    ch->last_heartbeat = clock_.SteadyNow();
-    if (beat->time) {
-      ch->clock_offsets.push_back(*beat->time - clock_.NowEpochSeconds());
-      if (ch->clock_offsets.size() > kClockSamples) ch->clock_offsets.pop_front();
-    }
-    // Kept while an agent that stopped sending them is connected: the figures
-    // are then its last, as a scrape of a node_exporter that hung would be.
-    if (beat->host) {
-      ch->host = std::make_shared<const api::agentproto::HostStats>(std::move(*beat->host));
-    }
-    // Figures it sends but hpodd cannot read are not its last: none is shown.
-    if (!beat->host_error.empty()) {
-      ch->host.reset();
-      first_bad_host = !ch->refused_types(*this).count(kBadHost);
-    }
-    // Heartbeats repeat the lifecycle and Slurm states: only a change is work.
-    more = (beat->lifecycle && beat->lifecycle->state != ch->lifecycle_state) ||
-           (beat->slurm && beat->slurm->ToJson() != ch->slurm_state(*this));
-  }
-  if (!first_bad_host && !more) return;
-  Post(ch, [this, ch, beat, first_bad_host] {
-    // The heartbeat counted; its figures are dropped. Said once per connection
-    // (the agent sends the same bad figures every beat), under its own key, so
-    // that a heartbeat refused whole is still reported.
-    if (first_bad_host) {
-      Refuse(ch, kBadHost,
-             beat->host_error + " (the heartbeat counts; its host figures are dropped)");
-    }
-    if (beat->lifecycle) HandleLifecycle(ch, *beat->lifecycle);
-    if (beat->slurm) HandleSlurmState(ch, *beat->slurm);
-  });
-}
-
-void AgentService::Dispatch(const std::shared_ptr<Channel>& ch, const std::string& type,
-                            const json& msg) {
-  if (type == proto::Hello::kType) {
-    HandleHello(ch, msg);
-  } else if (type == proto::LifecycleReport::kType) {
-    if (auto report = Parse<proto::LifecycleReport>(ch, msg)) HandleLifecycle(ch, report->status);
-  } else if (type == proto::SlurmStateReport::kType) {
-    if (auto report = Parse<proto::SlurmStateReport>(ch, msg)) HandleSlurmState(ch, report->status);
-  } else if (type == proto::SlurmNodes::kType) {
-    if (auto nodes = Parse<proto::SlurmNodes>(ch, msg)) HandleSlurmNodes(ch, *nodes);
-  } else if (type == proto::ProvisioningParameters::kType) {
-    if (auto p = Parse<proto::ProvisioningParameters>(ch, msg)) {
-      HandleProvisioningParameters(ch, *p);
-    }
-  } else if (type == proto::GetConfig::kType) {
-    if (Parse<proto::GetConfig>(ch, msg)) {
-      ch->socket->SendShared(ConfigFor(ch), false);
-    }
-  } else if (type == proto::Log::kType) {
-    auto log = Parse<proto::Log>(ch, msg);
-    if (!log) return;
-    if (log->data.size() > kMaxLogChunk) log->data.resize(kMaxLogChunk);
-    Status s = logs_.Append(ch->cluster_id, ch->instance_id, log->stream, log->data);
-    if (!s.ok()) spdlog::warn("log from {}: {}", ch->instance_id, s.ToString());
-  } else if (type == proto::HealthReport::kType) {
-    if (auto report = Parse<proto::HealthReport>(ch, msg)) HandleHealth(ch, *report);
-  } else if (type == proto::CommandResult::kType) {
-    HandleCommandResult(ch, msg);
-  } else if (type == proto::JobQuery::kType) {
-    if (auto q = Parse<proto::JobQuery>(ch, msg)) HandleJobQuery(ch, *q);
-  } else if (type == proto::TrainingResult::kType) {
-    HandleTrainingResult(ch, msg);
-  } else if (type == proto::RenewCertificate::kType) {
-    auto renew = Parse<proto::RenewCertificate>(ch, msg);
-    if (!renew) return;
-    if (ch->cert_serial.empty() || !certificate_hooks_.renew) {
-      Refuse(ch, type, "renew_certificate: this channel is not authenticated by a certificate");
-      return;
-    }
-    auto issued = certificate_hooks_.renew(ch->cert_serial, ch->cert_cn, renew->csr);
-    if (!issued.ok()) {
-      // Not Refuse: a refusal here is no malformed frame, and must reach the agent
-      // every time it asks.
-      ch->socket->Send(
-          proto::Error{type, "renew_certificate: " + issued.status().message()}.ToJson().dump(),
-          false);
-      return;
-    }
-    ch->socket->Send(issued->ToJson().dump(), false);
-  } else {
-    // A newer agent's message: not malformed, just not ours to act on.
-    spdlog::debug("agent of {} sent unknown frame type {}", ch->instance_id, type);
-  }
-}
-
-void AgentService::HandleCommandResult(const std::shared_ptr<Channel>& ch, const json& msg) {
-  CommandResult r;
-  std::string id;
-  auto result = Parse<proto::CommandResult>(ch, msg);
-  if (result) {
-    id = result->id;
-    r.exit_code = static_cast<int>(result->exit_code);
-    r.timed_out = result->timed_out;
-    r.stdout_data = std::move(result->stdout_data);
-    r.stderr_data = result->error.empty() ? std::move(result->stderr_data) : result->error;
-  } else if (auto it = msg.find("id"); it != msg.end() && it->is_string()) {
-    // The caller waiting for it learns now, not at its timeout.
-    id = it->get<std::string>();
-    r.exit_code = -1;
-    r.stderr_data = "the agent's command_result was malformed";
-  } else {
-    return;
-  }
-  MutexLock lock(mu_);
-  auto it = commands_.find(id);
-  if (it == commands_.end() || it->second->done || it->second->instance_id != ch->instance_id) {
-    return;
-  }
-  it->second->done = true;
-  it->second->result.set_value(std::move(r));
 }
 
 void AgentService::HandleHello(const std::shared_ptr<Channel>& ch, const json& m) {
@@ -491,8 +298,16 @@ std::shared_ptr<const std::string> AgentService::ConfigFor(const std::shared_ptr
     return nullptr;
   };
   if (auto message = cached()) return message;
-  // One build at a time: the nodes that asked meanwhile get the one just made.
-  MutexLock building(build_mu_);
+  // One build of a group's config at a time: its nodes that asked meanwhile get
+  // the one just made.
+  std::shared_ptr<Mutex> build;
+  {
+    MutexLock lock(config_mu_);
+    auto& slot = builds_[key];
+    if (!slot) slot = std::make_shared<Mutex>();
+    build = slot;
+  }
+  MutexLock building(*build);
   if (auto message = cached()) return message;
   const auto now = clock_.SteadyNow();
   BuiltConfig entry;
@@ -503,6 +318,8 @@ std::shared_ptr<const std::string> AgentService::ConfigFor(const std::shared_ptr
   MutexLock lock(config_mu_);
   // Old entries go with the next build (deleted clusters, removed groups).
   std::erase_if(configs_, [&](const auto& e) { return now - e.second.built >= kConfigReuse; });
+  std::erase_if(builds_,
+                [&](const auto& e) { return e.first != key && e.second.use_count() == 1; });
   return configs_.insert_or_assign(key, std::move(entry)).first->second.message;
 }
 

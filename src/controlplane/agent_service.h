@@ -366,9 +366,11 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   };
   Mutex config_mu_;  // never held across a store read
   std::map<std::pair<std::string, std::string>, BuiltConfig> configs_ GUARDED_BY(config_mu_);
-  // Held while a config is built (across its store read), so that nodes asking
-  // at once wait for one build instead of each making its own.
-  Mutex build_mu_;
+  // By (cluster, group): held while that config is built (across its store
+  // read), so that its nodes asking at once wait for one build instead of each
+  // making its own; other groups' builds go on meanwhile.
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Mutex>> builds_
+      GUARDED_BY(config_mu_);
   JobHandler job_handler_;
   CertificateHooks certificate_hooks_;  // set before serving, read-only after
   // Last: destroyed first, so that no message handler runs on a half-destroyed

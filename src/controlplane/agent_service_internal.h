@@ -49,6 +49,11 @@ struct AgentService::Channel {
   // The latest heartbeats' clock offsets (ClockOffset), newest last, at most
   // kClockSamples; written under the service's mu_, as last_heartbeat is.
   std::deque<double> clock_offsets;
+  // Its heartbeats' unreadable host figures were answered once (an `error` frame
+  // queued); written under the service's mu_, as last_heartbeat is. Decided as
+  // the heartbeat is read, not when the refusal runs on the lane: the heartbeats
+  // read meanwhile must not each queue one.
+  bool bad_host_refused = false;
 
   // These two are guarded by the service's mu_. A GUARDED_BY here cannot name it
   // (clang would take AgentService::mu_ for a member of this struct, not of the
