@@ -171,6 +171,8 @@ class Simulator final : public SimWorld {
             {"commands", counters_.commands},
             {"errors", counters_.errors},
             {"heartbeats", counters_.heartbeats},
+            {"max_heartbeat_gap_ms", counters_.max_heartbeat_gap_ms},
+            {"heartbeat_gaps_over_5s", counters_.heartbeat_gaps_over_5s},
             {"connect_failures", counters_.connect_failures},
             {"failure_reasons", counters_.failure_reasons},
             {"received_by_type", counters_.received_by_type},

@@ -327,6 +327,15 @@ void SimAgent::Beat(uint64_t process) {
                         {"/fsx", int64_t{1200} << 30, int64_t{900} << 30}};
     beat.host = host;
     world_.counters().heartbeats++;
+    const auto now = std::chrono::steady_clock::now();
+    if (last_beat_ && last_beat_conn_ == conn_) {
+      const int64_t gap = std::chrono::duration_cast<milliseconds>(now - *last_beat_).count();
+      SimCounters& c = world_.counters();
+      c.max_heartbeat_gap_ms = std::max(c.max_heartbeat_gap_ms, gap);
+      c.heartbeat_gaps_over_5s += gap > 5000;
+    }
+    last_beat_ = now;
+    last_beat_conn_ = conn_;
     Send(beat.ToJson());
   }
   Later(heartbeat_interval_, [process](SimAgent& a) { a.Beat(process); });
@@ -397,6 +406,7 @@ void SimAgent::Reboot(int boot) {
 
 void SimAgent::Silence(bool on) {
   silent_ = on;
+  last_beat_.reset();  // a silence asked for is no gap of the simulator's
   world_.Event({{"event", on ? "silenced" : "unsilenced"}, {"instance_id", config_.instance_id}});
 }
 
