@@ -130,7 +130,10 @@ class NodeSignals {
   // shared, not copied: the health pass reads every node's each second.
   virtual std::shared_ptr<const api::agentproto::HealthReport> Health(
       const std::string& instance_id) const = 0;
-  virtual std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const = 0;
+  // The controller's Slurm table (null before its first report), shared, not
+  // copied: at 10,000 nodes a copy each second was 10,000 rows and their index.
+  virtual std::shared_ptr<const SlurmNodesReport> SharedSlurmNodes(
+      const std::string& cluster_id) const = 0;
 };
 
 class AgentService final : public SlurmAgents, public NodeSignals {
@@ -192,8 +195,10 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   nlohmann::json SlurmState(const std::string& instance_id) const override;
   std::optional<double> ConnectedSince(const std::string& instance_id) const override;
   std::optional<SlurmNodesReport> SlurmNodes(const std::string& cluster_id) const override;
-  // The same, shared rather than copied (a scrape counts it by state).
-  std::shared_ptr<const SlurmNodesReport> SharedSlurmNodes(const std::string& cluster_id) const;
+  // The same, shared rather than copied (the health pass reads it each second, a
+  // scrape counts it by state).
+  std::shared_ptr<const SlurmNodesReport> SharedSlurmNodes(
+      const std::string& cluster_id) const override;
   bool Send(const std::string& instance_id, const nlohmann::json& message) override;
   // Remembers, per connection and message type, the last message sent this way
   // (a hash of its text) and when: a reconnect starts afresh.

@@ -140,8 +140,8 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
     }
     return OkStatus();
   }));
-  std::optional<SlurmNodesReport> slurm;
-  if (signals_ != nullptr) slurm = signals_->SlurmNodes(cluster_id);
+  std::shared_ptr<const SlurmNodesReport> slurm;
+  if (signals_ != nullptr) slurm = signals_->SharedSlurmNodes(cluster_id);
   const auto now = clock_.SteadyNow();
   // When many nodes cannot reach the controller at once, the controller (or its
   // link) is the fault, not each of them: their network checks are set aside (the

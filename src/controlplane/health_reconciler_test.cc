@@ -29,7 +29,9 @@ class FakeSignals final : public NodeSignals {
     if (it == health.end()) return nullptr;
     return std::make_shared<const api::agentproto::HealthReport>(it->second);
   }
-  std::optional<SlurmNodesReport> SlurmNodes(const std::string&) const override { return slurm; }
+  std::shared_ptr<const SlurmNodesReport> SharedSlurmNodes(const std::string&) const override {
+    return slurm ? std::make_shared<const SlurmNodesReport>(*slurm) : nullptr;
+  }
 
   std::chrono::steady_clock::time_point started;
   std::map<std::string, AgentLiveness> live;
