@@ -1,7 +1,8 @@
 // Node recovery's state machine in the cluster pass (recovery_reconciler.h),
 // against the fake provider and fake agents: the Slurm commands it sends, the
-// row swap of a replacement, the resume once a newer slurmd registered, reboot,
-// NodeRecovery=None, and a restart of hpodd at every step.
+// row swap of a replacement, the resume once a newer slurmd registered,
+// NodeRecovery=None, and a restart of hpodd at every step. Reboots:
+// recovery_reboot_test.cc.
 
 #include "hpod/controlplane/recovery.h"
 
@@ -10,95 +11,10 @@
 #include <algorithm>
 
 #include "hpod/controlplane/jobs.h"
-#include "hpod/controlplane/slurm_reconcile_fixture.h"
+#include "hpod/controlplane/recovery_test_fixture.h"
 
 namespace hpod::controlplane::slurm_testing {
 namespace {
-
-class RecoveryTest : public SlurmReconcileTest {
- protected:
-  store::ClusterRecord Cluster() {
-    store::ClusterRecord c;
-    EXPECT_TRUE(h_.store_
-                    ->Read([&](store::ReadTx& tx) -> Status {
-                      HPOD_ASSIGN_OR_RETURN(c, tx.GetCluster(id_));
-                      return OkStatus();
-                    })
-                    .ok());
-    return c;
-  }
-  std::string Request(const NodeRecord& n, RecoveryAction action, bool dead,
-                      bool is_controller = false) {
-    std::string id;
-    Status s = h_.store_->Write([&](store::WriteTx& tx) -> Status {
-      HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(id_));
-      HPOD_ASSIGN_OR_RETURN(id, RequestRecovery(tx, h_.clock_, c, n, is_controller,
-                                                RecoveryRequest{action, "HealthCheck", "test",
-                                                                "a test fault", dead}));
-      return OkStatus();
-    });
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return id;
-  }
-  store::RecoveryRecord Recovery(const std::string& id) {
-    store::RecoveryRecord r;
-    EXPECT_TRUE(h_.store_
-                    ->Read([&](store::ReadTx& tx) -> Status {
-                      HPOD_ASSIGN_OR_RETURN(r, tx.GetRecovery(id));
-                      return OkStatus();
-                    })
-                    .ok());
-    return r;
-  }
-  std::vector<std::string> Steps(const std::string& id) {
-    std::vector<std::string> out;
-    for (const auto& s : Recovery(id).timeline) out.push_back(s["step"]);
-    return out;
-  }
-  // The commands run on the controller, each joined by spaces (after env SLURM_CONF=…).
-  std::vector<std::string> Commands() {
-    std::vector<std::string> out;
-    for (const auto& [who, argv] : agents_.Runs()) {
-      std::string line;
-      for (size_t i = 2; i < argv.size(); ++i) line += (line.empty() ? "" : " ") + argv[i];
-      out.push_back(line);
-    }
-    return out;
-  }
-  bool RanCommand(const std::string& prefix) {
-    for (const auto& c : Commands()) {
-      if (c.rfind(prefix, 0) == 0) return true;
-    }
-    return false;
-  }
-  void SetNodeRecovery(const std::string& value) {
-    ASSERT_TRUE(h_.store_
-                    ->Write([&](store::WriteTx& tx) -> Status {
-                      HPOD_ASSIGN_OR_RETURN(auto c, tx.GetCluster(id_));
-                      c.spec["NodeRecovery"] = value;
-                      return tx.PutCluster(c);
-                    })
-                    .ok());
-  }
-  // The replacement's agent finished its scripts, its slurmd registered and the
-  // resume took effect.
-  void ReplacementUp(const NodeRecord& b) {
-    ASSERT_TRUE(h_.store_
-                    ->Write([&](store::WriteTx& tx) -> Status {
-                      store::AgentRecord a;
-                      a.instance_id = b.instance_id;
-                      a.cluster_id = id_;
-                      a.lifecycle_state = "Succeeded";
-                      return tx.PutAgent(a);
-                    })
-                    .ok());
-    Pass(1);
-    agents_.Ack(b.instance_id);
-    agents_.SetNode(b.hostname, "IDLE+FAIL", "Action:Replace", SlurmTime(b.launch_time + 1));
-    Pass(1);
-    agents_.SetNode(b.hostname, "IDLE", "", SlurmTime(b.launch_time + 1));  // resumed
-  }
-};
 
 TEST_F(RecoveryTest, ReplaceKeepsTheNameAndAddressAndResumesOnlyANewerSlurmd) {
   NodeRecord ctl = SlurmClusterInService();
@@ -338,58 +254,6 @@ TEST_F(RecoveryTest, AMarkClearedWhileWaitingIsSetAgain) {
   EXPECT_EQ(Recovery(rid).status, "InProgress");
 }
 
-TEST_F(RecoveryTest, RebootKeepsTheInstanceAndWaitsForANewSlurmd) {
-  SlurmClusterInService();
-  NodeRecord a = NodesOf("w").at(1);
-  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(a.launch_time + 1));
-  std::string rid = Request(a, RecoveryAction::kReboot, /*dead=*/true);
-  Pass(1);
-  EXPECT_TRUE(
-      RanCommand("scontrol update nodename=" + a.hostname + " state=fail reason=Action:Reboot"));
-  int reboots = 0;
-  for (const auto& act : h_.provider_->actions()) reboots += act.verb == "Reboot";
-  EXPECT_EQ(reboots, 1);
-  EXPECT_FALSE(Terminated(a.instance_id));
-  std::optional<NodeRecord> row = Node(a.instance_id);
-  ASSERT_TRUE(row.has_value());
-  EXPECT_EQ(row->status, "Pending");
-  Pass();
-  EXPECT_EQ(Node(a.instance_id)->status, "Pending");  // the old slurmd's row
-  EXPECT_EQ(Recovery(rid).status, "InProgress");
-  agents_.SetNode(a.hostname, "IDLE+FAIL", "Action:Reboot", SlurmTime(row->launch_time + 1));
-  Pass();
-  EXPECT_EQ(Node(a.instance_id)->status, "Running");
-  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(row->launch_time + 1));
-  Pass();
-  EXPECT_EQ(Recovery(rid).status, "Succeeded");
-  reboots = 0;
-  for (const auto& act : h_.provider_->actions()) reboots += act.verb == "Reboot";
-  EXPECT_EQ(reboots, 1);  // once, however many passes
-}
-
-// A reboot that does not bring the node back (its provider fails it: a pool
-// host past its reboot deadline) becomes a replacement of the same logical node.
-TEST_F(RecoveryTest, ARebootThatFailsIsEscalatedToAReplacement) {
-  SlurmClusterInService();
-  NodeRecord a = NodesOf("w").at(1);
-  agents_.SetNode(a.hostname, "IDLE", "", SlurmTime(a.launch_time + 1));
-  std::string rid = Request(a, RecoveryAction::kReboot, /*dead=*/true);
-  Pass(1);
-  EXPECT_EQ(Recovery(rid).phase, "Launched");
-  h_.provider_->BreakNode(a.instance_id, "its host did not come back from reboot");
-  Pass();
-  store::RecoveryRecord r = Recovery(rid);
-  EXPECT_EQ(r.action, "Replace");
-  EXPECT_EQ(r.status, "InProgress");
-  EXPECT_THAT(Steps(rid), ::testing::Contains("Escalated"));
-  EXPECT_TRUE(Terminated(a.instance_id));
-  ASSERT_FALSE(r.replacement_id.empty());
-  std::optional<NodeRecord> b = Node(r.replacement_id);
-  ASSERT_TRUE(b.has_value());
-  EXPECT_EQ(b->hostname, a.hostname);
-  EXPECT_EQ(b->logical_id, a.logical_id);
-}
-
 TEST_F(RecoveryTest, NodeRecoveryNoneOnlyMarks) {
   SlurmClusterInService();
   SetNodeRecovery("None");
@@ -402,84 +266,6 @@ TEST_F(RecoveryTest, NodeRecoveryNoneOnlyMarks) {
   EXPECT_TRUE(RanCommand("scontrol update nodename=" + a.hostname + " state=fail"));
   EXPECT_FALSE(Terminated(a.instance_id));
   EXPECT_TRUE(Node(a.instance_id).has_value());
-}
-
-TEST_F(RecoveryTest, TheControllerIsRebootedNeverReplaced) {
-  NodeRecord ctl = SlurmClusterInService();
-  std::string rid = Request(ctl, RecoveryAction::kReplace, true, /*is_controller=*/true);
-  store::RecoveryRecord r = Recovery(rid);
-  EXPECT_EQ(r.action, "Reboot");
-  Pass(1);
-  EXPECT_FALSE(Terminated(ctl.instance_id));
-  EXPECT_FALSE(RanCommand("scontrol update nodename=" + ctl.hostname));  // it cannot mark itself
-  EXPECT_EQ(Recovery(rid).phase, "Launched");
-}
-
-// A rebooted node is back only once its agent connected after the reboot: the
-// connection of the old boot (a hung controller's stays open until the machine
-// restarts) says nothing of the new one.
-TEST_F(RecoveryTest, ARebootWaitsForTheAgentOfTheNewBoot) {
-  NodeRecord ctl = SlurmClusterInService();
-  agents_.SetConnectedSince(ctl.instance_id, h_.clock_.NowEpochSeconds() - 60);
-  std::string rid = Request(ctl, RecoveryAction::kReboot, /*dead=*/true, /*is_controller=*/true);
-  Pass(6);
-  EXPECT_GT(RecoveryStepTime(Recovery(rid), "Rebooted"), 0);
-  EXPECT_EQ(Recovery(rid).status, "InProgress");
-  EXPECT_EQ(RecoveryStepTime(Recovery(rid), "LifecycleDone"), 0);
-  agents_.SetConnectedSince(ctl.instance_id, h_.clock_.NowEpochSeconds() + 1);
-  Pass(6);
-  EXPECT_EQ(Recovery(rid).status, "Succeeded") << Recovery(rid).message;
-}
-
-// A live controller (BatchRebootClusterNodes, a software update) saves
-// slurmctld's state before the reboot: what it held only in memory (a job that
-// just ended) would otherwise come back as it was at the last periodic save.
-TEST_F(RecoveryTest, ALiveControllerSavesSlurmctldsStateBeforeItsReboot) {
-  NodeRecord ctl = SlurmClusterInService();
-  std::string rid = Request(ctl, RecoveryAction::kReboot, false, /*is_controller=*/true);
-  Pass(3);
-  EXPECT_TRUE(RanCommand("scontrol shutdown slurmctld"));
-  auto steps = Steps(rid);
-  auto saved = std::find(steps.begin(), steps.end(), "StateSaved");
-  auto rebooted = std::find(steps.begin(), steps.end(), "RebootRequested");
-  ASSERT_NE(saved, steps.end());
-  ASSERT_NE(rebooted, steps.end());
-  EXPECT_LT(saved - steps.begin(), rebooted - steps.begin()) << "saved, then rebooted";
-}
-
-// The shutdown only asks: the reboot waits while slurmctld is still writing its
-// state (pgrep finds it), and goes on once it is gone, or after 20 s
-// (kStateSaveSeconds) when it never exits.
-class ControllerRebootTest : public RecoveryTest {
- protected:
-  // Asks the controller's reboot while its slurmctld keeps running; returns the
-  // recovery once the state save was asked.
-  std::string RebootWhileSlurmctldRuns() {
-    NodeRecord ctl = SlurmClusterInService();
-    agents_.SetRunOutput("4242\n");  // every command, pgrep included, prints a pid
-    std::string rid = Request(ctl, RecoveryAction::kReboot, false, /*is_controller=*/true);
-    Pass(3);
-    EXPECT_GT(RecoveryStepTime(Recovery(rid), "StateSaved"), 0);
-    EXPECT_TRUE(RanCommand("pgrep -x slurmctld"));
-    EXPECT_EQ(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0) << "slurmctld still runs";
-    return rid;
-  }
-};
-
-TEST_F(ControllerRebootTest, WaitsForSlurmctldToExit) {
-  std::string rid = RebootWhileSlurmctldRuns();
-  Pass(3);
-  EXPECT_EQ(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0);
-  agents_.SetRunOutput("");  // gone
-  Pass(3);
-  EXPECT_GT(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0);
-}
-
-TEST_F(ControllerRebootTest, GoesOnWhenSlurmctldNeverExits) {
-  std::string rid = RebootWhileSlurmctldRuns();
-  h_.clock_.AdvanceTime(std::chrono::seconds(21));
-  Pass(3);
-  EXPECT_GT(RecoveryStepTime(Recovery(rid), "RebootRequested"), 0);
 }
 
 TEST_F(RecoveryTest, ARestartAtEveryStepFinishesTheRecoveryOnce) {
