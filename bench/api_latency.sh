@@ -30,6 +30,9 @@
 #   BENCH_NODES [10000] (worker instances)  BENCH_CONVERGE_TIMEOUT [600] (s)
 #   BENCH_HPODD_THREADS [2] (hpodd --http-threads, its default)
 #   BENCH_NGINX_WORKERS [2] (nginx worker_processes, matched to hpodd's threads)
+#   BENCH_HPODD_ARGS [] more hpodd flags, split on spaces: `--api-cache-mb 0`
+#     measures every request read from the store (hpodd serves a repeated read
+#     from its response cache while the store is unchanged, as it is here)
 #   BENCH_DRAIN_MAX [60] / BENCH_DRAIN_LAST [10]: bound (s) on the wait for hpodd
 #     to go idle after a run / after the last run
 #   BENCH_KEEP=1 keeps the temp dir (logs, wrk output, Lua scripts)
@@ -85,7 +88,8 @@ api_banner "(a) ${A_CONNS} conns x ${A_SECONDS}s per op, (b) ${B_CONNS} conns x 
 
 # --- hpodd -------------------------------------------------------------------
 api_init_data
-start_hpodd 127.0.0.1:0
+# shellcheck disable=SC2086  # the flags are words
+start_hpodd 127.0.0.1:0 ${BENCH_HPODD_ARGS:-}
 
 converge=$("$PY" "$helper" converge "$endpoint" "$work/aws" "$hpodd_pid" "$NODES" \
   "$CONVERGE_TIMEOUT") || { echo "FAIL: cluster did not reach InService: $converge"; exit 1; }

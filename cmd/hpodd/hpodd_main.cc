@@ -119,6 +119,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   bool tls = false;
   int threads = 2;
   size_t max_body = 8 * 1024 * 1024;
+  size_t api_cache_mb = controlplane::ResponseCache::kDefaultMaxBytes >> 20;
   std::string log_file;
   std::string node_block = "10.77.0.0/16", fsx_root, s3_endpoint, s3_region = "us-east-1";
   std::string link_prefix = "hp";
@@ -167,6 +168,11 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
                 "DEVELOPMENT ONLY: accept unsigned requests and treat every caller as admin");
     a->add_option("--http-threads", threads, "I/O threads")->capture_default_str();
     a->add_option("--max-request-bytes", max_body, "Largest request body")->capture_default_str();
+    a->add_option("--api-cache-mb", api_cache_mb,
+                  "MiB of read-only API answers (DescribeCluster, List*) kept while the store "
+                  "is unchanged, to serve repeated reads without reading it; 0: none")
+        ->check(CLI::Range(0, 1 << 16))
+        ->capture_default_str();
     a->add_option("--log-file", log_file, "Also log here (default <data-dir>/hpodd.log)");
     a->add_option("--node-block", node_block,
                   "IPv4 block for local nodes (guarded by an unreachable route; one /24 per "
@@ -447,6 +453,7 @@ int HpoddMain(int argc, char** argv, const std::vector<ProviderChoice>& provider
   options.control_plane.region = region;
   options.control_plane.account_id = account;
   options.insecure_no_auth = insecure;
+  options.api_cache_bytes = api_cache_mb << 20;
   if (Status s = ParseBackupFlags(backup_interval, backup_keep, backup_dir, &options.backups);
       !s.ok()) {
     return Fail(s.message());

@@ -85,6 +85,7 @@ ApiServer::ApiServer(store::Store& store, ClusterApi& api, NodeApi& node_api, co
       node_api_(node_api),
       clock_(clock),
       options_(std::move(options)),
+      responses_(options_.response_cache_bytes),
       metrics_(metrics) {}
 
 StatusOr<ApiServer::Identity> ApiServer::Authenticate(const http::Request& request) {
@@ -162,6 +163,21 @@ http::Response ApiServer::Serve(const http::Request& request) {
             .WithAwsType("AccessDeniedException"),
         request_id, op);
   }
+  // An answer of the store alone, read since the last write, is served again
+  // (response_cache.h). The generation and the image are taken before the read.
+  std::string cache_key, image;
+  uint64_t generation = 0;
+  if (options_.response_cache_bytes > 0 && ClusterApi::AnswersFromStoreOnly(op)) {
+    generation = store_.WriteGeneration();
+    image = api_.ShippedImage();
+    cache_key = op + '\n' + image + '\n' + decoded->input.dump();
+    std::shared_ptr<const std::string> body = responses_.Find(cache_key, generation);
+    if (metrics_ != nullptr) metrics_->CountApiCacheLookup(body != nullptr);
+    if (body != nullptr) {
+      spdlog::debug("request {} {} ok (cached)", request_id, op);
+      return JsonResponse(200, *body, request_id);
+    }
+  }
   StatusOr<nlohmann::ordered_json> result = InternalError("not run");
   try {
     if (op == "HpodGetCallerIdentity") {
@@ -193,8 +209,12 @@ http::Response ApiServer::Serve(const http::Request& request) {
   if (!result.ok()) return ErrorResponse(result.status(), request_id, op);
   spdlog::debug("request {} {} ok", request_id, op);
   // Node logs may hold bytes that are not UTF-8; they are replaced, not fatal.
-  return JsonResponse(200, result->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                      request_id);
+  std::string body = result->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Kept only when the image did not change during the read: the key names it.
+  if (!cache_key.empty() && api_.ShippedImage() == image) {
+    responses_.Put(cache_key, generation, std::make_shared<const std::string>(body));
+  }
+  return JsonResponse(200, std::move(body), request_id);
 }
 
 }  // namespace hpod::controlplane

@@ -24,6 +24,7 @@
 #include "hpod/controlplane/host_api.h"
 #include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_api.h"
+#include "hpod/controlplane/response_cache.h"
 #include "hpod/http/message.h"
 #include "hpod/store/store.h"
 
@@ -35,6 +36,8 @@ struct ApiServerOptions {
   // Scope requests must be signed for; empty region accepts any region.
   std::string region;
   std::chrono::seconds max_clock_skew{900};
+  // Bound of the read answers' cache (response_cache.h); 0 turns it off.
+  size_t response_cache_bytes = ResponseCache::kDefaultMaxBytes;
 };
 
 class ApiServer {
@@ -113,6 +116,8 @@ class ApiServer {
   // Signing keys derived from the secrets, by scope (thread-safe).
   auth::SigningKeyCache signing_keys_;
   KeyCache keys_;
+  // Bodies of ClusterApi::AnswersFromStoreOnly answers (thread-safe).
+  ResponseCache responses_;
   Metrics* const metrics_;
   HostApi* hosts_ = nullptr;
 };

@@ -13,8 +13,10 @@
 #include "hpod/auth/sigv4.h"
 #include "hpod/base/clock.h"
 #include "hpod/controlplane/init.h"
+#include "hpod/controlplane/metrics.h"
 #include "hpod/controlplane/node_logs.h"
 #include "hpod/store/store.h"
+#include "hpod/store/store_test_util.h"
 
 namespace hpod::controlplane {
 namespace {
@@ -37,10 +39,10 @@ class ApiServerTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<ApiServer> Server(bool insecure = false) {
+  std::unique_ptr<ApiServer> Server(bool insecure = false, Metrics* metrics = nullptr) {
     ApiServerOptions o;
     o.insecure_no_auth = insecure;
-    return std::make_unique<ApiServer>(*store_, *api_, *node_api_, clock_, o);
+    return std::make_unique<ApiServer>(*store_, *api_, *node_api_, clock_, o, metrics);
   }
 
   // POST / for SageMaker.<op>, signed with `key` (unsigned when null).
@@ -143,6 +145,54 @@ TEST_F(ApiServerTest, WithoutAuthEveryCallerIsAnAdminWithoutAKey) {
       Server(/*insecure=*/true)->Handle(Signed("HpodGetCallerIdentity", "{}", nullptr));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Body(r), json({{"AccessKeyId", ""}, {"Role", "admin"}}));
+}
+
+// A read-only answer is served again from the response cache while the store is
+// unchanged, and read afresh after any write (response_cache.h).
+TEST_F(ApiServerTest, ReadAnswersAreServedAgainUntilTheStoreIsWritten) {
+  store::ClusterRecord c = store::test_util::Cluster("c1", "demo", 1.0);
+  ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutCluster(c); }).ok());
+  Metrics metrics("test");
+  auto server = Server(/*insecure=*/false, &metrics);
+  auto describe = [&] {
+    http::Response r =
+        server->Handle(Signed("DescribeCluster", R"({"ClusterName":"demo"})", &user_));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r;
+  };
+  auto lookups = [&](const std::string& result) {
+    std::string text = metrics.Scrape().value();
+    std::string line = "hpod_api_response_cache_lookups_total{result=\"" + result + "\"} ";
+    size_t at = text.find(line);
+    return at == std::string::npos ? -1 : std::stoi(text.substr(at + line.size()));
+  };
+  http::Response first = describe();
+  EXPECT_EQ(Body(first)["ClusterStatus"], "Creating");
+  http::Response again = describe();
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(lookups("hit"), 1);
+  EXPECT_EQ(lookups("miss"), 1);
+  // Each answer has its own request id, cached or not.
+  EXPECT_NE(again.HeaderValue("x-amzn-RequestId"), first.HeaderValue("x-amzn-RequestId"));
+
+  c.status = "InService";
+  ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutCluster(c); }).ok());
+  EXPECT_EQ(Body(describe())["ClusterStatus"], "InService");
+  EXPECT_EQ(Body(describe())["ClusterStatus"], "InService");
+  EXPECT_EQ(lookups("hit"), 2);
+  EXPECT_EQ(lookups("miss"), 2);
+
+  // An error is never kept: a cluster created after a NotFound is found.
+  http::Response missing =
+      server->Handle(Signed("DescribeCluster", R"({"ClusterName":"later"})", &user_));
+  EXPECT_EQ(missing.status, 400);
+  store::ClusterRecord later = store::test_util::Cluster("c2", "later", 2.0);
+  ASSERT_TRUE(store_->Write([&](store::WriteTx& tx) { return tx.PutCluster(later); }).ok());
+  EXPECT_EQ(server->Handle(Signed("DescribeCluster", R"({"ClusterName":"later"})", &user_)).status,
+            200);
+  // Nor is an answer that is not the store's alone.
+  EXPECT_FALSE(ClusterApi::AnswersFromStoreOnly("DescribeClusterNode"));
+  EXPECT_FALSE(ClusterApi::AnswersFromStoreOnly("HpodGetCallerIdentity"));
 }
 
 }  // namespace

@@ -170,6 +170,14 @@ bool ClusterApi::IsReadOnly(const std::string& op) {
   return kReadOnly.count(op) > 0;
 }
 
+bool ClusterApi::AnswersFromStoreOnly(const std::string& op) {
+  // Not DescribeClusterNode: ApiServer adds the agent's clock offset to it.
+  static const std::set<std::string> kStoreOnly = {"DescribeCluster", "ListClusters",
+                                                   "ListClusterNodes", "ListClusterEvents",
+                                                   "DescribeClusterEvent"};
+  return kStoreOnly.count(op) > 0;
+}
+
 StatusOr<ordered_json> ClusterApi::Call(const api::Operation& op, const json& req) {
   const std::string& n = op.name;
   if (n == "CreateCluster") return CreateCluster(req);

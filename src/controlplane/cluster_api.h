@@ -39,6 +39,14 @@ class ClusterApi {
   // Operations allowed to `user` keys: those that change nothing, and opening a
   // shell session on a node.
   static bool IsReadOnly(const std::string& operation);
+  // Operations whose successful answer is a function of the request, the
+  // store's contents and ShippedImage() only: no clock, no agent's live state,
+  // nothing random. ApiServer keeps their bodies while the store is unchanged
+  // (response_cache.h); an operation added here must stay that kind.
+  static bool AnswersFromStoreOnly(const std::string& operation);
+  // The provider's current image (Provider::CurrentImage) for new groups; "" when
+  // it ships none or could not say (logged: the nodes then get what it has).
+  std::string ShippedImage() const;
 
   // Resolves a ClusterNameOrArn member; kNotFound in SageMaker's words.
   static StatusOr<store::ClusterRecord> FindCluster(store::ReadTx& tx,
@@ -73,9 +81,6 @@ class ClusterApi {
   Result DescribeClusterEvent(const nlohmann::json& req);
   // cluster_api_software.cc: rolling software updates (software_update.h).
   Result UpdateClusterSoftware(const nlohmann::json& req);
-  // The provider's current image (Provider::CurrentImage) for new groups; "" when
-  // it ships none or could not say (logged: the nodes then get what it has).
-  std::string ShippedImage() const;
   // cluster_api_tags.cc: a cluster's Tags, by its ARN.
   Result AddTags(const nlohmann::json& req);
   Result ListTags(const nlohmann::json& req);

@@ -296,6 +296,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
       std::make_unique<NodeApi>(*d->store_, clock, d->agents_.get(), *d->logs_, d->provider_.get());
   ApiServerOptions ao;
   ao.insecure_no_auth = options.insecure_no_auth;
+  ao.response_cache_bytes = options.api_cache_bytes;
   d->api_server_ = std::make_unique<ApiServer>(*d->store_, *d->api_, *d->node_api_, clock, ao,
                                                d->metrics_.get());
   // What is, computed at each scrape from one read of the store (metrics_state.h).

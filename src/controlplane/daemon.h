@@ -50,6 +50,8 @@ struct DaemonOptions {
   http::ServerOptions http;
   ControlPlaneOptions control_plane;
   bool insecure_no_auth = false;
+  // Bound of the API's cache of read answers (response_cache.h); 0: none.
+  size_t api_cache_bytes = ResponseCache::kDefaultMaxBytes;
   int reconcile_workers = 2;
   // Node agents (used when the provider runs agents).
   AgentServiceOptions agents;

@@ -259,6 +259,8 @@ struct Metrics::Families {
   prometheus::Family<prometheus::Histogram>* reconcile_duration;
   prometheus::Family<prometheus::Counter>* reconcile_errors;
   prometheus::Family<prometheus::Histogram>* store_duration;
+  prometheus::Counter* api_cache_hits;
+  prometheus::Counter* api_cache_misses;
 };
 
 Metrics::Metrics(std::string version)
@@ -286,6 +288,14 @@ Metrics::Metrics(std::string version)
                           .Name("hpod_store_transaction_duration_seconds")
                           .Help("Time of one store transaction, waiting included, by mode")
                           .Register(*registry_);
+  auto& cache = prometheus::BuildCounter()
+                    .Name("hpod_api_response_cache_lookups_total")
+                    .Help(
+                        "Read-only API answers looked up in the response cache, by result "
+                        "(a hit is served without reading the store)")
+                    .Register(*registry_);
+  f.api_cache_hits = &cache.Add({{"result", "hit"}});
+  f.api_cache_misses = &cache.Add({{"result", "miss"}});
 }
 
 Metrics::~Metrics() = default;
@@ -295,6 +305,10 @@ void Metrics::ObserveApiRequest(std::string_view operation, int http_status, dou
   families_->api_requests->Add({{"operation", op}, {"code", std::to_string(http_status)}})
       .Increment();
   families_->api_duration->Add({{"operation", op}}, kApiLatencyBuckets).Observe(seconds);
+}
+
+void Metrics::CountApiCacheLookup(bool hit) {
+  (hit ? families_->api_cache_hits : families_->api_cache_misses)->Increment();
 }
 
 void Metrics::ObserveReconcile(std::string_view reconciler, double seconds, bool failed) {

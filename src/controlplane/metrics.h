@@ -148,6 +148,9 @@ class Metrics {
   // and hpod_api_request_duration_seconds{operation}. `operation` must already be
   // bounded (ApiOperationLabel).
   void ObserveApiRequest(std::string_view operation, int http_status, double seconds);
+  // One lookup in the API's response cache (response_cache.h):
+  // hpod_api_response_cache_lookups_total{result="hit"|"miss"}.
+  void CountApiCacheLookup(bool hit);
   // One reconcile pass of a concern ("cluster", "health"):
   // hpod_reconcile_duration_seconds{reconciler}, hpod_reconcile_errors_total.
   void ObserveReconcile(std::string_view reconciler, double seconds, bool failed);
@@ -186,6 +189,7 @@ class TimedStore final : public store::Store {
   TimedStore(std::unique_ptr<store::Store> inner, Metrics& metrics, const Clock& clock);
   Status Write(const std::function<Status(store::WriteTx&)>& fn) override;
   Status Read(const std::function<Status(store::ReadTx&)>& fn) override;
+  uint64_t WriteGeneration() const override { return inner_->WriteGeneration(); }
   int SchemaVersion() override { return inner_->SchemaVersion(); }
 
  private:

@@ -1,6 +1,7 @@
 // SQLite implementation of the Store: WAL mode, STRICT tables, schema migrations
 // keyed by PRAGMA user_version, one connection serialized by a mutex.
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <vector>
@@ -26,8 +27,15 @@ class SqliteStore final : public Store {
 
   Status Write(const std::function<Status(WriteTx&)>& fn) override {
     MutexLock lock(mu_);
-    return RunTx(*db_, "BEGIN IMMEDIATE", [&](SqliteTx& tx) { return fn(tx); });
+    Status s = RunTx(*db_, "BEGIN IMMEDIATE", [&](SqliteTx& tx) { return fn(tx); });
+    // After the COMMIT (or ROLLBACK) returned, so a reader that sees the new
+    // number sees the data. Moved on failure too: cheaper than proving nothing
+    // was committed.
+    generation_.fetch_add(1, std::memory_order_release);
+    return s;
   }
+
+  uint64_t WriteGeneration() const override { return generation_.load(std::memory_order_acquire); }
 
   Status Read(const std::function<Status(ReadTx&)>& fn) override {
     if (readers_.empty()) {
@@ -93,6 +101,7 @@ class SqliteStore final : public Store {
 
   Mutex mu_;
   std::unique_ptr<Database> db_ GUARDED_BY(mu_);  // the one writer
+  std::atomic<uint64_t> generation_{0};           // WriteGeneration()
   // Read-only connections (file stores only); each is used by one Read at a time.
   // Filled by OpenReaders before the store is shared, constant afterwards.
   std::vector<std::unique_ptr<Database>> readers_;

@@ -115,6 +115,21 @@ TEST(SqliteStoreTest, AgentsRoundTripAndGoWithTheirNodeAndCluster) {
             StatusCode::kNotFound);
 }
 
+// What the API's response cache relies on (response_cache.h): every write moves
+// the generation on, a read never does.
+TEST(SqliteStoreTest, TheWriteGenerationMovesWithEachWriteOnly) {
+  auto store = Memory();
+  const uint64_t start = store->WriteGeneration();
+  ASSERT_TRUE(
+      store->Read([](ReadTx& tx) { return tx.ListClusters(ClusterQuery{}).status(); }).ok());
+  EXPECT_EQ(store->WriteGeneration(), start);
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("c1", "a", 1)); }).ok());
+  const uint64_t after_one = store->WriteGeneration();
+  EXPECT_GT(after_one, start);
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("c2", "b", 2)); }).ok());
+  EXPECT_GT(store->WriteGeneration(), after_one);
+}
+
 TEST(SqliteStoreTest, FailedTransactionLeavesNothing) {
   auto store = Memory();
   Status s = store->Write([](WriteTx& tx) {

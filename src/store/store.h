@@ -11,6 +11,7 @@
 // only inside the callback that received it, on that thread; callbacks must not
 // call back into the Store, nor do network or provider calls.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -198,6 +199,13 @@ class Store {
   // (and returns its status).
   virtual Status Write(const std::function<Status(WriteTx&)>& fn) = 0;
   virtual Status Read(const std::function<Status(ReadTx&)>& fn) = 0;
+  // Moves on (grows) with each write transaction this object runs, once its
+  // commit is visible to new reads; never moves otherwise. A read that takes it
+  // before its transaction begins sees at least that generation's data, so an
+  // answer read then stays true while the number is unchanged (response_cache.h).
+  // Writes by another Store object or process on the same file do not move it:
+  // hpodd is the only writer of its data dir's cluster data while it runs.
+  virtual uint64_t WriteGeneration() const = 0;
   // The schema version this store is at (for diagnostics).
   virtual int SchemaVersion() = 0;
 };
