@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -116,11 +117,18 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
         }
       }
     }
-    // Not the succeeded ones, nearly all of a cluster's history (the store's
-    // status index): those in progress, the reported ones and the failed ones.
-    HPOD_ASSIGN_OR_RETURN(auto recoveries, tx.ListRecoveriesWithStatus(
-                                               cluster_id, {kRecoveryInProgress, kRecoveryReported,
-                                                            kRecoveryFailed}));
+    // Not the finished ones, nearly all of a cluster's history (the store's
+    // indexes): those in progress, the reported ones, and the failures within
+    // the back-off (older ones change nothing below).
+    HPOD_ASSIGN_OR_RETURN(
+        auto recoveries,
+        tx.ListRecoveriesWithStatus(cluster_id, {kRecoveryInProgress, kRecoveryReported}));
+    HPOD_ASSIGN_OR_RETURN(auto failed,
+                          tx.ListRecoveriesFinishedSince(
+                              cluster_id, kRecoveryFailed,
+                              now_epoch - static_cast<double>(options_.failed_backoff.count())));
+    recoveries.insert(recoveries.end(), std::make_move_iterator(failed.begin()),
+                      std::make_move_iterator(failed.end()));
     for (const auto& r : recoveries) {
       // A recovery that failed lately is not started again at once for the same
       // fault (its own Action mark stays in Slurm, a reboot the provider refused

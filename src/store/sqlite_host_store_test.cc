@@ -195,12 +195,18 @@ TEST(SqliteHostStoreTest, CertificatesRoundTripRevokeAndOutliveTheirHost) {
                   .ok());
 }
 
-// What migration v10 added, dropped to take a store back to v9 or older.
-constexpr char kDropV10[] = "DROP INDEX recoveries_by_status; ";
+// What migration v11 added, dropped to take a store back to v10 or older.
+constexpr char kDropV11[] =
+    "DROP INDEX recoveries_by_finish; ALTER TABLE recoveries DROP COLUMN finished; ";
+// What migrations v10 and later added, dropped to take a store back to v9 or older.
+constexpr char kDropV10[] =
+    "DROP INDEX recoveries_by_finish; ALTER TABLE recoveries DROP COLUMN finished; "
+    "DROP INDEX recoveries_by_status; ";
 // What migrations v8 and later added, dropped to take a store back to v7 or older.
 constexpr char kDropV8[] =
     "ALTER TABLE nodes DROP COLUMN attempt; ALTER TABLE nodes DROP COLUMN not_before; "
-    "DROP TABLE deleted_clusters; DROP INDEX recoveries_by_status; ";
+    "DROP TABLE deleted_clusters; DROP INDEX recoveries_by_finish; "
+    "ALTER TABLE recoveries DROP COLUMN finished; DROP INDEX recoveries_by_status; ";
 
 // A store file at an older schema: a current one taken back by `sql` (which
 // drops what the newer migrations made and sets PRAGMA user_version).
@@ -233,7 +239,7 @@ TEST_F(OldStoreTest, MigratesAVersion5Store) {
       std::string(kDropV8) + "PRAGMA user_version=5");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 10);
+  EXPECT_EQ((*store)->SchemaVersion(), 11);
   ASSERT_TRUE(
       (*store)->Write([](WriteTx& tx) { return tx.PutJoinToken(Token("aaaaaaaa", 1)); }).ok());
   ASSERT_TRUE((*store)
@@ -264,7 +270,7 @@ TEST_F(OldStoreTest, MigratesAVersion6StoreAndItsRevokedHosts) {
       std::string(kDropV8) + "PRAGMA user_version=6");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 10);
+  EXPECT_EQ((*store)->SchemaVersion(), 11);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(HostRecord h, tx.GetHost("h-1"));
@@ -291,7 +297,7 @@ TEST_F(OldStoreTest, MigratesAVersion7StoreNodes) {
                "'ip-10-1-0-2', 'workers-1-abc', 1, 0, 1); PRAGMA user_version=7");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 10);
+  EXPECT_EQ((*store)->SchemaVersion(), 11);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(NodeRecord n, tx.GetNodeById("i-1"));
@@ -315,7 +321,7 @@ TEST_F(OldStoreTest, MigratesAVersion9StoreRecoveries) {
                "PRAGMA user_version=9");
   auto store = OpenSqliteStore({path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ((*store)->SchemaVersion(), 10);
+  EXPECT_EQ((*store)->SchemaVersion(), 11);
   ASSERT_TRUE((*store)
                   ->Read([](ReadTx& tx) -> Status {
                     HPOD_ASSIGN_OR_RETURN(auto active,
@@ -342,6 +348,50 @@ TEST_F(OldStoreTest, MigratesAVersion9StoreRecoveries) {
       &plan, nullptr);
   sqlite3_close(db);
   EXPECT_NE(plan.find("recoveries_by_status"), std::string::npos) << plan;
+}
+
+// A v10 store's recoveries get v11's end-time column from their bodies (0 when
+// a body has no number there), and failures are found by it through its index.
+TEST_F(OldStoreTest, MigratesAVersion10StoreRecoveriesEndTimes) {
+  const std::string path =
+      OldStore(std::string(kDropV11) +
+               "INSERT INTO recoveries VALUES('rcv-1', 'c', 'i-1', 'Failed', 5, "
+               "'{\"finished\": 50}');"
+               "INSERT INTO recoveries VALUES('rcv-2', 'c', 'i-2', 'Failed', 6, "
+               "'{\"finished\": \"soon\"}');"
+               "INSERT INTO recoveries VALUES('rcv-3', 'c', 'i-3', 'Failed', 7, '{}');"
+               "PRAGMA user_version=10");
+  auto store = OpenSqliteStore({path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->SchemaVersion(), 11);
+  ASSERT_TRUE(
+      (*store)
+          ->Read([](ReadTx& tx) -> Status {
+            HPOD_ASSIGN_OR_RETURN(auto late, tx.ListRecoveriesFinishedSince("c", "Failed", 40));
+            EXPECT_EQ(late.size(), 1u);
+            if (!late.empty()) {
+              EXPECT_EQ(late[0].recovery_id, "rcv-1");
+            }
+            HPOD_ASSIGN_OR_RETURN(auto all, tx.ListRecoveriesFinishedSince("c", "Failed", 0));
+            EXPECT_EQ(all.size(), 3u);
+            return OkStatus();
+          })
+          .ok());
+  store->reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::string plan;
+  sqlite3_exec(
+      db,
+      "EXPLAIN QUERY PLAN SELECT recovery_id FROM recoveries WHERE cluster_id='c' AND "
+      "status='Failed' AND finished>=40",
+      [](void* out, int n, char** values, char**) {
+        for (int i = 0; i < n; ++i) *static_cast<std::string*>(out) += values[i] ? values[i] : "";
+        return 0;
+      },
+      &plan, nullptr);
+  sqlite3_close(db);
+  EXPECT_NE(plan.find("recoveries_by_finish"), std::string::npos) << plan;
 }
 
 TEST(SqliteHostStoreTest, HostPlacementAndHistoryRoundTrip) {

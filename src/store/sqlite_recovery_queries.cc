@@ -121,6 +121,26 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveriesWithStatus(
   return out;
 }
 
+StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveriesFinishedSince(
+    const std::string& cluster_id, const std::string& status, double since) {
+  // One range of recoveries_by_finish; the order by age is the API's.
+  HPOD_ASSIGN_OR_RETURN(Statement s, Prepare("SELECT ", kCols,
+                                             " FROM recoveries WHERE cluster_id=? AND status=? "
+                                             "AND finished>=?"));
+  s.Bind(1, cluster_id).Bind(2, status).Bind(3, since);
+  std::vector<RecoveryRecord> out;
+  while (true) {
+    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(), [](const RecoveryRecord& a, const RecoveryRecord& b) {
+    return std::tie(a.created, a.recovery_id) < std::tie(b.created, b.recovery_id);
+  });
+  return out;
+}
+
 StatusOr<std::vector<WrittenRecovery>> SqliteTx::ListRecoveriesWrittenAfter(
     const std::string& cluster_id, int64_t after) {
   // `+cluster_id` keeps SQLite off the by-cluster index: the rowid range is the
@@ -147,10 +167,11 @@ Status SqliteTx::PutRecovery(const RecoveryRecord& r) {
   // a rewrite that kept the highest rowid would go unseen by the metrics.
   HPOD_ASSIGN_OR_RETURN(
       Statement s,
-      Prepare("INSERT OR REPLACE INTO recoveries(rowid, ", kCols,
-              ") VALUES((SELECT IFNULL(MAX(rowid), 0) + 1 FROM recoveries),?,?,?,?,?,?)"));
+      Prepare(
+          "INSERT OR REPLACE INTO recoveries(rowid, ", kCols,
+          ", finished) VALUES((SELECT IFNULL(MAX(rowid), 0) + 1 FROM recoveries),?,?,?,?,?,?,?)"));
   s.Bind(1, r.recovery_id).Bind(2, r.cluster_id).Bind(3, r.instance_id).Bind(4, r.status);
-  s.Bind(5, r.created).Bind(6, Body(r).dump());
+  s.Bind(5, r.created).Bind(6, Body(r).dump()).Bind(7, r.finished);
   return s.Run();
 }
 

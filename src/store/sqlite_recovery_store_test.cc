@@ -134,6 +134,59 @@ TEST(SqliteStoreTest, RecoveriesAreListedByStatusOldestFirst) {
           .ok());
 }
 
+TEST(SqliteStoreTest, RecoveriesAreListedByEndTimeOldestFirst) {
+  auto store = Memory();
+  auto rec = [](std::string id, std::string cluster, std::string status, double created,
+                double finished) {
+    RecoveryRecord r;
+    r.recovery_id = std::move(id);
+    r.cluster_id = std::move(cluster);
+    r.instance_id = "i-" + r.recovery_id;
+    r.status = std::move(status);
+    r.created = created;
+    r.finished = finished;
+    return r;
+  };
+  ASSERT_TRUE(store
+                  ->Write([&](WriteTx& tx) -> Status {
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r1", "a", "Failed", 1, 10)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r2", "a", "Failed", 2, 90)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r3", "a", "Failed", 3, 100)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r4", "a", "Succeeded", 4, 95)));
+                    HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r5", "b", "Failed", 5, 95)));
+                    // Created first, ended last: a long recovery.
+                    return tx.PutRecovery(rec("r0", "a", "Failed", 0.5, 99));
+                  })
+                  .ok());
+  ASSERT_TRUE(
+      store
+          ->Read([&](ReadTx& tx) -> Status {
+            HPOD_ASSIGN_OR_RETURN(auto late, tx.ListRecoveriesFinishedSince("a", "Failed", 90));
+            std::vector<std::string> ids;
+            for (const auto& r : late) ids.push_back(r.recovery_id);
+            EXPECT_EQ(ids, (std::vector<std::string>{"r0", "r2", "r3"}));
+            if (!late.empty()) {
+              EXPECT_EQ(late[0].finished, 99);
+            }
+            HPOD_ASSIGN_OR_RETURN(auto none, tx.ListRecoveriesFinishedSince("a", "Failed", 101));
+            EXPECT_TRUE(none.empty());
+            return OkStatus();
+          })
+          .ok());
+  // A rewrite moves the record's end time with it.
+  ASSERT_TRUE(
+      store->Write([&](WriteTx& tx) { return tx.PutRecovery(rec("r1", "a", "Failed", 1, 200)); })
+          .ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(auto late,
+                                          tx.ListRecoveriesFinishedSince("a", "Failed", 150));
+                    EXPECT_EQ(late.size(), 1u);
+                    return OkStatus();
+                  })
+                  .ok());
+}
+
 TEST(SqliteStoreTest, RecoveryWritesMovePastEveryPositionSeen) {
   auto store = Memory();
   auto put = [&](const std::string& id, const std::string& cluster, const std::string& status) {

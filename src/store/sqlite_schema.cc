@@ -224,6 +224,15 @@ CREATE INDEX deleted_clusters_by_time ON deleted_clusters(deleted);
     R"sql(
 CREATE INDEX recoveries_by_status ON recoveries(cluster_id, status, created, recovery_id);
 )sql",
+    // v11: a recovery's end time as a column (issue 30): the health pass reads
+    // the failures of the last minutes (its back-off), not every failure of the
+    // cluster's life. Older rows take theirs from the body (0 where it has none).
+    R"sql(
+ALTER TABLE recoveries ADD COLUMN finished REAL NOT NULL DEFAULT 0;
+UPDATE recoveries SET finished = json_extract(body, '$.finished')
+  WHERE json_valid(body) AND json_type(body, '$.finished') IN ('integer', 'real');
+CREATE INDEX recoveries_by_finish ON recoveries(cluster_id, status, finished);
+)sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

@@ -90,6 +90,9 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::vector<RecoveryRecord>> ListRecoveries(const std::string& cluster_id) override;
   StatusOr<std::vector<RecoveryRecord>> ListRecoveriesWithStatus(
       const std::string& cluster_id, const std::vector<std::string>& statuses) override;
+  StatusOr<std::vector<RecoveryRecord>> ListRecoveriesFinishedSince(const std::string& cluster_id,
+                                                                    const std::string& status,
+                                                                    double since) override;
   StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(const std::string& cluster_id,
                                                                     int64_t after) override;
   StatusOr<JoinTokenRecord> GetJoinToken(const std::string& id) override;

@@ -515,7 +515,7 @@ TEST(SqliteStoreTest, FileStoreIsWalAndSurvivesReopen) {
   {
     auto store = OpenSqliteStore({path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->SchemaVersion(), 10);
+    EXPECT_EQ((*store)->SchemaVersion(), 11);
     ASSERT_TRUE((*store)->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
   }
   {

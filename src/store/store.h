@@ -122,6 +122,11 @@ class ReadTx {
   // cluster's history.
   virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveriesWithStatus(
       const std::string& cluster_id, const std::vector<std::string>& statuses) = 0;
+  // A cluster's recoveries of `status` that finished (RecoveryRecord::finished)
+  // at or after `since` (epoch seconds), oldest first, read through an index: the
+  // failed ones of the last minutes, not every failure of a cluster's life.
+  virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveriesFinishedSince(
+      const std::string& cluster_id, const std::string& status, double since) = 0;
   // A cluster's recoveries written (PutRecovery) after write position `after` (0:
   // all of them), in write order, each with its position. Every PutRecovery gives
   // its record a position above that of every record the store holds, so a
