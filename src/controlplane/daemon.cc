@@ -302,9 +302,13 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   // What is, computed at each scrape from one read of the store (metrics_state.h).
   // Finished recoveries are folded once, not re-read at every scrape.
   auto recoveries = std::make_shared<RecoveryFiguresCache>();
-  d->metrics_->AddCollector([self, recoveries](Exposition& out) {
+  // Node summaries are read once per store generation (metrics_state.h).
+  auto store_figures = std::make_shared<StoreFiguresCache>();
+  d->metrics_->AddCollector([self, recoveries, store_figures](Exposition& out) {
     StateInputs in;
     in.recoveries = recoveries.get();
+    in.store_figures = store_figures.get();
+    in.store_generation = self->store_->WriteGeneration();  // before the read begins
     if (self->agents_ != nullptr) {
       in.agents = self->agents_->Snapshot();
       in.slurm_nodes = [self](const std::string& id) {

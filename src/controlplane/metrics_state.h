@@ -44,11 +44,16 @@
 // histograms) only grow, except when a cluster is deleted with its records: its
 // series then end, as a restarted exporter's would.
 //
-// Thread contract: free functions on the caller's transaction and values.
+// Thread contract: free functions on the caller's transaction and values;
+// StoreFiguresCache is thread-safe.
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +66,34 @@
 
 namespace hpod::controlplane {
 
+// What a scrape takes from a cluster's node summaries (the store's), kept across
+// scrapes for as long as the store has had no write (store::Store::
+// WriteGeneration): a running cluster's store sees a few writes a minute, and
+// reading and writing 10,000 nodes' summaries was a fifth of a scrape.
+class StoreFiguresCache {
+ public:
+  struct Nodes {
+    // (instance group, ClusterInstanceStatus) → nodes.
+    std::map<std::pair<std::string, std::string>, int> by_status;
+    std::string info_lines;  // the cluster's hpod_node_info samples, each line whole
+  };
+  // The cluster's figures at `generation` (taken before `tx` began): those kept
+  // for it, else read through `tx` and kept.
+  StatusOr<std::shared_ptr<const Nodes>> Get(store::ReadTx& tx, const std::string& cluster_id,
+                                             const std::string& cluster_name, uint64_t generation);
+  // Forgets the clusters not in `cluster_ids`.
+  void Retain(const std::set<std::string>& cluster_ids);
+
+ private:
+  struct Entry {
+    uint64_t generation = 0;
+    std::string cluster_name;
+    std::shared_ptr<const Nodes> nodes;
+  };
+  Mutex mu_;
+  std::map<std::string, Entry> clusters_ GUARDED_BY(mu_);
+};
+
 // What a scrape reads besides the store.
 struct StateInputs {
   std::vector<AgentSnapshot> agents;  // connected agents
@@ -72,6 +105,10 @@ struct StateInputs {
   // Folds finished recoveries once across scrapes (hpodd keeps one); without
   // it, every recovery record is read (metrics_recoveries.h).
   RecoveryFiguresCache* recoveries = nullptr;
+  // With it (hpodd keeps one), node summaries are read once per store
+  // generation, `store_generation`, taken before the scrape's transaction.
+  StoreFiguresCache* store_figures = nullptr;
+  uint64_t store_generation = 0;
 };
 
 // Appends the families above, reading the store through `tx`.
