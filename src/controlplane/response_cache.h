@@ -12,8 +12,8 @@
 // Invariant (what makes a hit correct): an entry is served only for the store
 // generation it was read at (store::Store::WriteGeneration). The caller takes
 // the generation *before* its read transaction begins, so the data it read is
-// at least that new; any later commit moves the generation on and every entry
-// read before it stops matching. A body is stored only for an answer that is a
+// at least that new; any later commit that changes a row moves the generation
+// on, and every entry read before it stops matching. A body is stored only for an answer that is a
 // function of the request and the store's contents alone (ClusterApi::
 // AnswersFromStoreOnly), with anything else it depends on in the key.
 //

@@ -74,6 +74,9 @@ class Database {
   // again took a fifth of a 5,000-node cluster's reconcile passes.
   StatusOr<Statement> Prepare(std::string_view sql);
   int64_t Changes() const { return sqlite3_changes64(db_); }
+  // Rows inserted, updated or deleted on this connection since it opened,
+  // triggers' included (sqlite3_total_changes64).
+  int64_t TotalChanges() const { return sqlite3_total_changes64(db_); }
   sqlite3* raw() { return db_; }
 
  private:

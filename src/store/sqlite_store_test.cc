@@ -115,8 +115,8 @@ TEST(SqliteStoreTest, AgentsRoundTripAndGoWithTheirNodeAndCluster) {
             StatusCode::kNotFound);
 }
 
-// What the API's response cache relies on (response_cache.h): every write moves
-// the generation on, a read never does.
+// What the API's response cache relies on (response_cache.h): every write that
+// changes a row moves the generation on; a read never does.
 TEST(SqliteStoreTest, TheWriteGenerationMovesWithEachWriteOnly) {
   auto store = Memory();
   const uint64_t start = store->WriteGeneration();
@@ -127,7 +127,17 @@ TEST(SqliteStoreTest, TheWriteGenerationMovesWithEachWriteOnly) {
   const uint64_t after_one = store->WriteGeneration();
   EXPECT_GT(after_one, start);
   ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutCluster(Cluster("c2", "b", 2)); }).ok());
-  EXPECT_GT(store->WriteGeneration(), after_one);
+  const uint64_t after_two = store->WriteGeneration();
+  EXPECT_GT(after_two, after_one);
+  // A write transaction that finds nothing to change (a reconcile pass with
+  // nothing to do) leaves it.
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.GetCluster("c1").status(); }).ok());
+  EXPECT_EQ(store->WriteGeneration(), after_two);
+  // Any row counts, the deletes and the triggers' too.
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.DeleteSetting("absent"); }).ok());
+  EXPECT_EQ(store->WriteGeneration(), after_two);
+  ASSERT_TRUE(store->Write([](WriteTx& tx) { return tx.PutSetting("k", "v"); }).ok());
+  EXPECT_GT(store->WriteGeneration(), after_two);
 }
 
 TEST(SqliteStoreTest, FailedTransactionLeavesNothing) {

@@ -204,8 +204,9 @@ class Store {
   // (and returns its status).
   virtual Status Write(const std::function<Status(WriteTx&)>& fn) = 0;
   virtual Status Read(const std::function<Status(ReadTx&)>& fn) = 0;
-  // Moves on (grows) with each write transaction this object runs, once its
-  // commit is visible to new reads; never moves otherwise. A read that takes it
+  // Moves on (grows) with each write transaction this object runs that inserts,
+  // updates or deletes a row, once its commit is visible to new reads; never
+  // moves otherwise (a write transaction that only read leaves it). A read that takes it
   // before its transaction begins sees at least that generation's data, so an
   // answer read then stays true while the number is unchanged (response_cache.h).
   // Writes by another Store object or process on the same file do not move it:
