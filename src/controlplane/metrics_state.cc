@@ -165,87 +165,87 @@ void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::tim
          });
 }
 
-// The node figures of a cluster, read now. The hpod_node_info lines are
-// written straight (labels in name order): Gauge's family lookup and label sort
-// per node were a tenth of a 10,000-node scrape.
-StatusOr<std::shared_ptr<const StoreFiguresCache::Nodes>> ReadNodeFigures(
-    store::ReadTx& tx, const std::string& cluster_id, const std::string& cluster_name) {
-  HPOD_ASSIGN_OR_RETURN(auto summaries, tx.ListNodeSummaries(cluster_id));
-  auto nodes = std::make_shared<StoreFiguresCache::Nodes>();
-  std::string cluster_label;
-  Exposition::AppendLabel(cluster_label, "cluster_name", cluster_name);
-  std::string& t = nodes->info_lines;
-  for (const auto& n : summaries) {
-    ++nodes->by_status[{n.group_name, n.status}];
-    t.append("hpod_node_info{");
-    t.append(cluster_label);
-    t.push_back(',');
-    Exposition::AppendLabel(t, "hostname", n.hostname);
-    t.push_back(',');
-    Exposition::AppendLabel(t, "instance_group", n.group_name);
-    t.push_back(',');
-    Exposition::AppendLabel(t, "node", n.instance_id);
-    t.push_back(',');
-    Exposition::AppendLabel(t, "private_ip", n.private_ip);
-    t.append("} 1\n");
-  }
-  return std::shared_ptr<const StoreFiguresCache::Nodes>(std::move(nodes));
-}
-
-}  // namespace
-
-StatusOr<std::shared_ptr<const StoreFiguresCache::Nodes>> StoreFiguresCache::Get(
-    store::ReadTx& tx, const std::string& cluster_id, const std::string& cluster_name,
-    uint64_t generation) {
-  {
-    MutexLock lock(mu_);
-    auto it = clusters_.find(cluster_id);
-    if (it != clusters_.end() && it->second.generation == generation &&
-        it->second.cluster_name == cluster_name) {
-      return it->second.nodes;
-    }
-  }
-  // Read outside the lock: two scrapes at once both read, and the later
-  // generation's figures stay.
-  HPOD_ASSIGN_OR_RETURN(auto nodes, ReadNodeFigures(tx, cluster_id, cluster_name));
-  MutexLock lock(mu_);
-  Entry& e = clusters_[cluster_id];
-  if (e.nodes == nullptr || generation >= e.generation) e = Entry{generation, cluster_name, nodes};
-  return nodes;
-}
-
-void StoreFiguresCache::Retain(const std::set<std::string>& cluster_ids) {
-  MutexLock lock(mu_);
-  std::erase_if(clusters_, [&](const auto& kv) { return cluster_ids.count(kv.first) == 0; });
-}
-
-Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
+// The store's figures, read now. The hpod_node_info lines are written straight
+// (labels in name order): Gauge's family lookup and label sort per node were a
+// tenth of a 10,000-node scrape.
+StatusOr<std::shared_ptr<const StoreFigures>> ReadStoreFigures(store::ReadTx& tx) {
+  auto figures = std::make_shared<StoreFigures>();
   HPOD_ASSIGN_OR_RETURN(std::vector<std::string> ids, tx.ListClusterIds());
-  std::map<std::string, int> clusters = ZeroCounts<api::ClusterStatus>();
-  std::map<std::string, std::string> names;  // cluster id → name
+  std::sort(ids.begin(), ids.end());
   for (const auto& id : ids) {
     auto c = tx.GetCluster(id);
     if (!c.ok() && c.status().code() == StatusCode::kNotFound) continue;
     if (!c.ok()) return c.status();
-    names[id] = c->name;
-    ++clusters[c->status];
+    StoreFigures::Cluster& cluster = figures->clusters.emplace_back();
+    cluster.id = id;
+    cluster.name = c->name;
+    cluster.status = c->status;
+    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(id));
+    for (const auto& g : groups) cluster.groups.push_back({g.name, g.status, g.target_count});
+    HPOD_ASSIGN_OR_RETURN(auto summaries, tx.ListNodeSummaries(id));
+    std::string cluster_label;
+    Exposition::AppendLabel(cluster_label, "cluster_name", cluster.name);
+    std::string& t = cluster.node_info_lines;
+    for (const auto& n : summaries) {
+      ++cluster.nodes_by_status[{n.group_name, n.status}];
+      t.append("hpod_node_info{");
+      t.append(cluster_label);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "hostname", n.hostname);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "instance_group", n.group_name);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "node", n.instance_id);
+      t.push_back(',');
+      Exposition::AppendLabel(t, "private_ip", n.private_ip);
+      t.append("} 1\n");
+    }
+  }
+  return std::shared_ptr<const StoreFigures>(std::move(figures));
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const StoreFigures>> StoreFiguresCache::Get(store::ReadTx& tx,
+                                                                     uint64_t generation) {
+  {
+    MutexLock lock(mu_);
+    if (figures_ != nullptr && generation_ == generation) return figures_;
+  }
+  // Read outside the lock: two scrapes at once both read, and the later
+  // generation's figures stay.
+  HPOD_ASSIGN_OR_RETURN(auto figures, ReadStoreFigures(tx));
+  MutexLock lock(mu_);
+  if (figures_ == nullptr || generation >= generation_) {
+    figures_ = figures;
+    generation_ = generation;
+  }
+  return figures;
+}
+
+Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
+  HPOD_ASSIGN_OR_RETURN(std::shared_ptr<const StoreFigures> figures,
+                        in.store_figures != nullptr ? in.store_figures->Get(tx, in.store_generation)
+                                                    : ReadStoreFigures(tx));
+  std::map<std::string, int> clusters = ZeroCounts<api::ClusterStatus>();
+  std::map<std::string, std::string> names;  // cluster id → name
+  for (const auto& c : figures->clusters) {
+    names[c.id] = c.name;
+    ++clusters[c.status];
     out.Gauge("hpod_cluster_info", "1 per cluster, with its status",
-              {{"cluster_name", c->name}, {"status", c->status}}, 1);
+              {{"cluster_name", c.name}, {"status", c.status}}, 1);
   }
   for (const auto& [status, n] : clusters) {
     out.Gauge("hpod_clusters", "Clusters by status", {{"status", status}}, n);
   }
-  for (const auto& [id, cluster] : names) {
-    HPOD_ASSIGN_OR_RETURN(auto groups, tx.ListGroups(id));
-    HPOD_ASSIGN_OR_RETURN(std::shared_ptr<const StoreFiguresCache::Nodes> nodes,
-                          in.store_figures != nullptr
-                              ? in.store_figures->Get(tx, id, cluster, in.store_generation)
-                              : ReadNodeFigures(tx, id, cluster));
+  for (const StoreFigures::Cluster& c : figures->clusters) {
+    const std::string& id = c.id;
+    const std::string& cluster = c.name;
     std::map<std::string, int> group_status = ZeroCounts<api::InstanceGroupStatus>();
     // (group, status) → count; every group gets every status, so "0 Running"
     // is a sample rather than an absent series.
     std::map<std::pair<std::string, std::string>, int> node_status;
-    for (const auto& g : groups) {
+    for (const auto& g : c.groups) {
       ++group_status[g.status];
       out.Gauge("hpod_instance_group_target_nodes", "Nodes an instance group asks for",
                 {{"cluster_name", cluster}, {"instance_group", g.name}}, g.target_count);
@@ -258,12 +258,12 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
                 {{"cluster_name", cluster}, {"status", status}}, n);
     }
     // A family is made at its first sample: none for a cluster without nodes.
-    if (!nodes->info_lines.empty()) {
+    if (!c.node_info_lines.empty()) {
       out.Lines("hpod_node_info", "1 per node: its instance id (node), hostname and address",
                 "gauge")
-          .append(nodes->info_lines);
+          .append(c.node_info_lines);
     }
-    for (const auto& [key, count] : nodes->by_status) node_status[key] += count;
+    for (const auto& [key, count] : c.nodes_by_status) node_status[key] += count;
     for (const auto& [key, count] : node_status) {
       out.Gauge("hpod_nodes", "Nodes by instance group and status (Running: in service)",
                 {{"cluster_name", cluster}, {"instance_group", key.first}, {"status", key.second}},
@@ -321,11 +321,10 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
     live[i].node_label = std::string_view(node_labels).substr(begin, node_label_ends[i] - begin);
   }
   EmitNodes(live, in.steady_now, out);
-  if (in.recoveries != nullptr || in.store_figures != nullptr) {
+  if (in.recoveries != nullptr) {
     std::set<std::string> ids;
     for (const auto& [id, cluster] : names) ids.insert(id);
-    if (in.recoveries != nullptr) in.recoveries->Retain(ids);
-    if (in.store_figures != nullptr) in.store_figures->Retain(ids);
+    in.recoveries->Retain(ids);
   }
   for (const auto& [cluster, counts] : verdicts) {
     for (const auto& [verdict, n] : counts) {

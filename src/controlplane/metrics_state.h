@@ -66,32 +66,37 @@
 
 namespace hpod::controlplane {
 
-// What a scrape takes from a cluster's node summaries (the store's), kept across
-// scrapes for as long as the store has had no write (store::Store::
-// WriteGeneration): a running cluster's store sees a few writes a minute, and
-// reading and writing 10,000 nodes' summaries was a fifth of a scrape.
+// What a scrape takes from the store, apart from the recoveries: the clusters,
+// their groups, and their nodes' counts and hpod_node_info lines.
+struct StoreFigures {
+  struct Group {
+    std::string name, status;
+    int target_count = 0;
+  };
+  struct Cluster {
+    std::string id, name, status;
+    std::vector<Group> groups;
+    // (instance group, ClusterInstanceStatus) → nodes.
+    std::map<std::pair<std::string, std::string>, int> nodes_by_status;
+    std::string node_info_lines;  // the cluster's hpod_node_info samples, each line whole
+  };
+  std::vector<Cluster> clusters;  // by id
+};
+
+// StoreFigures kept across scrapes for as long as the store has had no write
+// (store::Store::WriteGeneration): a running cluster's store sees a few writes
+// a minute, and reading 10,000 node summaries, or 100 clusters' and their
+// groups' specs, was a fifth of a scrape.
 class StoreFiguresCache {
  public:
-  struct Nodes {
-    // (instance group, ClusterInstanceStatus) → nodes.
-    std::map<std::pair<std::string, std::string>, int> by_status;
-    std::string info_lines;  // the cluster's hpod_node_info samples, each line whole
-  };
-  // The cluster's figures at `generation` (taken before `tx` began): those kept
-  // for it, else read through `tx` and kept.
-  StatusOr<std::shared_ptr<const Nodes>> Get(store::ReadTx& tx, const std::string& cluster_id,
-                                             const std::string& cluster_name, uint64_t generation);
-  // Forgets the clusters not in `cluster_ids`.
-  void Retain(const std::set<std::string>& cluster_ids);
+  // The figures at `generation` (taken before `tx` began): those kept, else read
+  // through `tx` and kept.
+  StatusOr<std::shared_ptr<const StoreFigures>> Get(store::ReadTx& tx, uint64_t generation);
 
  private:
-  struct Entry {
-    uint64_t generation = 0;
-    std::string cluster_name;
-    std::shared_ptr<const Nodes> nodes;
-  };
   Mutex mu_;
-  std::map<std::string, Entry> clusters_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const StoreFigures> figures_ GUARDED_BY(mu_);
 };
 
 // What a scrape reads besides the store.
@@ -105,7 +110,7 @@ struct StateInputs {
   // Folds finished recoveries once across scrapes (hpodd keeps one); without
   // it, every recovery record is read (metrics_recoveries.h).
   RecoveryFiguresCache* recoveries = nullptr;
-  // With it (hpodd keeps one), node summaries are read once per store
+  // With it (hpodd keeps one), the store's figures are read once per store
   // generation, `store_generation`, taken before the scrape's transaction.
   StoreFiguresCache* store_figures = nullptr;
   uint64_t store_generation = 0;
