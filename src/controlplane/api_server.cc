@@ -170,7 +170,9 @@ http::Response ApiServer::Serve(const http::Request& request) {
   if (options_.response_cache_bytes > 0 && ClusterApi::AnswersFromStoreOnly(op)) {
     generation = store_.WriteGeneration();
     image = api_.ShippedImage();
-    cache_key = op + '\n' + image + '\n' + decoded->input.dump();
+    // `replace`: never throws (the decoder let only valid UTF-8 through anyway).
+    cache_key = op + '\n' + image + '\n' +
+                decoded->input.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::shared_ptr<const std::string> body = responses_.Find(cache_key, generation);
     if (metrics_ != nullptr) metrics_->CountApiCacheLookup(body != nullptr);
     if (body != nullptr) {
