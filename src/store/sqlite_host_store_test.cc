@@ -208,6 +208,23 @@ constexpr char kDropV8[] =
     "DROP TABLE deleted_clusters; DROP INDEX recoveries_by_finish; "
     "ALTER TABLE recoveries DROP COLUMN finished; DROP INDEX recoveries_by_status; ";
 
+// SQLite's EXPLAIN QUERY PLAN of `sql` on the store file at `path`, its rows run
+// together (the indexes it names are what the tests look for).
+std::string QueryPlan(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  std::string plan;
+  sqlite3_exec(
+      db, ("EXPLAIN QUERY PLAN " + sql).c_str(),
+      [](void* out, int n, char** values, char**) {
+        for (int i = 0; i < n; ++i) *static_cast<std::string*>(out) += values[i] ? values[i] : "";
+        return 0;
+      },
+      &plan, nullptr);
+  sqlite3_close(db);
+  return plan;
+}
+
 // A store file at an older schema: a current one taken back by `sql` (which
 // drops what the newer migrations made and sets PRAGMA user_version).
 class OldStoreTest : public ::testing::Test {
@@ -334,19 +351,9 @@ TEST_F(OldStoreTest, MigratesAVersion9StoreRecoveries) {
                   })
                   .ok());
   store->reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  std::string plan;
-  sqlite3_exec(
-      db,
-      "EXPLAIN QUERY PLAN SELECT recovery_id FROM recoveries WHERE cluster_id='c' AND "
-      "status='InProgress' ORDER BY created, recovery_id",
-      [](void* out, int n, char** values, char**) {
-        for (int i = 0; i < n; ++i) *static_cast<std::string*>(out) += values[i] ? values[i] : "";
-        return 0;
-      },
-      &plan, nullptr);
-  sqlite3_close(db);
+  const std::string plan = QueryPlan(path,
+                                     "SELECT recovery_id FROM recoveries WHERE cluster_id='c' AND "
+                                     "status='InProgress' ORDER BY created, recovery_id");
   EXPECT_NE(plan.find("recoveries_by_status"), std::string::npos) << plan;
 }
 
@@ -378,19 +385,10 @@ TEST_F(OldStoreTest, MigratesAVersion10StoreRecoveriesEndTimes) {
           })
           .ok());
   store->reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  std::string plan;
-  sqlite3_exec(
-      db,
-      "EXPLAIN QUERY PLAN SELECT recovery_id FROM recoveries WHERE cluster_id='c' AND "
-      "status='Failed' AND finished>=40",
-      [](void* out, int n, char** values, char**) {
-        for (int i = 0; i < n; ++i) *static_cast<std::string*>(out) += values[i] ? values[i] : "";
-        return 0;
-      },
-      &plan, nullptr);
-  sqlite3_close(db);
+  const std::string plan =
+      QueryPlan(path,
+                "SELECT recovery_id FROM recoveries WHERE cluster_id='c' AND status='Failed' AND "
+                "finished>=40");
   EXPECT_NE(plan.find("recoveries_by_finish"), std::string::npos) << plan;
 }
 

@@ -73,6 +73,23 @@ StatusOr<RecoveryRecord> ReadRecovery(const Statement& s) {
 
 constexpr char kCols[] = "recovery_id, cluster_id, instance_id, status, created, body";
 
+// Appends every row `s` yields (kCols, in order) to `out`.
+Status AppendRecoveries(Statement& s, std::vector<RecoveryRecord>& out) {
+  while (true) {
+    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return OkStatus();
+    HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
+    out.push_back(std::move(r));
+  }
+}
+
+// Oldest first: by creation time, then id.
+void SortByAge(std::vector<RecoveryRecord>& list) {
+  std::sort(list.begin(), list.end(), [](const RecoveryRecord& a, const RecoveryRecord& b) {
+    return std::tie(a.created, a.recovery_id) < std::tie(b.created, b.recovery_id);
+  });
+}
+
 }  // namespace
 
 StatusOr<RecoveryRecord> SqliteTx::GetRecovery(const std::string& recovery_id) {
@@ -90,12 +107,7 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveries(const std::string
                            " FROM recoveries WHERE cluster_id=? ORDER BY created, recovery_id"));
   s.Bind(1, cluster_id);
   std::vector<RecoveryRecord> out;
-  while (true) {
-    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
-    out.push_back(std::move(r));
-  }
+  HPOD_RETURN_IF_ERROR(AppendRecoveries(s, out));
   return out;
 }
 
@@ -108,16 +120,9 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveriesWithStatus(
                                                " FROM recoveries WHERE cluster_id=? AND status=? "
                                                "ORDER BY created, recovery_id"));
     s.Bind(1, cluster_id).Bind(2, status);
-    while (true) {
-      HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
-      out.push_back(std::move(r));
-    }
+    HPOD_RETURN_IF_ERROR(AppendRecoveries(s, out));
   }
-  std::sort(out.begin(), out.end(), [](const RecoveryRecord& a, const RecoveryRecord& b) {
-    return std::tie(a.created, a.recovery_id) < std::tie(b.created, b.recovery_id);
-  });
+  SortByAge(out);
   return out;
 }
 
@@ -129,15 +134,8 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveriesFinishedSince(
                                              "AND finished>=?"));
   s.Bind(1, cluster_id).Bind(2, status).Bind(3, since);
   std::vector<RecoveryRecord> out;
-  while (true) {
-    HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    HPOD_ASSIGN_OR_RETURN(RecoveryRecord r, ReadRecovery(s));
-    out.push_back(std::move(r));
-  }
-  std::sort(out.begin(), out.end(), [](const RecoveryRecord& a, const RecoveryRecord& b) {
-    return std::tie(a.created, a.recovery_id) < std::tie(b.created, b.recovery_id);
-  });
+  HPOD_RETURN_IF_ERROR(AppendRecoveries(s, out));
+  SortByAge(out);
   return out;
 }
 

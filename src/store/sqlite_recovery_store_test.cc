@@ -87,16 +87,23 @@ TEST(SqliteStoreTest, RecoveriesRoundTripInOrderAndGoWithTheirCluster) {
                   .ok());
 }
 
+// A recovery of node i-<id> in `cluster`, with the fields the listings read.
+RecoveryRecord Rec(std::string id, std::string cluster, std::string status, double created,
+                   double finished = 0) {
+  RecoveryRecord r;
+  r.recovery_id = std::move(id);
+  r.cluster_id = std::move(cluster);
+  r.instance_id = "i-" + r.recovery_id;
+  r.status = std::move(status);
+  r.created = created;
+  r.finished = finished;
+  return r;
+}
+
 TEST(SqliteStoreTest, RecoveriesAreListedByStatusOldestFirst) {
   auto store = Memory();
   auto rec = [](std::string id, std::string cluster, std::string status, double created) {
-    RecoveryRecord r;
-    r.recovery_id = std::move(id);
-    r.cluster_id = std::move(cluster);
-    r.instance_id = "i-" + r.recovery_id;
-    r.status = std::move(status);
-    r.created = created;
-    return r;
+    return Rec(std::move(id), std::move(cluster), std::move(status), created);
   };
   ASSERT_TRUE(store
                   ->Write([&](WriteTx& tx) -> Status {
@@ -136,17 +143,7 @@ TEST(SqliteStoreTest, RecoveriesAreListedByStatusOldestFirst) {
 
 TEST(SqliteStoreTest, RecoveriesAreListedByEndTimeOldestFirst) {
   auto store = Memory();
-  auto rec = [](std::string id, std::string cluster, std::string status, double created,
-                double finished) {
-    RecoveryRecord r;
-    r.recovery_id = std::move(id);
-    r.cluster_id = std::move(cluster);
-    r.instance_id = "i-" + r.recovery_id;
-    r.status = std::move(status);
-    r.created = created;
-    r.finished = finished;
-    return r;
-  };
+  const auto& rec = Rec;
   ASSERT_TRUE(store
                   ->Write([&](WriteTx& tx) -> Status {
                     HPOD_RETURN_IF_ERROR(tx.PutRecovery(rec("r1", "a", "Failed", 1, 10)));
