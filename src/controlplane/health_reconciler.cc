@@ -141,6 +141,13 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
         continue;
       }
       if (!RecoveryActive(r) && r.status != kRecoveryReported) continue;
+      if (r.status == kRecoveryReported) {
+        // A reported node stays as it is until it is recovered another way
+        // (BatchReboot keeps its instance id): then the report is over, and a
+        // later fault is judged again. At most one per node, a rare few.
+        HPOD_ASSIGN_OR_RETURN(std::string latest, tx.LatestRecoveryId(cluster_id, r.instance_id));
+        if (latest != r.recovery_id) continue;
+      }
       busy.insert(r.instance_id);
       if (!RecoveryActive(r)) continue;  // Reported: that node only, it stays as it is
       if (!r.replacement_id.empty()) busy.insert(r.replacement_id);

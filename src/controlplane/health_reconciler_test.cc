@@ -262,6 +262,32 @@ TEST_F(HealthTest, ANodeWhoseRecoveryFailedIsNotRecoveredAgainAtOnce) {
   EXPECT_EQ(Of(a).verdict, HealthVerdict::kReplace);
 }
 
+// NodeRecovery None: a reported node is left as it is, until a later recovery
+// of it (a BatchReboot keeps its instance id) ends the report; a fault after
+// that is judged again.
+TEST_F(HealthTest, AReportedNodeIsJudgedAgainOnceALaterRecoveryOfItRan) {
+  const std::string a = nodes_[0].instance_id;
+  const double now = h_.clock_.NowEpochSeconds();
+  auto put = [&](const std::string& id, const char* status, double created) {
+    store::RecoveryRecord r;
+    r.recovery_id = id;
+    r.cluster_id = id_;
+    r.instance_id = a;
+    r.status = status;
+    r.created = created;
+    r.finished = created + 1;
+    r.automatic = std::string(status) != kRecoveryReported;
+    return h_.store_->Write([&](store::WriteTx& tx) { return tx.PutRecovery(r); });
+  };
+  ASSERT_TRUE(put("rcv-000000000001", kRecoveryReported, now - 100).ok());
+  h_.clock_.AdvanceTime(std::chrono::seconds(7));  // its heartbeats are gone
+  Beat(nodes_[1].instance_id);
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kUnknown);
+  // The user rebooted it (same instance id); it came back, then went silent.
+  ASSERT_TRUE(put("rcv-000000000002", kRecoverySucceeded, now - 50).ok());
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kReplace);
+}
+
 TEST_F(HealthTest, TheWorstFailingCheckDecides) {
   const std::string a = nodes_[0].instance_id;
   api::agentproto::HealthReport r;

@@ -197,15 +197,18 @@ TEST(SqliteHostStoreTest, CertificatesRoundTripRevokeAndOutliveTheirHost) {
 
 // What migration v11 added, dropped to take a store back to v10 or older.
 constexpr char kDropV11[] =
-    "DROP INDEX recoveries_by_finish; ALTER TABLE recoveries DROP COLUMN finished; ";
+    "DROP INDEX recoveries_by_finish; DROP INDEX recoveries_by_instance; "
+    "ALTER TABLE recoveries DROP COLUMN finished; ";
 // What migrations v10 and later added, dropped to take a store back to v9 or older.
 constexpr char kDropV10[] =
-    "DROP INDEX recoveries_by_finish; ALTER TABLE recoveries DROP COLUMN finished; "
+    "DROP INDEX recoveries_by_finish; DROP INDEX recoveries_by_instance; "
+    "ALTER TABLE recoveries DROP COLUMN finished; "
     "DROP INDEX recoveries_by_status; ";
 // What migrations v8 and later added, dropped to take a store back to v7 or older.
 constexpr char kDropV8[] =
     "ALTER TABLE nodes DROP COLUMN attempt; ALTER TABLE nodes DROP COLUMN not_before; "
-    "DROP TABLE deleted_clusters; DROP INDEX recoveries_by_finish; "
+    "DROP TABLE deleted_clusters; DROP INDEX recoveries_by_finish; DROP INDEX "
+    "recoveries_by_instance; "
     "ALTER TABLE recoveries DROP COLUMN finished; DROP INDEX recoveries_by_status; ";
 
 // SQLite's EXPLAIN QUERY PLAN of `sql` on the store file at `path`, its rows run

@@ -139,6 +139,17 @@ StatusOr<std::vector<RecoveryRecord>> SqliteTx::ListRecoveriesFinishedSince(
   return out;
 }
 
+StatusOr<std::string> SqliteTx::LatestRecoveryId(const std::string& cluster_id,
+                                                 const std::string& instance_id) {
+  // The last entry of one range of recoveries_by_instance.
+  HPOD_ASSIGN_OR_RETURN(Statement s,
+                        Prepare("SELECT recovery_id", " FROM recoveries WHERE cluster_id=? AND ",
+                                "instance_id=? ORDER BY created DESC, recovery_id DESC LIMIT 1"));
+  s.Bind(1, cluster_id).Bind(2, instance_id);
+  HPOD_ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.Text(0) : std::string();
+}
+
 StatusOr<std::vector<WrittenRecovery>> SqliteTx::ListRecoveriesWrittenAfter(
     const std::string& cluster_id, int64_t after) {
   // `+cluster_id` keeps SQLite off the by-cluster index: the rowid range is the

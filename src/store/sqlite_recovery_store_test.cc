@@ -184,6 +184,33 @@ TEST(SqliteStoreTest, RecoveriesAreListedByEndTimeOldestFirst) {
                   .ok());
 }
 
+TEST(SqliteStoreTest, ANodesLatestRecoveryIsFoundByItsInstance) {
+  auto store = Memory();
+  RecoveryRecord a1 = Rec("a1", "c", "Reported", 5), a2 = Rec("a2", "c", "Succeeded", 9);
+  a2.instance_id = a1.instance_id;
+  RecoveryRecord other = Rec("b1", "c", "InProgress", 20);  // another node, later
+  RecoveryRecord elsewhere = Rec("x1", "d", "InProgress", 30);
+  elsewhere.instance_id = a1.instance_id;  // the same id in another cluster
+  ASSERT_TRUE(store
+                  ->Write([&](WriteTx& tx) -> Status {
+                    for (const auto& r : {a1, a2, other, elsewhere}) {
+                      HPOD_RETURN_IF_ERROR(tx.PutRecovery(r));
+                    }
+                    return OkStatus();
+                  })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Read([&](ReadTx& tx) -> Status {
+                    HPOD_ASSIGN_OR_RETURN(std::string latest,
+                                          tx.LatestRecoveryId("c", a1.instance_id));
+                    EXPECT_EQ(latest, "a2");
+                    HPOD_ASSIGN_OR_RETURN(std::string none, tx.LatestRecoveryId("c", "i-none"));
+                    EXPECT_EQ(none, "");
+                    return OkStatus();
+                  })
+                  .ok());
+}
+
 TEST(SqliteStoreTest, RecoveryWritesMovePastEveryPositionSeen) {
   auto store = Memory();
   auto put = [&](const std::string& id, const std::string& cluster, const std::string& status) {

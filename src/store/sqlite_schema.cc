@@ -227,11 +227,13 @@ CREATE INDEX recoveries_by_status ON recoveries(cluster_id, status, created, rec
     // v11: a recovery's end time as a column (issue 30): the health pass reads
     // the failures of the last minutes (its back-off), not every failure of the
     // cluster's life. Older rows take theirs from the body (0 where it has none).
+    // And a node's recoveries by age: whether a reported one is still its latest.
     R"sql(
 ALTER TABLE recoveries ADD COLUMN finished REAL NOT NULL DEFAULT 0;
 UPDATE recoveries SET finished = json_extract(body, '$.finished')
   WHERE json_valid(body) AND json_type(body, '$.finished') IN ('integer', 'real');
 CREATE INDEX recoveries_by_finish ON recoveries(cluster_id, status, finished);
+CREATE INDEX recoveries_by_instance ON recoveries(cluster_id, instance_id, created, recovery_id);
 )sql",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);

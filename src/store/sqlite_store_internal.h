@@ -93,6 +93,8 @@ class SqliteTx final : public WriteTx {
   StatusOr<std::vector<RecoveryRecord>> ListRecoveriesFinishedSince(const std::string& cluster_id,
                                                                     const std::string& status,
                                                                     double since) override;
+  StatusOr<std::string> LatestRecoveryId(const std::string& cluster_id,
+                                         const std::string& instance_id) override;
   StatusOr<std::vector<WrittenRecovery>> ListRecoveriesWrittenAfter(const std::string& cluster_id,
                                                                     int64_t after) override;
   StatusOr<JoinTokenRecord> GetJoinToken(const std::string& id) override;

@@ -127,6 +127,10 @@ class ReadTx {
   // failed ones of the last minutes, not every failure of a cluster's life.
   virtual StatusOr<std::vector<RecoveryRecord>> ListRecoveriesFinishedSince(
       const std::string& cluster_id, const std::string& status, double since) = 0;
+  // The id of the instance's latest recovery in the cluster (by creation time,
+  // then id), read through an index; "" when it has none.
+  virtual StatusOr<std::string> LatestRecoveryId(const std::string& cluster_id,
+                                                 const std::string& instance_id) = 0;
   // A cluster's recoveries written (PutRecovery) after write position `after` (0:
   // all of them), in write order, each with its position. Every PutRecovery gives
   // its record a position above that of every record the store holds, so a
