@@ -26,7 +26,6 @@ constexpr char kBadHost[] = "heartbeat.host";
 void AgentService::Refuse(const std::shared_ptr<Channel>& ch, const std::string& frame_type,
                           const std::string& why) {
   spdlog::warn("agent of {} sent a frame hpodd refused: {}", ch->instance_id, why);
-  ch->socket->Send(proto::Error{frame_type, why}.ToJson().dump(), false);
   bool first;
   {
     MutexLock lock(mu_);
@@ -34,13 +33,17 @@ void AgentService::Refuse(const std::shared_ptr<Channel>& ch, const std::string&
   }
   // One event per message type and connection: an agent repeating a bad heartbeat
   // every few seconds must not flood the cluster's events (the log has each one).
-  if (!first) return;
-  Status s = store_.Write([&](store::WriteTx& tx) -> Status {
-    HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
-    return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
-                       EventLevel::kWarn, "hpodd refused a frame from the hpod agent: " + why);
-  });
-  if (!s.ok()) spdlog::warn("malformed-frame event for {}: {}", ch->instance_id, s.ToString());
+  // Written before the answer goes out, so whoever reads the answer finds the
+  // event (the answer was sent first, and a reader could miss it).
+  if (first) {
+    Status s = store_.Write([&](store::WriteTx& tx) -> Status {
+      HPOD_ASSIGN_OR_RETURN(store::ClusterRecord c, tx.GetCluster(ch->cluster_id));
+      return RecordEvent(tx, clock_, c, NodeSubject(ch->group_name, ch->instance_id),
+                         EventLevel::kWarn, "hpodd refused a frame from the hpod agent: " + why);
+    });
+    if (!s.ok()) spdlog::warn("malformed-frame event for {}: {}", ch->instance_id, s.ToString());
+  }
+  ch->socket->Send(proto::Error{frame_type, why}.ToJson().dump(), false);
 }
 
 void AgentService::Post(const std::shared_ptr<Channel>& ch, std::function<void()> task) {

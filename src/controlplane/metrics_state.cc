@@ -170,8 +170,7 @@ void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::tim
 // tenth of a 10,000-node scrape.
 StatusOr<std::shared_ptr<const StoreFigures>> ReadStoreFigures(store::ReadTx& tx) {
   auto figures = std::make_shared<StoreFigures>();
-  HPOD_ASSIGN_OR_RETURN(std::vector<std::string> ids, tx.ListClusterIds());
-  std::sort(ids.begin(), ids.end());
+  HPOD_ASSIGN_OR_RETURN(std::vector<std::string> ids, tx.ListClusterIds());  // by id
   for (const auto& id : ids) {
     auto c = tx.GetCluster(id);
     if (!c.ok() && c.status().code() == StatusCode::kNotFound) continue;
