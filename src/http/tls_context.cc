@@ -171,6 +171,36 @@ StatusOr<std::shared_ptr<SslContext>> MakeClientTlsContext(const std::string& ca
   return context;
 }
 
+Status UseClientCertificate(SSL* ssl, const std::string& cert_file, const std::string& key_file) {
+  if (cert_file.empty() || key_file.empty()) {
+    return InvalidArgumentError("a TLS client certificate needs both a certificate and a key file");
+  }
+  // OpenSSL's own file readers: the PEM stays on the connection's SSL only.
+  auto failed = [](const std::string& what, const std::string& path) {
+    unsigned long e = ERR_get_error();
+    ERR_clear_error();
+    std::string why = "unreadable";
+    if (ERR_GET_REASON(e) == PEM_R_NO_START_LINE) {
+      why = "no PEM " + what + " in it";  // OpenSSL says "no start line"
+    } else if (const char* reason = ERR_reason_error_string(e); reason != nullptr) {
+      why = reason;
+    }
+    return InvalidArgumentError("TLS " + what + " file " + path + ": " + why);
+  };
+  if (SSL_use_certificate_chain_file(ssl, cert_file.c_str()) != 1) {
+    return failed("certificate", cert_file);
+  }
+  if (SSL_use_PrivateKey_file(ssl, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    return failed("key", key_file);
+  }
+  if (SSL_check_private_key(ssl) != 1) {
+    ERR_clear_error();
+    return InvalidArgumentError("TLS key file " + key_file + " does not match the certificate in " +
+                                cert_file);
+  }
+  return OkStatus();
+}
+
 Status ConfigureClientTls(SSL* ssl, const std::string& server_name) {
   std::string name = server_name;
   if (name.size() > 2 && name.front() == '[' && name.back() == ']') {

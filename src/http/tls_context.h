@@ -1,6 +1,6 @@
 #pragma once
 
-// Private to hpod_http (included by server*.cc, websocket.cc and tls_context.cc
+// Private to hpod_http (included by server*.cc, websocket*.cc and tls_context.cc
 // only): the OpenSSL contexts of the server and the WebSocket client, the
 // per-connection name check of the client, and what a finished handshake
 // established. No Beast here, so tls_context.cc compiles quickly; the connection's
@@ -40,6 +40,13 @@ StatusOr<std::shared_ptr<SslContext>> MakeServerTlsContext(const TlsServerOption
 StatusOr<std::shared_ptr<SslContext>> MakeClientTlsContext(const std::string& ca_file,
                                                            const std::string& cert_file,
                                                            const std::string& key_file);
+
+// Before the client's handshake on `ssl`: presents `cert_file` (PEM, the
+// certificate and any intermediates) with the key in `key_file` (the same file may
+// hold both) on this connection only, so that many connections with a certificate
+// each (the node simulator's agents) share one context. kInvalidArgument naming
+// the file when it cannot be read or the key does not match.
+Status UseClientCertificate(SSL* ssl, const std::string& cert_file, const std::string& key_file);
 
 // Before the client's handshake on `ssl`: the server's certificate must name
 // `server_name`: an IP literal ("10.0.0.1", "::1" or "[::1]") is checked against the

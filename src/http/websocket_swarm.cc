@@ -17,12 +17,16 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket/stream.hpp>
 #include <deque>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 
 #include "hpod/http/client.h"
+#include "hpod/http/tls_context.h"
+#include "hpod/http/tls_stream.h"
 #include "hpod/http/websocket_internal.h"
 
 namespace hpod::http {
@@ -32,6 +36,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = boost::beast::websocket;
 using Protocol = asio::generic::stream_protocol;
+using internal::MaybeTlsStream;
 
 // What a connection keeps of its read buffer between messages.
 constexpr size_t kKeptBufferBytes = 64 * 1024;
@@ -42,8 +47,10 @@ constexpr size_t kKeptBufferBytes = 64 * 1024;
 // public methods post to it.
 struct WebSocketSwarm::Impl {
   struct Conn {
-    explicit Conn(asio::io_context& ioc) : ws(ioc) {}
-    websocket::stream<beast::basic_stream<Protocol>> ws;
+    // TLS when `tls` is set (a wss:// URL).
+    Conn(asio::io_context& ioc, std::shared_ptr<internal::SslContext> tls)
+        : ws(MaybeTlsStream(internal::Stream(ioc), std::move(tls))) {}
+    websocket::stream<MaybeTlsStream> ws;
     beast::flat_buffer buffer;
     websocket::response_type response;
     std::deque<std::string> outbox;
@@ -60,6 +67,26 @@ struct WebSocketSwarm::Impl {
   std::unordered_map<Id, std::shared_ptr<Conn>> conns;
   std::atomic<Id> next_id{1};
   std::atomic<size_t> count{0};
+  // One client context per CA, shared by every wss:// connection that verifies
+  // against it, and keyed by the CA file's bytes: simulated nodes each keep hpodd's
+  // CA on a disk of their own, and each connection presents its own certificate
+  // (internal::UseClientCertificate), so 10,000 agents load one context, not 10,000.
+  std::unordered_map<std::string, std::shared_ptr<internal::SslContext>> contexts;
+
+  StatusOr<std::shared_ptr<internal::SslContext>> Context(const std::string& ca_file) {
+    std::string key;  // "": the system's CAs
+    if (!ca_file.empty()) {
+      std::ifstream in(ca_file, std::ios::binary);
+      // An unreadable file: the context's own reader says why.
+      if (!in) return internal::MakeClientTlsContext(ca_file, "", "");
+      key = "pem:" + std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    auto it = contexts.find(key);
+    if (it != contexts.end()) return it->second;
+    HPOD_ASSIGN_OR_RETURN(auto context, internal::MakeClientTlsContext(ca_file, "", ""));
+    contexts.emplace(std::move(key), context);
+    return context;
+  }
 
   void Forget(Id id) {
     if (conns.erase(id) > 0) count--;
@@ -102,44 +129,86 @@ struct WebSocketSwarm::Impl {
       if (ec) return Fail(id, c, InvalidArgumentError("not an IP address: " + parsed->host));
       endpoint = asio::ip::tcp::endpoint(address, static_cast<uint16_t>(parsed->port));
     }
+    MaybeTlsStream& transport = c->ws.next_layer();
+    if (transport.tls()) {
+      std::string name = options.tls_server_name.empty() ? parsed->host : options.tls_server_name;
+      Status s = internal::ConfigureClientTls(transport.ssl_handle(), name);
+      if (s.ok() && (!options.client_cert_file.empty() || !options.client_key_file.empty())) {
+        s = internal::UseClientCertificate(transport.ssl_handle(), options.client_cert_file,
+                                           options.client_key_file);
+      }
+      if (!s.ok()) return Fail(id, c, s);
+    }
     c->ws.set_option(websocket::stream_base::decorator([headers](websocket::request_type& r) {
       for (const Header& h : headers) r.set(h.name, h.value);
     }));
     c->ws.read_message_max(options.max_message_bytes);
     auto& lowest = beast::get_lowest_layer(c->ws);
     lowest.expires_after(options.connect_timeout);
-    const std::string host = parsed->HostHeader(), target = parsed->target;
-    lowest.async_connect(endpoint, [this, id, c, url, host, target,
-                                    timeout = options.connect_timeout](beast::error_code ec) {
+    Target to{parsed->HostHeader(), parsed->target, url,
+              parsed->host + ":" + std::to_string(parsed->port), options.connect_timeout};
+    lowest.async_connect(endpoint, [this, id, c, to = std::move(to)](beast::error_code ec) {
       if (c->gone) return;
       if (ec) {
         return Fail(id, c,
-                    UnavailableError("Could not connect to the endpoint URL: \"" + url + "\""));
+                    UnavailableError("Could not connect to the endpoint URL: \"" + to.url + "\""));
       }
-      // The WebSocket's own timeout bounds the handshake from here on.
-      beast::get_lowest_layer(c->ws).expires_never();
-      websocket::stream_base::timeout t{};
-      t.handshake_timeout = timeout;
-      t.idle_timeout = websocket::stream_base::none();
-      t.keep_alive_pings = false;
-      c->ws.set_option(t);
-      c->ws.async_handshake(c->response, host, target, [this, id, c, url](beast::error_code ec) {
-        if (c->gone) return;
-        if (ec == websocket::error::upgrade_declined) {
-          return Fail(id, c, internal::RefusalStatus(c->response, url));
-        }
-        if (ec) {
-          return Fail(
-              id, c,
-              UnavailableError("WebSocket handshake with \"" + url + "\" failed: " + ec.message()));
-        }
-        c->open = true;
-        c->ws.text(true);
-        if (c->callbacks.on_open) c->callbacks.on_open(OkStatus());
-        if (c->gone) return;  // on_open dropped it
-        Read(id, c);
-        Write(id, c);
-      });
+      MaybeTlsStream& transport = c->ws.next_layer();
+      if (!transport.tls()) return Handshake(id, c, to);
+      // The connect timeout still runs: it bounds the TLS handshake too.
+      transport.AsyncHandshake(
+          /*server=*/false, asio::const_buffer(), [this, id, c, to](beast::error_code ec, size_t) {
+            if (c->gone) return;
+            if (ec) {
+              return Fail(
+                  id, c,
+                  UnavailableError("TLS handshake with " + to.peer + " failed: " +
+                                   internal::TlsFailure(c->ws.next_layer().ssl_handle(), ec)));
+            }
+            Handshake(id, c, to);
+          });
+    });
+  }
+
+  // Where a connection goes, for its handshakes and their messages.
+  struct Target {
+    std::string host, target, url;
+    std::string peer;  // "127.0.0.1:8451": where a TLS message says it failed
+    std::chrono::milliseconds timeout;
+  };
+
+  // The WebSocket handshake, on a connected (and, for wss://, TLS) stream.
+  void Handshake(Id id, const std::shared_ptr<Conn>& c, const Target& to) {
+    // The WebSocket's own timeout bounds the handshake from here on.
+    beast::get_lowest_layer(c->ws).expires_never();
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = to.timeout;
+    t.idle_timeout = websocket::stream_base::none();
+    t.keep_alive_pings = false;
+    c->ws.set_option(t);
+    c->ws.async_handshake(c->response, to.host, to.target, [this, id, c, to](beast::error_code ec) {
+      if (c->gone) return;
+      if (ec == websocket::error::upgrade_declined) {
+        return Fail(id, c, internal::RefusalStatus(c->response, to.url));
+      }
+      if (ec && internal::IsTlsError(ec)) {
+        // TLS 1.3: a server refusing the client's certificate says so with an
+        // alert after the client's side of the handshake is done.
+        return Fail(id, c,
+                    UnavailableError("TLS connection with " + to.peer + " failed: " +
+                                     internal::TlsFailure(c->ws.next_layer().ssl_handle(), ec)));
+      }
+      if (ec) {
+        return Fail(id, c,
+                    UnavailableError("WebSocket handshake with \"" + to.url +
+                                     "\" failed: " + ec.message()));
+      }
+      c->open = true;
+      c->ws.text(true);
+      if (c->callbacks.on_open) c->callbacks.on_open(OkStatus());
+      if (c->gone) return;  // on_open dropped it
+      Read(id, c);
+      Write(id, c);
     });
   }
 
@@ -204,9 +273,20 @@ WebSocketSwarm::Id WebSocketSwarm::Open(const std::string& url, const std::vecto
   impl_->count++;
   asio::post(impl_->ioc, [impl = impl_.get(), id, url, headers, options,
                           callbacks = std::move(callbacks)]() mutable {
-    auto c = std::make_shared<Impl::Conn>(impl->ioc);
+    std::shared_ptr<internal::SslContext> tls;
+    Status tls_status = OkStatus();
+    if (internal::HttpUrl(url).rfind("https://", 0) == 0) {
+      auto context = impl->Context(options.ca_file);
+      if (context.ok()) {
+        tls = *std::move(context);
+      } else {
+        tls_status = context.status();
+      }
+    }
+    auto c = std::make_shared<Impl::Conn>(impl->ioc, std::move(tls));
     c->callbacks = std::move(callbacks);
     impl->conns.emplace(id, c);
+    if (!tls_status.ok()) return impl->Fail(id, c, tls_status);
     impl->Start(id, c, url, headers, options);
   });
   return id;

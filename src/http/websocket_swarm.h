@@ -5,7 +5,9 @@
 // wrong for the node simulator (tests/support/nodesim), whose thousands of agents
 // must cost hpodd, not the simulator, the machine's cores. The framing, masking
 // and handshake are Boost.Beast's, as WebSocketClient's are, so hpodd sees exactly
-// the frames a real agent sends. Plain ws:// over TCP or a Unix socket only.
+// the frames a real agent sends: ws:// over TCP or a Unix socket, and wss:// (TLS,
+// the options' ca_file, tls_server_name and, for mutual TLS, a client certificate
+// of each connection's own, as WebSocketClientOptions say) over TCP.
 //
 // Thread contract: every method is thread-safe. Callbacks and After/Post functions
 // run on the swarm's one I/O thread, one at a time, and may call any method.
@@ -43,7 +45,10 @@ class WebSocketSwarm {
   WebSocketSwarm& operator=(const WebSocketSwarm&) = delete;
 
   // Starts connecting `url` ("ws://host:port/path", or through
-  // options.unix_socket_path) with the extra request `headers`; returns at once.
+  // options.unix_socket_path; "wss://" for TLS) with the extra request `headers`;
+  // returns at once. A TLS failure reaches on_open as WebSocketClient::Connect
+  // reports it (kUnavailable, one line: "TLS handshake with HOST:PORT failed: …";
+  // kInvalidArgument for an unreadable CA or certificate file).
   Id Open(const std::string& url, const std::vector<Header>& headers,
           const WebSocketClientOptions& options, Callbacks callbacks);
   // Queues a text message; dropped when the connection is not open.
