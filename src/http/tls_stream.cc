@@ -43,7 +43,20 @@ void MaybeTlsStream::TlsReadSome(boost::asio::mutable_buffer buffer, TlsHandler 
 }
 
 void MaybeTlsStream::TlsWriteSome(boost::asio::const_buffer buffer, TlsHandler handler) {
-  tls_->layer.async_write_some(buffer, std::move(handler));
+  if (write_scratch_.capacity() == 0) {
+    tls_->layer.async_write_some(buffer, std::move(handler));
+    return;
+  }
+  // The scratch (a record's worth, 16 KiB) is not kept between writes: a server
+  // holds thousands of mostly idle connections (one per node agent).
+  TlsHandler::executor_type executor = handler.get_executor();
+  tls_->layer.async_write_some(buffer, TlsHandler(
+                                           [this, handler = std::move(handler)](
+                                               boost::beast::error_code ec, size_t bytes) mutable {
+                                             std::vector<unsigned char>().swap(write_scratch_);
+                                             handler(ec, bytes);
+                                           },
+                                           executor));
 }
 
 void MaybeTlsStream::TlsHandshake(bool server, boost::asio::const_buffer received,

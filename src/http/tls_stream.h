@@ -187,7 +187,7 @@ class MaybeTlsStream {
 
   std::unique_ptr<Stream> stream_;            // on the heap: the TLS layer refers to it
   std::unique_ptr<Tls, TlsDeleter> tls_;      // declared after stream_: destroyed first
-  std::vector<unsigned char> write_scratch_;  // for the write in progress
+  std::vector<unsigned char> write_scratch_;  // for the write in progress; freed after it
 };
 
 // Beast's WebSocket close customization points (found by argument-dependent lookup,
