@@ -8,6 +8,9 @@
 //   HPOD_FAKE_CAPACITY     most nodes the provider will hold
 //   HPOD_FAKE_AGENT_DIR    nodes run (simulated) agents: their configs go here,
 //                          for hpod-nodesim (tests/support/nodesim/)
+//   HPOD_FAKE_AGENT_URL    with HPOD_FAKE_AGENT_DIR: the agents are network agents
+//                          that join and dial this https://127.0.0.1:PORT over
+//                          mutual TLS (hpodd listens there); unset: the agent socket
 
 #include <cstdlib>
 #include <sstream>
@@ -36,6 +39,9 @@ hpod::StatusOr<std::unique_ptr<hpod::provider::Provider>> MakeFake(
   if (const char* v = std::getenv("HPOD_FAKE_AGENT_DIR"); v != nullptr && *v != '\0') {
     o.agent_dir = v;
     o.agent_endpoint = "unix://" + ctx.agent_socket;
+    if (const char* url = std::getenv("HPOD_FAKE_AGENT_URL"); url != nullptr && *url != '\0') {
+      o.agent_endpoint = url;
+    }
   }
   return std::unique_ptr<hpod::provider::Provider>(
       std::make_unique<hpod::provider::FakeProvider>(clock, o));

@@ -75,6 +75,10 @@ NodeEnvironment FakeProvider::Environment() const {
   if (!options_.agent_dir.empty() && options_.agent_endpoint.rfind(kUnix, 0) == 0) {
     // The simulated nodes see hpodd's files, its socket included, where hpodd does.
     e.agent_socket = options_.agent_endpoint.substr(kUnix.size());
+  } else if (!options_.agent_dir.empty()) {
+    // Network agents: each dials over mutual TLS after joining (Validate checks
+    // the scheme).
+    e.agent_url = options_.agent_endpoint;
   }
   return e;
 }
@@ -83,10 +87,12 @@ void FakeProvider::WriteAgentConfig(const Node& n, const std::string& bootstrap_
   if (options_.agent_dir.empty()) return;
   std::string hostname = "ip-" + n.ip;
   std::replace(hostname.begin(), hostname.end(), '.', '-');
+  // A network agent joins with its launch's token, as the local provider's do.
+  const bool network = options_.agent_endpoint.rfind("https://", 0) == 0;
   nlohmann::json j = {{"instance_id", n.instance_id},
                       {"cluster_id", n.cluster_id},
                       {"endpoint", options_.agent_endpoint},
-                      {"bootstrap_token", bootstrap_token},
+                      {network ? "join_token" : "bootstrap_token", bootstrap_token},
                       {"hostname", hostname},
                       {"private_ip", n.ip},
                       {"group", n.group},

@@ -48,8 +48,10 @@ struct FakeProviderOptions {
   // provider delivers it into the node (endpoint, instance id, bootstrap token,
   // hostname, address), is rewritten with `boot` + 1 by a reboot and removed when
   // the node starts terminating. Then RunsAgents() is true and the nodes' agents
-  // dial `agent_endpoint` ("unix:///abs/agent.sock", a path they see as hpodd
-  // does). Empty: the nodes run no agent.
+  // dial `agent_endpoint`: "unix:///abs/agent.sock" (a path they see as hpodd
+  // does), or "https://ADDRESS:PORT" for network agents, whose config then holds
+  // the launch's join token (`join_token`) in place of the bootstrap token, as
+  // the local provider's do. Empty: the nodes run no agent.
   std::string agent_dir;
   std::string agent_endpoint;
   static NodeEnvironment DefaultEnvironment() {

@@ -136,5 +136,29 @@ TEST(FakeProviderTest, AgentDirHoldsEachLiveNodesAgentConfig) {
   EXPECT_TRUE(without.Environment().agent_socket.empty());
 }
 
+// Network agents (an https:// endpoint): the nodes dial hpodd's agent listener,
+// and each config holds the launch's join token, never a bootstrap token.
+TEST(FakeProviderTest, NetworkAgentsGetTheLaunchsJoinToken) {
+  FakeClock clock;
+  FakeProviderOptions o;
+  o.agent_dir = ::testing::TempDir() + "fake-net-agents-" + std::to_string(getpid());
+  o.agent_endpoint = "https://127.0.0.1:8451";
+  FakeProvider p(clock, o);
+  EXPECT_TRUE(p.RunsAgents());
+  NodeEnvironment env = p.Environment();
+  EXPECT_EQ(env.agent_url, "https://127.0.0.1:8451");
+  EXPECT_TRUE(env.agent_socket.empty());
+  EXPECT_TRUE(env.Validate().ok()) << env.Validate().ToString();
+  LaunchSpec spec = Spec("i-1");
+  spec.bootstrap_token = "hpodjoin1.pin.id.secret";
+  ASSERT_TRUE(p.Launch(spec).ok());
+  std::ifstream f(o.agent_dir + "/i-1.json");
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  EXPECT_EQ(j.value("join_token", ""), "hpodjoin1.pin.id.secret");
+  EXPECT_FALSE(j.contains("bootstrap_token")) << j.dump();
+  EXPECT_EQ(j.value("endpoint", ""), "https://127.0.0.1:8451");
+  std::filesystem::remove_all(o.agent_dir);
+}
+
 }  // namespace
 }  // namespace hpod::provider
