@@ -6,16 +6,19 @@
 // Exit codes: 0 after SIGTERM/SIGINT, or once a first join handed the agent to
 // hpod-agent.service (service_handoff.h); 1 when that hand-off failed; 78
 // (EX_CONFIG) for a bad config file, a refused join or a node credential (or
-// certificate) hpodd refuses.
+// certificate) hpodd refuses. A configured network agent retries a join hpodd
+// cannot take now (unreachable, overloaded) instead of exiting.
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 #include "hpod/agent/agent.h"
 #include "hpod/agent/agent_options.h"
@@ -25,6 +28,7 @@
 #include "hpod/agent/systemctl_shim.h"
 #include "hpod/agent/systemd_handover.h"
 #include "hpod/agent/systemd_unit.h"
+#include "hpod/base/backoff.h"
 #include "hpod/base/clock.h"
 #include "hpod/base/logging.h"
 #include "hpod/base/signals.h"
@@ -211,10 +215,25 @@ int main(int argc, char** argv) {
     if (options.endpoint.rfind("https://", 0) == 0) {
       // A network agent the provider configured: it joins with the token the
       // provider minted for this launch, exactly as a machine of the user would.
-      auto joined =
-          EnsureJoined(options.endpoint, options.join_token, options.state_dir,
-                       machine_id_file.empty() ? options.machine_id_file : machine_id_file,
-                       /*instance_type=*/"");
+      // While hpodd cannot take the join (not reachable yet, or busy with
+      // thousands of machines joining at once: kUnavailable) it tries again,
+      // with jitter so that they do not all come back together; a refusal
+      // (a spent or revoked token, another hpodd) ends it.
+      auto join = [&] {
+        return EnsureJoined(options.endpoint, options.join_token, options.state_dir,
+                            machine_id_file.empty() ? options.machine_id_file : machine_id_file,
+                            /*instance_type=*/"");
+      };
+      hpod::Backoff backoff(
+          {.initial = std::chrono::seconds(1), .max = std::chrono::seconds(60), .jitter = true});
+      auto joined = join();
+      while (!joined.ok() && joined.status().code() == hpod::StatusCode::kUnavailable) {
+        const std::chrono::milliseconds wait = backoff.Next();
+        spdlog::warn("{}; joining again in {:.1f} s", joined.status().message(),
+                     wait.count() / 1000.0);
+        std::this_thread::sleep_for(wait);
+        joined = join();
+      }
       if (!joined.ok()) {
         spdlog::error("{}", joined.status().message());
         return kExitConfig;

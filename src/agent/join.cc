@@ -160,6 +160,12 @@ StatusOr<JoinedState> JoinHpodd(const JoinOptions& options) {
     std::string why = body.is_object() && body.contains("error") && body["error"].is_string()
                           ? body["error"].get<std::string>()
                           : "HTTP " + std::to_string(answer->status);
+    if (answer->status == 429 || answer->status >= 500) {
+      // Busy (its request queue full: thousands of machines joining at once) or
+      // failing: nothing was decided about this machine, and the token is unspent.
+      return UnavailableError("hpodd could not take the join now (HTTP " +
+                              std::to_string(answer->status) + ": " + why + ")");
+    }
     return PermissionDeniedError("hpodd refused the join: " + why);
   }
   if (!body.is_object() || !body.contains("certificate") || !body["certificate"].is_string() ||

@@ -58,7 +58,9 @@ struct JoinOptions {
 // Fetches hpodd's CA (over TLS it cannot verify yet) and refuses it unless its
 // hash is the token's pin; makes a key; sends the CSR, the token and the facts
 // (now verifying hpodd against the CA); writes the state. Every refusal is one
-// line: the wrong pin, hpodd's own refusal (its words), an unreachable server.
+// line: the wrong pin (kPermissionDenied), hpodd's own refusal (its words,
+// kPermissionDenied), an unreachable server or one that cannot take the join now
+// (kUnavailable: HTTP 429 or 5xx, a timeout; worth trying again).
 StatusOr<JoinedState> JoinHpodd(const JoinOptions& options);
 
 // A pool host: holds `GET /agent/v1/host` open with its certificate,
