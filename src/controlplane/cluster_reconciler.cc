@@ -1,7 +1,10 @@
 #include "hpod/controlplane/cluster_reconciler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "hpod/api/states.h"
 #include "hpod/controlplane/deep_health.h"
@@ -42,7 +45,19 @@ ClusterReconciler::ClusterReconciler(store::Store& store, provider::Provider* pr
       recovery_(store, provider, clock, slurm_agents),
       retry_(store, provider, clock, options_.retry),
       software_(store, clock),
-      rollup_(store, clock) {}
+      rollup_(store, clock) {
+  nodes_.SetJoinedAt([this](const std::string& instance_id) -> std::optional<double> {
+    std::optional<double> joined;
+    Status s = store_.Read([&](store::ReadTx& tx) -> Status {
+      auto host = tx.GetHostByInstanceId(instance_id);
+      if (host.ok()) joined = host->joined;
+      return host.ok() || host.status().code() == StatusCode::kNotFound ? OkStatus()
+                                                                        : host.status();
+    });
+    if (!s.ok()) spdlog::warn("host of {}: {}", instance_id, s.ToString());
+    return joined;
+  });
+}
 
 WorkQueue::Result ClusterReconciler::Reconcile(const std::string& cluster_id) {
   Status s = PlanNodes(cluster_id);

@@ -254,6 +254,14 @@ Status NodeReconciler::Observe(const NodeRecord& n,
   return OkStatus();
 }
 
+bool NodeReconciler::JoinedLately(const NodeRecord& n) const {
+  if (!joined_at_) return false;
+  std::optional<double> joined = joined_at_(n.instance_id);
+  // A pool host joined long before this launch: the launch's deadline stands.
+  return joined && *joined > n.launch_time &&
+         clock_.NowEpochSeconds() - *joined <= options_.agent_register_timeout.count();
+}
+
 void NodeReconciler::FromAgent(const NodeRecord& n,
                                const std::map<std::string, store::AgentRecord>& agents,
                                SlurmReconciler::Pass& slurm, NodeChange* change) {
@@ -311,7 +319,7 @@ void NodeReconciler::FromAgent(const NodeRecord& n,
     change->status = ClusterInstanceStatus::kFailure;
     change->message = a->second.lifecycle_message;
   } else if (a == agents.end() && api::Is(n.status, ClusterInstanceStatus::kPending) &&
-             age > options_.agent_register_timeout.count()) {
+             age > options_.agent_register_timeout.count() && !JoinedLately(n)) {
     change->status = ClusterInstanceStatus::kFailure;
     change->message = "The hpod agent on the instance did not register with hpodd within " +
                       std::to_string(options_.agent_register_timeout.count()) +

@@ -57,6 +57,16 @@ class NodeReconciler {
   // Whether nodes are Running only once their agent says their scripts succeeded.
   bool AgentsDecide() const { return provider_ != nullptr && provider_->RunsAgents(); }
 
+  // When the agent of an instance joined hpodd (a network agent, join.h); nullopt:
+  // it has not. Such an agent has started and reached hpodd, and what is left of
+  // its registration (the channel, through hpodd's own listener, which thousands
+  // of machines joining at once can hold up) gets the whole
+  // agent_register_timeout again from its join. Unset: the timeout counts from
+  // the launch only. Called from Act's thread, only for nodes past the timeout.
+  void SetJoinedAt(std::function<std::optional<double>(const std::string&)> joined_at) {
+    joined_at_ = std::move(joined_at);
+  }
+
   // Acts on every node of `cluster` but those in `held` (a recovery has them).
   // A node is launched with its group's image in `images` (software_update.h;
   // none: the provider's current one). Appends what it learnt to `changes` even
@@ -77,6 +87,8 @@ class NodeReconciler {
   Status Observe(const store::NodeRecord& n,
                  const std::map<std::string, store::AgentRecord>& agents,
                  SlurmReconciler::Pass& slurm, NodeChange* change);
+  // Whether `n`'s agent joined within agent_register_timeout, after its launch.
+  bool JoinedLately(const store::NodeRecord& n) const;
   // A running machine's status, from its agent's lifecycle report and Slurm.
   void FromAgent(const store::NodeRecord& n,
                  const std::map<std::string, store::AgentRecord>& agents,
@@ -87,6 +99,7 @@ class NodeReconciler {
   const ControlPlaneOptions& options_;
   const std::function<std::string(const std::string&)> bootstrap_token_;
   SlurmReconciler& slurm_;
+  std::function<std::optional<double>(const std::string&)> joined_at_;  // set before Act
 };
 
 }  // namespace hpod::controlplane

@@ -2,7 +2,9 @@
 // transient provider errors, and convergence without orphans.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <set>
 
 #include "hpod/controlplane/test_harness.h"
@@ -297,6 +299,49 @@ TEST(ReconcilerTest, AReplacementKeepsItsAddressOnlyWhereTheProviderAllows) {
       EXPECT_NE(new_ip, old_ip);
       EXPECT_FALSE(new_ip.empty());
     }
+  }
+}
+
+// A node whose agent never registers fails once agent_register_timeout has passed
+// since its launch. A network agent that joined hpodd meanwhile has started and
+// reached it: its channel gets the whole timeout again from the join (thousands of
+// machines joining at once can hold up hpodd's listener), and no more.
+TEST(ReconcilerTest, AnAgentThatJoinedGetsTheRegisterTimeoutAgainFromItsJoin) {
+  for (bool joins : {false, true}) {
+    provider::FakeProviderOptions po;
+    po.pending_for = std::chrono::milliseconds(0);
+    po.agent_dir = ::testing::TempDir() + "register-agents-" + std::to_string(getpid());
+    po.agent_endpoint = "https://127.0.0.1:1";
+    Harness h(po);
+    ASSERT_TRUE(h.Call("CreateCluster", Req("demo", {Harness::Group("w", 1)})).ok());
+    h.Converge(4);
+    auto nodes = h.NodesOf("demo", "w");
+    ASSERT_EQ(nodes.size(), 1u);
+    const std::string id = nodes[0].instance_id;
+    h.clock_.AdvanceTime(std::chrono::seconds(100));
+    if (joins) {
+      store::HostRecord host;
+      host.host_id = "h-00000000000000a1";
+      host.machine_id = std::string(32, 'a');
+      host.pool = "nodes";
+      host.instance_id = id;
+      host.joined = h.clock_.NowEpochSeconds();
+      host.state = "Assigned";
+      ASSERT_TRUE(h.store_->Write([&](store::WriteTx& tx) { return tx.PutHost(host); }).ok());
+    }
+    h.clock_.AdvanceTime(std::chrono::seconds(30));  // 130 s after the launch
+    h.Converge(4);
+    EXPECT_EQ(h.Describe("demo")["ClusterStatus"], joins ? "Creating" : "Failed") << joins;
+    if (!joins) {
+      EXPECT_NE(h.Describe("demo")["FailureMessage"].get<std::string>().find(
+                    "did not register with hpodd within 120 seconds"),
+                std::string::npos);
+      continue;
+    }
+    h.clock_.AdvanceTime(std::chrono::seconds(100));  // 130 s after the join
+    h.Converge(4);
+    EXPECT_EQ(h.Describe("demo")["ClusterStatus"], "Failed");
+    std::filesystem::remove_all(po.agent_dir);
   }
 }
 
