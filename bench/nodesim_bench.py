@@ -14,10 +14,13 @@ simulator. Figures, never assertions; ratios where a peer exists:
  6. 100 nodes killed at once: all recovered, none twice; the recovery rate;
  7. delete -> gone.
 With --clusters K, K clusters of N nodes each instead (steps 2, 3, 4, 7).
+With --tls, the nodes are network agents: each joins with its launch's join token
+(the real agent's join) and holds its channel over mutual TLS.
 
   bench/nodesim_bench.py --nodes 10000          # about 10 minutes here
   bench/nodesim_bench.py --nodes 100 --clusters 100
   bench/nodesim_bench.py --quick                # 500 nodes, short windows
+  bench/nodesim_bench.py --nodes 10000 --tls    # network agents
 Talks to 127.0.0.1 only; stops what it starts by PID, also on failure.
 """
 import argparse
@@ -34,7 +37,7 @@ TOP = os.path.dirname(HERE)
 os.environ.setdefault("HPOD_BIN_DIR", os.path.join(TOP, "build"))
 sys.path.insert(0, os.path.join(TOP, "tests", "e2e"))
 import hpodtest  # noqa: E402
-from test_nodesim import Simulator, list_nodes, list_recoveries  # noqa: E402
+from test_nodesim import Simulator, free_port, list_nodes, list_recoveries  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MAX_PER_GROUP = 5000  # CreateCluster allows at most 6,758 per group
@@ -84,8 +87,12 @@ class Bench:
         self.d = hpodtest.Daemon(pending_ms=0)
         self.agent_dir = os.path.join(self.d.root, "agents")
         self.d.env_extra["HPOD_FAKE_AGENT_DIR"] = self.agent_dir
+        if args.tls:
+            self.d.env_extra["HPOD_FAKE_AGENT_URL"] = "https://127.0.0.1:%d" % free_port()
+        if args.register_timeout:
+            self.d.extra_args += ["--agent-register-timeout", str(args.register_timeout)]
         self.d.start()
-        self.sim = Simulator(self.agent_dir)
+        self.sim = Simulator(self.agent_dir, ["--join-threads", str(args.join_threads)])
         self.client = self.d.boto3()
         token_file = os.path.join(self.d.data_dir, "metrics-token")
         self.metrics_token = open(token_file).read().strip() if os.path.exists(token_file) else ""
@@ -119,8 +126,10 @@ class Bench:
                 if len(pending) == len(names) == 1 and time.time() - last >= 5:
                     last = time.time()
                     current = sum(g.get("CurrentCount", 0) for g in desc["InstanceGroups"])
-                    log("  %6.1f s  %d/%d nodes running, %d agents connected" %
-                        (time.time() - t0, current, n, self.sim.stats()["connected"]))
+                    st = self.sim.stats()
+                    log("  %6.1f s  %d/%d nodes running, %d agents connected%s" %
+                        (time.time() - t0, current, n, st["connected"],
+                         ", %d joined" % st["joins"] if self.args.tls else ""))
                 if time.time() - t0 > self.args.timeout:
                     raise RuntimeError("not InService after %d s" % self.args.timeout)
             if len(names) > 1 and time.time() - last >= 5:
@@ -217,6 +226,10 @@ def run(args):
             "between one agent's heartbeats %d ms, %d gaps over 5 s" %
             (stats["agents"], stats["connected"], stats["failure_reasons"] or "none",
              stats["max_heartbeat_gap_ms"], stats["heartbeat_gaps_over_5s"]))
+        if args.tls:
+            log("  joins: %d, refused %d, slowest %d ms; tried again %d times: %s" %
+                (stats["joins"], stats["join_failures"], stats["max_join_ms"],
+                 stats["join_retries"], stats["join_retry_reasons"] or "-"))
         time.sleep(args.settle)
         cpu, rss, sim_cpu = b.steady(args.window)
         log("steady state over %d s: hpodd CPU %.1f%% of one core (%.2f%% per 1,000 nodes), "
@@ -269,6 +282,12 @@ def main():
     p.add_argument("--settle", type=int, default=10, help="seconds after InService first")
     p.add_argument("--timeout", type=int, default=1800)
     p.add_argument("--quick", action="store_true", help="500 nodes, 20 failing, short windows")
+    p.add_argument("--tls", action="store_true",
+                   help="network agents: join, then mutual TLS (HPOD_FAKE_AGENT_URL)")
+    p.add_argument("--register-timeout", type=int, default=0,
+                   help="hpodd's --agent-register-timeout, seconds (0: its default, 120)")
+    p.add_argument("--join-threads", type=int, default=16,
+                   help="joins the simulator runs at once (--tls; real machines join in parallel)")
     args = p.parse_args()
     if args.quick:
         args.nodes, args.fail, args.window, args.settle = 500, 20, 10, 3

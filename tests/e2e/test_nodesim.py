@@ -12,10 +12,12 @@ is recovered exactly once (one HpodListRecoveries record, Succeeded, a
 replacement under the same hostname); no other node is touched; the cluster
 still has 500 nodes with the same hostnames. The figures (create -> InService,
 detection of the silent nodes, the recoveries' span) are printed, not asserted.
-HPOD_NODESIM_NODES overrides the size.
+HPOD_NODESIM_NODES overrides the size. test_nodesim_tls.py runs the same test with
+network agents (join, then mutual TLS).
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -32,8 +34,9 @@ NODESIM = os.path.join(hpodtest.BIN_DIR, "tests", "hpod-nodesim")
 class Simulator:
     """hpod-nodesim on an agent dir; commands on stdin, JSON lines from stdout."""
 
-    def __init__(self, agent_dir):
-        self.proc = subprocess.Popen([NODESIM, "--agent-dir", agent_dir], stdin=subprocess.PIPE,
+    def __init__(self, agent_dir, args=()):
+        self.proc = subprocess.Popen([NODESIM, "--agent-dir", agent_dir] + list(args),
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         ready = json.loads(self.proc.stdout.readline())
         assert ready.get("event") == "ready", ready
@@ -92,7 +95,20 @@ def list_recoveries(daemon, name):
     return json.loads(daemon.hpod("hpod-list-recoveries", "--cluster-name", name))["Recoveries"]
 
 
+def free_port():
+    """A loopback port free now, for hpodd's agent listener: the fake provider
+    writes it into each node's config before hpodd starts listening."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class NodeSimTest(unittest.TestCase):
+    # Network agents: each node joins with its launch's token, then speaks
+    # over mutual TLS (HPOD_FAKE_AGENT_URL). False: hpodd's agent socket.
+    tls = False
+    NODES = NODES
+
     @classmethod
     def setUpClass(cls):
         hpodtest.require_aws_clients()
@@ -101,6 +117,8 @@ class NodeSimTest(unittest.TestCase):
         cls.d = hpodtest.Daemon(pending_ms=0)
         cls.agent_dir = os.path.join(cls.d.root, "agents")
         cls.d.env_extra["HPOD_FAKE_AGENT_DIR"] = cls.agent_dir
+        if cls.tls:
+            cls.d.env_extra["HPOD_FAKE_AGENT_URL"] = "https://127.0.0.1:%d" % free_port()
         cls.d.start()
         cls.sim = Simulator(cls.agent_dir)
         cls.client = cls.d.boto3()
@@ -122,7 +140,8 @@ class NodeSimTest(unittest.TestCase):
     def recoveries(self):
         return list_recoveries(self.d, "sim")
 
-    def test_500_nodes_each_failure_recovered_once(self):
+    def test_nodes_each_failure_recovered_once(self):
+        NODES = self.NODES
         groups = [hpodtest.group("controller-machine", 1, SlurmConfig={"NodeType": "Controller"}),
                   hpodtest.group("workers", NODES - 1, SlurmConfig={"NodeType": "Compute"})]
         t0 = time.time()
@@ -135,7 +154,10 @@ class NodeSimTest(unittest.TestCase):
         self.assertEqual(stats["lifecycle_succeeded"], NODES, stats)
         # A connection attempt that failed (a burst of 500 handshakes at once) is
         # retried with backoff, as a real agent's; a refusal (401/404) is not.
-        self.assertEqual((stats["errors"], stats["refusals"]), (0, 0), stats)
+        self.assertEqual((stats["errors"], stats["refusals"], stats["join_failures"]), (0, 0, 0),
+                         stats)
+        # Each network agent joined once, with its launch's token.
+        self.assertEqual(stats["joins"], NODES if self.tls else 0, stats)
         first_connect_failures = stats["failure_reasons"]
         before = self.nodes()
         self.assertEqual(len(before), NODES)
@@ -187,7 +209,9 @@ class NodeSimTest(unittest.TestCase):
                          "InService")
         stats = self.sim.stats()
         self.assertEqual(stats["connected"], NODES, stats)  # the replacements' agents too
-        self.assertEqual((stats["errors"], stats["refusals"]), (0, 0), stats)
+        self.assertEqual((stats["errors"], stats["refusals"], stats["join_failures"]), (0, 0, 0),
+                         stats)
+        self.assertEqual(stats["joins"], NODES + len(failed) if self.tls else 0, stats)
 
         # Figures, not assertions (the machine is shared).
         def epoch(t):
@@ -195,9 +219,11 @@ class NodeSimTest(unittest.TestCase):
             return datetime.fromisoformat(t).timestamp()
         detect = sorted(epoch(r["Timeline"][0]["Time"]) - t_fault for r in rs if r["NodeId"] in silent)
         span = max(epoch(r["FinishedTime"]) for r in rs) - t_fault
-        print("nodesim: %d nodes, create -> InService %.1f s; silent nodes detected after %s s "
+        print("nodesim: %d nodes%s, create -> InService %.1f s; silent nodes detected after %s s "
               "(heartbeat timeout 6 s); 8 recoveries done %.1f s after the faults" %
-              (NODES, created_s, ", ".join("%.1f" % x for x in detect), span))
+              (NODES, " (network agents: join, mutual TLS; slowest join %d ms)" %
+               stats["max_join_ms"] if self.tls else "", created_s,
+               ", ".join("%.1f" % x for x in detect), span))
         print("nodesim: connection attempts that failed during the create: %s" %
               (first_connect_failures or "none"))
 

@@ -4,6 +4,11 @@
 //   HPOD_FAKE_AGENT_DIR=/tmp/a HPOD_FAKE_PENDING_MS=0 hpodd-fake --provider fake ... &
 //   hpod-nodesim --agent-dir /tmp/a
 //
+// With HPOD_FAKE_AGENT_URL=https://127.0.0.1:PORT as well, the nodes are network
+// agents: each joins with its launch's join token (the real agent's JoinHpodd, on
+// a small pool of threads: --join-threads) and keeps its certificate on a disk
+// of its own under --state-dir, then speaks over mutual TLS.
+//
 // Every node the fake provider launches leaves its agent config in the agent dir
 // (FakeProviderOptions::agent_dir); the simulator starts a SimAgent for it (a
 // real channel to hpodd's agent socket: sim_agent.h), restarts it when a reboot
@@ -27,14 +32,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,16 +62,80 @@ using Json = nlohmann::json;
 
 std::atomic<bool> g_stop{false};
 
+// Threads that run blocking work (network agents' joins) off the I/O thread.
+//
+// Thread contract: Run is thread-safe; the destructor drops work not started and
+// joins the threads (a join in progress ends within its own timeout).
+class BlockingPool {
+ public:
+  explicit BlockingPool(int threads) {
+    for (int i = 0; i < threads; i++) {
+      threads_.emplace_back([this] {
+        // Below the I/O thread: thousands of joins' key generation and TLS
+        // handshakes must not delay the heartbeats of the agents already up (a
+        // gap the simulator makes reads to hpodd as a hung node).
+        setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+        Loop();
+      });
+    }
+  }
+  ~BlockingPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      work_.clear();
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void Run(std::function<void()> work) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      work_.push_back(std::move(work));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !work_.empty(); });
+        if (stopping_) return;
+        next = std::move(work_.front());
+        work_.pop_front();
+      }
+      next();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                   // guarded by mu_
+  std::deque<std::function<void()>> work_;  // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
 class Simulator final : public SimWorld {
  public:
-  Simulator(std::string agent_dir, std::chrono::milliseconds lifecycle_delay, uint64_t seed)
-      : agent_dir_(std::move(agent_dir)), lifecycle_delay_(lifecycle_delay), rng_(seed) {}
+  Simulator(std::string agent_dir, std::string state_dir, std::chrono::milliseconds lifecycle_delay,
+            uint64_t seed, int join_threads)
+      : agent_dir_(std::move(agent_dir)),
+        state_dir_(std::move(state_dir)),
+        lifecycle_delay_(lifecycle_delay),
+        rng_(seed),
+        pool_(join_threads) {}
 
   http::WebSocketSwarm& swarm() override { return swarm_; }
   SlurmSim& slurm(const std::string& cluster_id) override { return slurm_[cluster_id]; }
   SimCounters& counters() override { return counters_; }
   std::mt19937_64& rng() override { return rng_; }
   std::chrono::milliseconds lifecycle_delay() const override { return lifecycle_delay_; }
+  const std::string& state_dir() const override { return state_dir_; }
+  void Blocking(std::function<void()> work) override { pool_.Run(std::move(work)); }
   void Event(const Json& event) override {
     std::lock_guard<std::mutex> lock(out_mu_);
     std::fputs((event.dump() + "\n").c_str(), stdout);
@@ -174,6 +247,11 @@ class Simulator final : public SimWorld {
             {"max_heartbeat_gap_ms", counters_.max_heartbeat_gap_ms},
             {"heartbeat_gaps_over_5s", counters_.heartbeat_gaps_over_5s},
             {"connect_failures", counters_.connect_failures},
+            {"joins", counters_.joins},
+            {"join_failures", counters_.join_failures},
+            {"join_retries", counters_.join_retries},
+            {"join_retry_reasons", counters_.join_retry_reasons},
+            {"max_join_ms", counters_.max_join_ms},
             {"failure_reasons", counters_.failure_reasons},
             {"received_by_type", counters_.received_by_type},
             {"received_bytes_by_type", counters_.received_bytes_by_type}};
@@ -186,6 +264,7 @@ class Simulator final : public SimWorld {
 
  private:
   const std::string agent_dir_;
+  const std::string state_dir_;
   const std::chrono::milliseconds lifecycle_delay_;
   // Everything below on the I/O thread only (Event's lock aside).
   http::WebSocketSwarm swarm_;
@@ -195,6 +274,8 @@ class Simulator final : public SimWorld {
   SimCounters counters_;
   std::mt19937_64 rng_;
   std::mutex out_mu_;
+  // Last: destroyed (its threads joined) before the swarm its work posts to.
+  BlockingPool pool_;
 };
 
 // Posts the agent dir's changes to the I/O thread until g_stop.
@@ -229,7 +310,15 @@ int main(int argc, char** argv) {
   std::string agent_dir;
   int lifecycle_ms = 0;
   uint64_t seed = 1;
+  std::string state_dir;
+  int join_threads = 4;
   app.add_option("--agent-dir", agent_dir, "hpodd-fake's HPOD_FAKE_AGENT_DIR")->required();
+  app.add_option("--state-dir", state_dir,
+                 "Where each simulated node keeps its disk (a network agent's certificate); "
+                 "default: AGENT_DIR/state");
+  app.add_option("--join-threads", join_threads,
+                 "Network agents' joins run at once (each is the real agent's blocking join)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--lifecycle-ms", lifecycle_ms, "How long each node's lifecycle scripts run")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "Seed of the jitter (heartbeat phases, reconnect backoff)");
@@ -237,6 +326,8 @@ int main(int argc, char** argv) {
 
   std::error_code ec;
   std::filesystem::create_directories(agent_dir, ec);
+  if (state_dir.empty()) state_dir = (std::filesystem::path(agent_dir) / "state").string();
+  std::filesystem::create_directories(state_dir, ec);
   int fd = inotify_init1(IN_CLOEXEC);
   if (fd < 0 || inotify_add_watch(fd, agent_dir.c_str(),
                                   IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM) < 0) {
@@ -248,7 +339,8 @@ int main(int argc, char** argv) {
   signal(SIGTERM, [](int) { hpod::nodesim::g_stop = true; });
   signal(SIGINT, [](int) { hpod::nodesim::g_stop = true; });
 
-  auto sim = std::make_unique<Simulator>(agent_dir, std::chrono::milliseconds(lifecycle_ms), seed);
+  auto sim = std::make_unique<Simulator>(
+      agent_dir, state_dir, std::chrono::milliseconds(lifecycle_ms), seed, join_threads);
   std::thread watcher([&] { hpod::nodesim::WatchDir(*sim, fd); });
   // Configs written before the watch began.
   sim->swarm().Post([&] { sim->ScanAll(); });

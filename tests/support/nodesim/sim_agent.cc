@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "hpod/agent/channel.h"
+#include "hpod/base/crypto.h"
 
 namespace hpod::nodesim {
 
@@ -45,6 +47,7 @@ std::optional<NodeConfig> NodeConfig::FromJson(const Json& j) {
   c.cluster_id = j.value("cluster_id", "");
   c.endpoint = j.value("endpoint", "");
   c.bootstrap_token = j.value("bootstrap_token", "");
+  c.join_token = j.value("join_token", "");
   c.hostname = j.value("hostname", "");
   c.private_ip = j.value("private_ip", "");
   c.group = j.value("group", "");
@@ -89,11 +92,23 @@ void SimAgent::Start() {
 
 void SimAgent::Connect() {
   if (dead_) return;
-  const bool bootstrap = secret_.empty();
-  auto dial = agent::MakeDial(
-      config_.endpoint, "/agent/v1/channel", config_.instance_id,
-      bootstrap ? "HpodBootstrap " + config_.bootstrap_token : "HpodNode " + secret_,
-      agent::ConnectTimeoutAfter(milliseconds(5000), failures_));
+  if (network() && !joined_) return Join();
+  // A network agent authenticates by its certificate alone.
+  const bool bootstrap = !network() && secret_.empty();
+  std::string authorization;
+  if (!network()) {
+    authorization = bootstrap ? "HpodBootstrap " + config_.bootstrap_token : "HpodNode " + secret_;
+  }
+  auto dial =
+      agent::MakeDial(config_.endpoint, "/agent/v1/channel", config_.instance_id, authorization,
+                      agent::ConnectTimeoutAfter(milliseconds(5000), failures_));
+  if (dial.ok() && network()) {
+    // As Channel::UseCertificate: hpodd's CA and the certificate + key file.
+    agent::IdentityPaths identity = agent::NodeIdentityPaths(node_dir());
+    dial->options.ca_file = identity.ca;
+    dial->options.client_cert_file = identity.node;
+    dial->options.client_key_file = identity.node;
+  }
   if (!dial.ok()) {
     world_.Event({{"event", "bad_endpoint"},
                   {"instance_id", config_.instance_id},
@@ -116,6 +131,83 @@ void SimAgent::Connect() {
   open_ = false;
   awaiting_credential_ = bootstrap;
   conn_ = world_.swarm().Open(dial->url, dial->headers, dial->options, std::move(cb));
+}
+
+std::string SimAgent::node_dir() const {
+  return (std::filesystem::path(world_.state_dir()) / config_.instance_id).string();
+}
+
+void SimAgent::Join() {
+  if (joining_) return;
+  joining_ = true;
+  agent::JoinOptions o;
+  o.server = config_.endpoint;
+  o.token = config_.join_token;
+  o.state_dir = node_dir();
+  // A machine id of its own (32 hex digits, as /etc/machine-id), the same for
+  // every boot of this instance: a replacement is a new machine.
+  o.facts = {{"machine_id", HexEncode(Sha256(config_.instance_id)).substr(0, 32)},
+             {"hostname", config_.hostname},
+             {"simulated", true}};
+  std::weak_ptr<SimAgent> weak = weak_from_this();
+  SimWorld* world = &world_;
+  world_.Blocking([world, weak, o = std::move(o)] {
+    const auto start = std::chrono::steady_clock::now();
+    // As the real agent's EnsureJoined: a disk that holds a join (a reboot)
+    // joins no more.
+    StatusOr<agent::JoinedState> joined = agent::LoadJoinedState(o.state_dir);
+    if (joined.status().code() == StatusCode::kNotFound) {
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(o.state_dir) / "tls", ec);
+      joined = agent::JoinHpodd(o);
+    }
+    const int64_t took =
+        std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
+    world->swarm().Post([weak, joined = std::move(joined), took] {
+      if (auto self = weak.lock()) self->OnJoined(joined, took);
+    });
+  });
+}
+
+void SimAgent::OnJoined(const StatusOr<agent::JoinedState>& joined, int64_t took_ms) {
+  joining_ = false;
+  if (dead_) return;
+  SimCounters& c = world_.counters();
+  if (!joined.ok() && joined.status().code() == StatusCode::kUnavailable) {
+    // As the real agent (cmd/hpod-agent): hpodd could not take the join now; it
+    // tries again after a jittered wait, 1 s doubling up to 60 s.
+    c.join_retries++;
+    c.join_retry_reasons[joined.status().ToString().substr(0, 160)]++;
+    int64_t cap = std::min<int64_t>(60000, int64_t{1000} << std::min(unavailable_joins_, 6));
+    unavailable_joins_++;
+    std::uniform_int_distribution<int64_t> wait(0, cap);
+    const uint64_t process = process_;
+    Later(milliseconds(wait(world_.rng())), [process](SimAgent& a) {
+      if (a.process_ == process) a.Connect();
+    });
+    return;
+  }
+  std::string refused;
+  if (!joined.ok()) {
+    refused = joined.status().ToString();
+  } else if (joined->instance_id != config_.instance_id) {
+    refused = "joined for node '" + joined->instance_id + "'";
+  }
+  if (!refused.empty()) {
+    // As the real agent: a refused join, or one for another node, is the end
+    // of it (exit 78).
+    c.join_failures++;
+    dead_ = true;
+    StopSlurmd();
+    world_.Event(
+        {{"event", "join_failed"}, {"instance_id", config_.instance_id}, {"message", refused}});
+    return;
+  }
+  c.joins++;
+  c.max_join_ms = std::max(c.max_join_ms, took_ms);
+  unavailable_joins_ = 0;
+  joined_ = true;
+  Connect();
 }
 
 void SimAgent::OnOpen(const Status& s) {

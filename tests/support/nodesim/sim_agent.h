@@ -2,14 +2,16 @@
 
 // One simulated node's hpod-agent, speaking the channel protocol as the real
 // agent does (src/agent/PROTOCOL.md, src/agent/agent.cc): bootstrap token, then
-// the node credential; hello (with the software it runs); get_config; heartbeats with the
-// lifecycle, Slurm and host figures; the lifecycle report (its scripts "succeed" after
-// `lifecycle_delay`); provisioning_parameters; slurm_state for the role hpodd
-// sends, with a slurmd registered in the cluster's SlurmSim; a health report of
-// the real agent's checks; command results; and, on the controller, the
-// cluster's `slurm_nodes` whenever it changed (polled every second, as the real
-// agent polls scontrol). Channel loss reconnects with the real agent's backoff
-// (100 ms → 10 s, full jitter).
+// the node credential, over hpodd's Unix socket; or, for a network agent (an
+// https:// endpoint), the join with its launch's join token (agent::JoinHpodd, the
+// real agent's own code, run on the simulator's blocking pool) and then the
+// channel over mutual TLS with the certificate the join got; hello (with the software it runs);
+// get_config; heartbeats with the lifecycle, Slurm and host figures; the lifecycle report (its
+// scripts "succeed" after `lifecycle_delay`); provisioning_parameters; slurm_state for the role
+// hpodd sends, with a slurmd registered in the cluster's SlurmSim; a health report of the real
+// agent's checks; command results; and, on the controller, the cluster's `slurm_nodes` whenever it
+// changed (polled every second, as the real agent polls scontrol). Channel loss reconnects with the
+// real agent's backoff (100 ms → 10 s, full jitter).
 //
 // Faults (the simulator's control commands): silence (the process hangs: no
 // frame goes out, the socket stays open), disconnect (the socket drops, the
@@ -22,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "hpod/agent/join.h"
 #include "hpod/api/agent_protocol.h"
 #include "hpod/http/websocket_swarm.h"
 #include "slurm_sim.h"
@@ -40,6 +44,7 @@ namespace hpod::nodesim {
 struct NodeConfig {
   std::string instance_id, cluster_id, endpoint, bootstrap_token, hostname, private_ip, group,
       instance_type;
+  std::string join_token;  // network agents (an https:// endpoint)
   int boot = 0;
   static std::optional<NodeConfig> FromJson(const nlohmann::json& j);
 };
@@ -47,6 +52,12 @@ struct NodeConfig {
 struct SimCounters {
   uint64_t connects = 0, refusals = 0, connect_failures = 0, closes = 0, sent = 0, received = 0,
            commands = 0, errors = 0, heartbeats = 0;
+  // Network agents: joins that got a certificate, joins refused (the real agent
+  // then exits 78 and never comes back), joins hpodd could not take then (tried
+  // again later, by reason), and the slowest join.
+  uint64_t joins = 0, join_failures = 0, join_retries = 0;
+  int64_t max_join_ms = 0;
+  std::map<std::string, uint64_t> join_retry_reasons;
   // Between two heartbeats one agent sent on one open connection: the longest, and
   // how many were over 5 s (hpodd takes 6 s of silence for a hung node). A gap the
   // simulator made itself, busy elsewhere, tells an unasked recovery from hpodd's.
@@ -64,6 +75,13 @@ class SimWorld {
   virtual SimCounters& counters() = 0;
   virtual std::mt19937_64& rng() = 0;
   virtual std::chrono::milliseconds lifecycle_delay() const = 0;
+  // Where each simulated node's disk is (<state_dir>/<instance_id>: what a
+  // network agent's join leaves, join.h).
+  virtual const std::string& state_dir() const = 0;
+  // Runs `work` on a thread of the simulator's blocking pool (a join's HTTPS
+  // requests and key generation must not stall the I/O thread); `work` reaches
+  // back to an agent only through swarm().Post.
+  virtual void Blocking(std::function<void()> work) = 0;
   // One JSON line on stdout for the driver (a refusal, a fault applied).
   virtual void Event(const nlohmann::json& event) = 0;
 };
@@ -95,6 +113,11 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   template <typename F>
   void Later(std::chrono::milliseconds delay, F fn);
   void Connect();
+  // A network agent that has not joined yet: the join on the blocking pool, then
+  // OnJoined on the I/O thread.
+  void Join();
+  void OnJoined(const StatusOr<agent::JoinedState>& joined, int64_t took_ms);
+  bool network() const { return !config_.join_token.empty(); }
   void OnOpen(const Status& s);
   void OnHello();  // sends hello and what hpodd may have lost (Agent::OnConnected)
   void OnMessage(const http::WebSocketMessage& m);
@@ -110,6 +133,7 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   void SendSlurmState();
   api::agentproto::SlurmStatus slurm_status() const;
   void StopSlurmd();
+  std::string node_dir() const;  // this node's disk (SimWorld::state_dir)
 
   SimWorld& world_;
   NodeConfig config_;
@@ -120,6 +144,8 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   bool open_ = false;
   bool awaiting_credential_ = false;  // bootstrapped: the credential comes first
   bool dead_ = false, silent_ = false;
+  bool joined_ = false, joining_ = false;  // network agents
+  int unavailable_joins_ = 0;              // joins hpodd could not take, in a row
   std::optional<std::chrono::milliseconds> flap_;
   std::string secret_;
   std::string boot_id_;
