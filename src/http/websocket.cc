@@ -77,12 +77,24 @@ Status RefusalStatus(const websocket::response_type& response, const std::string
   }
 }
 
+Status HandshakeFailure(const beast::error_code& ec, const websocket::response_type& response,
+                        const std::string& url, const std::string& peer, SSL* ssl) {
+  // Only a response that is not 101 is a refusal: a failed read leaves `response`
+  // at its default (200), which must not read as "refused with HTTP 200".
+  if (ec == websocket::error::upgrade_declined) return RefusalStatus(response, url);
+  if (ssl != nullptr && IsTlsError(ec)) {
+    // TLS 1.3: a server refusing the client's certificate (or its absence) says
+    // so with an alert after the client's side of the handshake is done.
+    return UnavailableError("TLS connection with " + peer + " failed: " + TlsFailure(ssl, ec));
+  }
+  return UnavailableError("WebSocket handshake with \"" + url + "\" failed: " + ec.message());
+}
+
 }  // namespace internal
 
 namespace {
 
 using internal::HttpUrl;
-using internal::RefusalStatus;
 
 using Protocol = asio::generic::stream_protocol;
 using tcp = asio::ip::tcp;
@@ -278,16 +290,8 @@ Status WebSocketClient::Impl::Connect(const std::string& url, const std::vector<
   auto handshake = [&] {
     ws.async_handshake(response, parsed.HostHeader(), parsed.target, [&](beast::error_code ec) {
       if (!ec) return finish(CheckSubprotocol(headers, response, url, &subprotocol));
-      // Only a response that is not 101 is a refusal: a failed read leaves `response`
-      // at its default (200), which must not read as "refused with HTTP 200".
-      if (ec == websocket::error::upgrade_declined) return finish(RefusalStatus(response, url));
-      if (internal::IsTlsError(ec)) {
-        // TLS 1.3: a server refusing the client's certificate (or its absence) says
-        // so with an alert after the client's side of the handshake is done.
-        return finish(UnavailableError("TLS connection with " + peer + " failed: " +
-                                       internal::TlsFailure(transport.ssl_handle(), ec)));
-      }
-      finish(UnavailableError("WebSocket handshake with \"" + url + "\" failed: " + ec.message()));
+      finish(internal::HandshakeFailure(ec, response, url, peer,
+                                        transport.tls() ? transport.ssl_handle() : nullptr));
     });
   };
   auto tls_handshake = [&] {

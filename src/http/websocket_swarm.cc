@@ -188,20 +188,11 @@ struct WebSocketSwarm::Impl {
     c->ws.set_option(t);
     c->ws.async_handshake(c->response, to.host, to.target, [this, id, c, to](beast::error_code ec) {
       if (c->gone) return;
-      if (ec == websocket::error::upgrade_declined) {
-        return Fail(id, c, internal::RefusalStatus(c->response, to.url));
-      }
-      if (ec && internal::IsTlsError(ec)) {
-        // TLS 1.3: a server refusing the client's certificate says so with an
-        // alert after the client's side of the handshake is done.
-        return Fail(id, c,
-                    UnavailableError("TLS connection with " + to.peer + " failed: " +
-                                     internal::TlsFailure(c->ws.next_layer().ssl_handle(), ec)));
-      }
       if (ec) {
+        MaybeTlsStream& transport = c->ws.next_layer();
         return Fail(id, c,
-                    UnavailableError("WebSocket handshake with \"" + to.url +
-                                     "\" failed: " + ec.message()));
+                    internal::HandshakeFailure(ec, c->response, to.url, to.peer,
+                                               transport.tls() ? transport.ssl_handle() : nullptr));
       }
       c->open = true;
       c->ws.text(true);
