@@ -54,7 +54,6 @@ class JoinTest : public ::testing::Test {
     options_.state_dir = dir_.path() + "/state";
     options_.facts = {{"machine_id", std::string(32, 'a')}};
     options_.timeout = std::chrono::seconds(10);
-    std::filesystem::create_directories(options_.state_dir + "/tls");
   }
 
   bool Joined() const {

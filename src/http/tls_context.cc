@@ -177,15 +177,11 @@ Status UseClientCertificate(SSL* ssl, const std::string& cert_file, const std::s
   }
   // OpenSSL's own file readers: the PEM stays on the connection's SSL only.
   auto failed = [](const std::string& what, const std::string& path) {
-    unsigned long e = ERR_get_error();
+    // In asio's SSL category, as the context loaders' errors: the same words.
+    boost::system::error_code ec(static_cast<int>(ERR_get_error()),
+                                 asio::error::get_ssl_category());
     ERR_clear_error();
-    std::string why = "unreadable";
-    if (ERR_GET_REASON(e) == PEM_R_NO_START_LINE) {
-      why = "no PEM " + what + " in it";  // OpenSSL says "no start line"
-    } else if (const char* reason = ERR_reason_error_string(e); reason != nullptr) {
-      why = reason;
-    }
-    return InvalidArgumentError("TLS " + what + " file " + path + ": " + why);
+    return FileError(what, path, ec);
   };
   if (SSL_use_certificate_chain_file(ssl, cert_file.c_str()) != 1) {
     return failed("certificate", cert_file);

@@ -68,6 +68,15 @@ void SimAgent::Later(milliseconds delay, F fn) {
   });
 }
 
+milliseconds SimAgent::JitteredWait(int failures, milliseconds initial, milliseconds max) {
+  // As base/backoff.h with jitter: a uniform draw up to initial · 2^failures, at
+  // most `max`; drawn from the simulator's seeded generator, so a run repeats.
+  int64_t cap = initial.count();
+  for (int i = 0; i < failures && cap < max.count(); ++i) cap *= 2;
+  std::uniform_int_distribution<int64_t> wait(0, std::min(cap, max.count()));
+  return milliseconds(wait(world_.rng()));
+}
+
 void SimAgent::Start() {
   const uint64_t process = ++process_;
   started_ = std::chrono::steady_clock::now();
@@ -156,11 +165,7 @@ void SimAgent::Join() {
     // As the real agent's EnsureJoined: a disk that holds a join (a reboot)
     // joins no more.
     StatusOr<agent::JoinedState> joined = agent::LoadJoinedState(o.state_dir);
-    if (joined.status().code() == StatusCode::kNotFound) {
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(o.state_dir) / "tls", ec);
-      joined = agent::JoinHpodd(o);
-    }
+    if (joined.status().code() == StatusCode::kNotFound) joined = agent::JoinHpodd(o);
     const int64_t took =
         std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
     world->swarm().Post([weak, joined = std::move(joined), took] {
@@ -178,11 +183,10 @@ void SimAgent::OnJoined(const StatusOr<agent::JoinedState>& joined, int64_t took
     // tries again after a jittered wait, 1 s doubling up to 60 s.
     c.join_retries++;
     c.join_retry_reasons[joined.status().ToString().substr(0, 160)]++;
-    int64_t cap = std::min<int64_t>(60000, int64_t{1000} << std::min(unavailable_joins_, 6));
-    unavailable_joins_++;
-    std::uniform_int_distribution<int64_t> wait(0, cap);
+    const milliseconds wait =
+        JitteredWait(unavailable_joins_++, milliseconds(1000), milliseconds(60000));
     const uint64_t process = process_;
-    Later(milliseconds(wait(world_.rng())), [process](SimAgent& a) {
+    Later(wait, [process](SimAgent& a) {
       if (a.process_ == process) a.Connect();
     });
     return;
@@ -302,13 +306,10 @@ void SimAgent::OnClose() {
 
 void SimAgent::Reconnect() {
   if (dead_) return;
-  // The real agent's backoff (base/backoff.h): full jitter up to 100 ms · 2^n, at
-  // most 10 s.
-  int64_t cap = std::min<int64_t>(10000, int64_t{100} << std::min(failures_, 7));
-  failures_++;
-  std::uniform_int_distribution<int64_t> wait(0, cap);
+  // The real agent's channel backoff: 100 ms doubling up to 10 s.
+  const milliseconds wait = JitteredWait(failures_++, milliseconds(100), milliseconds(10000));
   const uint64_t attempt = attempt_;
-  Later(milliseconds(wait(world_.rng())), [attempt](SimAgent& a) {
+  Later(wait, [attempt](SimAgent& a) {
     if (a.attempt_ == attempt && !a.open_) a.Connect();
   });
 }

@@ -113,6 +113,9 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   template <typename F>
   void Later(std::chrono::milliseconds delay, F fn);
   void Connect();
+  // The wait before a retry after `failures` failed attempts in a row (full jitter).
+  std::chrono::milliseconds JitteredWait(int failures, std::chrono::milliseconds initial,
+                                         std::chrono::milliseconds max);
   // A network agent that has not joined yet: the join on the blocking pool, then
   // OnJoined on the I/O thread.
   void Join();
