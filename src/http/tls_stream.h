@@ -8,14 +8,17 @@
 // compiled once per stream type. A TLS stream as a second type would compile the
 // HTTP session, the server WebSocket and the client WebSocket twice, so the choice
 // is made at run time instead: MaybeTlsStream forwards each read and write either to
-// the plain basic_stream or to an asio::ssl::stream layered on that same
-// basic_stream (whose expiry then still bounds every TLS read and write).
+// the plain basic_stream or to a TLS layer (OpenSSL, driven in tls_stream.cc) on
+// that same basic_stream, whose expiry then still bounds every TLS read and write.
+// The TLS layer buffers records only while they are in flight, so an idle
+// connection holds no record buffers (tls_stream.cc says why).
 //
 // The TLS path is also compiled once: it takes one buffer and a type-erased
 // completion handler (TlsHandler) and lives in tls_stream.cc, so that the many
-// handler and buffer types of Beast's operations do not each instantiate asio's SSL
-// operations (that alone nearly doubled server_session.cc's compile time). The
-// files including this header see no OpenSSL or asio::ssl stream headers.
+// handler and buffer types of Beast's operations do not each instantiate the TLS
+// operations (asio's SSL operations did, and that alone nearly doubled
+// server_session.cc's compile time). The files including this header see no
+// OpenSSL headers.
 
 #include <cstddef>
 #include <memory>
@@ -86,7 +89,8 @@ class TlsHandler {
 // only be destroyed.
 //
 // Thread contract: not synchronized; used on its connection's strand (or I/O
-// thread), like the Stream it wraps. At most one read and one write at a time.
+// thread), like the Stream it wraps: every handler's associated executor is that
+// one. At most one read and one write at a time.
 class MaybeTlsStream {
  public:
   using executor_type = Stream::executor_type;
@@ -125,7 +129,7 @@ class MaybeTlsStream {
     if (tls_ == nullptr) {
       return stream_->async_read_some(buffers, std::forward<ReadHandler>(handler));
     }
-    // As asio::ssl::stream does: a TLS read fills the first non-empty buffer.
+    // As asio::ssl::stream: a TLS read fills the first non-empty buffer.
     boost::asio::mutable_buffer first;
     for (auto it = boost::asio::buffer_sequence_begin(buffers);
          it != boost::asio::buffer_sequence_end(buffers); ++it) {
@@ -140,9 +144,9 @@ class MaybeTlsStream {
     if (tls_ == nullptr) {
       return stream_->async_write_some(buffers, std::forward<WriteHandler>(handler));
     }
-    // As asio::ssl::stream does: several buffers (an HTTP header and its body, a
+    // As asio::ssl::stream: several buffers (an HTTP header and its body, a
     // WebSocket frame header and payload) are copied into one, so that they make one
-    // TLS record, not one each.
+    // TLS record, not one each. A write takes at most one record's worth.
     boost::asio::const_buffer first;
     size_t count = 0;
     for (auto it = boost::asio::buffer_sequence_begin(buffers);
@@ -187,7 +191,9 @@ class MaybeTlsStream {
 
   std::unique_ptr<Stream> stream_;            // on the heap: the TLS layer refers to it
   std::unique_ptr<Tls, TlsDeleter> tls_;      // declared after stream_: destroyed first
-  std::vector<unsigned char> write_scratch_;  // for the write in progress; freed after it
+  // For the write being started; freed once OpenSSL took it (before the write
+  // completes), so that idle connections hold none.
+  std::vector<unsigned char> write_scratch_;
 };
 
 // Beast's WebSocket close customization points (found by argument-dependent lookup,
