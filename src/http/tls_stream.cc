@@ -12,7 +12,8 @@
 //  - A read receives into the caller's own buffer (Beast's read buffer) and copies
 //    what came to `in`, so an idle connection, whose read waits for the next frame,
 //    holds no receive buffer. While a transfer streams in (the last receive filled
-//    its buffer), receives use a record-sized chunk instead, freed when it pauses.
+//    its buffer), a caller's buffer smaller than a record gives way to a
+//    record-sized chunk, freed when the stream pauses.
 //  - SSL_MODE_RELEASE_BUFFERS lets OpenSSL free its own record buffers between
 //    records.
 // The errors are asio::ssl's (OpenSSL's in asio's SSL category, stream_truncated
@@ -109,7 +110,7 @@ struct MaybeTlsStream::Tls {
   void Continue(std::unique_ptr<Op> op, Want want, error_code ec, size_t bytes);
   void Receive(std::unique_ptr<Op> op);
   void Received(const unsigned char* data, size_t bytes, size_t space, bool chunk);
-  void FreeChunk() { std::vector<unsigned char>().swap(chunk_); }
+  void FreeChunk() { chunk_.reset(); }
   void Complete(std::unique_ptr<Op> op, error_code ec, size_t bytes);
   void StartSend(const TlsHandler::executor_type& executor);
   // The end of the peer's stream is clean only after its close_notify.
@@ -122,7 +123,7 @@ struct MaybeTlsStream::Tls {
   size_t in_pos_ = 0;
   std::vector<unsigned char> out_;      // made by OpenSSL, not yet being sent
   std::vector<unsigned char> sending_;  // the socket write in flight
-  std::vector<unsigned char> chunk_;    // receive space while streaming
+  std::unique_ptr<unsigned char[]> chunk_;  // receive space (kRecordBytes) while streaming
   bool writing_ = false;
   bool streaming_ = false;                // the last receive filled its buffer: more is coming
   error_code write_error_;                // sticky: once a send failed, the connection is done
@@ -297,9 +298,11 @@ void MaybeTlsStream::Tls::Continue(std::unique_ptr<Op> op, Want want, error_code
 }
 
 void MaybeTlsStream::Tls::Receive(std::unique_ptr<Op> op) {
-  const bool chunk = op->kind != OpKind::kRead || op->read_buffer.size() == 0 || streaming_;
-  if (chunk) chunk_.resize(kRecordBytes);
-  asio::mutable_buffer space = chunk ? asio::buffer(chunk_) : op->read_buffer;
+  // The caller's buffer when there is one and, while streaming, it holds a record.
+  const bool chunk = op->kind != OpKind::kRead || op->read_buffer.size() == 0 ||
+                     (streaming_ && op->read_buffer.size() < kRecordBytes);
+  if (chunk && chunk_ == nullptr) chunk_.reset(new unsigned char[kRecordBytes]);  // not zeroed
+  asio::mutable_buffer space = chunk ? asio::buffer(chunk_.get(), kRecordBytes) : op->read_buffer;
   op->async = true;
   TlsHandler::executor_type executor = op->handler.get_executor();
   stream_.async_read_some(
@@ -347,10 +350,10 @@ void MaybeTlsStream::Tls::Shutdown(error_code& ec) {
       }
     }
     if (want == Want::kDone) return;
-    chunk_.resize(kRecordBytes);
+    chunk_.reset(new unsigned char[kRecordBytes]);
     error_code received;
-    size_t n = stream_.read_some(asio::buffer(chunk_), received);
-    in_.insert(in_.end(), chunk_.data(), chunk_.data() + n);
+    size_t n = stream_.read_some(asio::buffer(chunk_.get(), kRecordBytes), received);
+    in_.insert(in_.end(), chunk_.get(), chunk_.get() + n);
     FreeChunk();
     if (received) {
       ec = MapEnd(received);
