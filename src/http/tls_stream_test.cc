@@ -1,9 +1,9 @@
 // MaybeTlsStream's TLS layer on its own, over a Unix socket pair on one I/O
 // thread: megabytes both ways at once (many records, reads into small buffers, a
 // key update that makes a reader send while the writer's send is in flight), a
-// clean end after close_notify both ways, and an end without close_notify read as
-// stream_truncated. Every step is driven to completion by io_context::run; nothing
-// waits on time.
+// clean end after close_notify both ways (asynchronous and blocking), and an end
+// without close_notify read as stream_truncated. Every step is driven to completion by
+// io_context::run; nothing waits on time.
 
 #include "hpod/http/tls_stream.h"
 
@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 
 // <utility> above must precede every Boost header (Boost 1.74 Asio under g++ 12).
@@ -149,6 +150,26 @@ TEST_F(TlsStreamTest, CloseNotifyBothWaysEndsCleanly) {
   ASSERT_TRUE(client_shutdown && server_shutdown);
   EXPECT_FALSE(*client_shutdown) << client_shutdown->message();
   EXPECT_FALSE(*server_shutdown) << server_shutdown->message();
+}
+
+// Beast's blocking WebSocket close (teardown) takes this path: hpod's own code
+// closes asynchronously, so only this test runs it.
+TEST_F(TlsStreamTest, TheBlockingShutdownSendsAndAwaitsCloseNotify) {
+  std::optional<error_code> server_shutdown;
+  error_code client_shutdown = asio::error::would_block;
+  Reader server_read(*server_, 1, 1024);
+  // Its own thread: it blocks until the server's close_notify, which the server
+  // sends from this one.
+  std::thread client([&] { client_->TlsShutdown(client_shutdown); });
+  ioc_.restart();
+  while (!server_read.end.has_value()) ASSERT_EQ(ioc_.run_one(), 1u);
+  EXPECT_EQ(*server_read.end, asio::error::eof) << server_read.end->message();
+  server_->AsyncTlsShutdown([&](error_code ec) { server_shutdown = ec; });
+  Run();
+  client.join();
+  ASSERT_TRUE(server_shutdown.has_value());
+  EXPECT_FALSE(*server_shutdown) << server_shutdown->message();
+  EXPECT_FALSE(client_shutdown) << client_shutdown.message();
 }
 
 TEST_F(TlsStreamTest, AnEndWithoutCloseNotifyIsTruncated) {
