@@ -133,16 +133,20 @@ struct MaybeTlsStream::Tls {
 void MaybeTlsStream::TlsDeleter::operator()(Tls* tls) const { delete tls; }
 
 MaybeTlsStream::Tls::Tls(Stream& s, std::shared_ptr<SslContext> c)
-    : stream_(s), context_(std::move(c)), ssl_(SSL_new(context_->native_handle())) {
-  BIO* bio = ssl_ != nullptr ? BIO_new(Method()) : nullptr;
+    : stream_(s), context_(std::move(c)) {
+  BIO_METHOD* method = Method();  // may throw: before anything is owned
+  ssl_ = SSL_new(context_->native_handle());
+  BIO* bio = ssl_ != nullptr ? BIO_new(method) : nullptr;
   if (bio == nullptr) {
     SSL_free(ssl_);
     throw std::bad_alloc();  // as asio::ssl::stream and every allocation here
   }
   BIO_set_data(bio, this);
   SSL_set_bio(ssl_, bio, bio);  // one reference, owned by the SSL object
+  // AUTO_RETRY (OpenSSL's default, stated): a read asks for more ciphertext only
+  // once it took all there was.
   SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                         SSL_MODE_RELEASE_BUFFERS);
+                         SSL_MODE_RELEASE_BUFFERS | SSL_MODE_AUTO_RETRY);
 }
 
 BIO_METHOD* MaybeTlsStream::Tls::Method() {
@@ -265,12 +269,17 @@ void MaybeTlsStream::Tls::Drive(std::unique_ptr<Op> op) {
   if (out_.size() == made_before) return Continue(std::move(op), want, ec, bytes);
   // OpenSSL made records (a handshake flight, the data written, an alert): they
   // go out before this op receives or completes.
-  if (write_error_) return Complete(std::move(op), write_error_, 0);
+  // When both OpenSSL and the socket failed, OpenSSL's error says more (a
+  // certificate that did not verify, not the broken pipe of its alert), as asio's.
+  if (write_error_) {
+    std::vector<unsigned char>().swap(out_);  // never sent
+    return Complete(std::move(op), ec ? ec : write_error_, 0);
+  }
   op->async = true;
   TlsHandler::executor_type executor = op->handler.get_executor();
   send_waiters_.emplace_back(
       [this, op = std::move(op), want, ec, bytes](error_code sent, size_t) mutable {
-        if (sent) return Complete(std::move(op), sent, 0);
+        if (sent) return Complete(std::move(op), ec ? ec : sent, 0);
         Continue(std::move(op), want, ec, bytes);
       },
       executor);
@@ -284,7 +293,10 @@ void MaybeTlsStream::Tls::StartSend(const TlsHandler::executor_type& executor) {
                     asio::bind_executor(executor, [this, executor](error_code ec, size_t) {
                       writing_ = false;
                       std::vector<unsigned char>().swap(sending_);
-                      if (ec) write_error_ = ec;
+                      if (ec) {
+                        write_error_ = ec;
+                        std::vector<unsigned char>().swap(out_);  // never sent
+                      }
                       if (!ec && !out_.empty()) return StartSend(executor);
                       std::vector<TlsHandler> waiters;
                       waiters.swap(send_waiters_);
@@ -294,10 +306,22 @@ void MaybeTlsStream::Tls::StartSend(const TlsHandler::executor_type& executor) {
 
 void MaybeTlsStream::Tls::Continue(std::unique_ptr<Op> op, Want want, error_code ec, size_t bytes) {
   if (want == Want::kDone) return Complete(std::move(op), ec, bytes);
+  // OpenSSL asks for more once it took all of in_ (SSL_MODE_AUTO_RETRY); were
+  // anything left, it goes to OpenSSL before the op waits on the socket.
+  if (in_pos_ < in_.size()) return Drive(std::move(op));
   Receive(std::move(op));
 }
 
 void MaybeTlsStream::Tls::Receive(std::unique_ptr<Op> op) {
+  if (streaming_) {
+    // A burst that ended exactly at a buffer's end: nothing waits, so an idle
+    // read keeps no chunk.
+    error_code ignored;
+    if (stream_.socket().available(ignored) == 0) {
+      streaming_ = false;
+      FreeChunk();
+    }
+  }
   // The caller's buffer when there is one and, while streaming, it holds a record.
   const bool chunk = op->kind != OpKind::kRead || op->read_buffer.size() == 0 ||
                      (streaming_ && op->read_buffer.size() < kRecordBytes);
@@ -385,7 +409,7 @@ void MaybeTlsStream::TlsWriteSome(boost::asio::const_buffer buffer, TlsHandler h
   // returns, so the scratch (a record's worth, 16 KiB) is freed at once: a server
   // holds thousands of mostly idle connections (one per node agent).
   auto op = std::make_unique<Op>(OpKind::kWrite, std::move(handler));
-  op->write_buffer = buffer;
+  op->write_buffer = buffer;  // read by the first Perform only: a write never asks for input
   tls_->Start(std::move(op));
   std::vector<unsigned char>().swap(write_scratch_);
 }

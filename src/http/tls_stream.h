@@ -20,6 +20,7 @@
 // server_session.cc's compile time). The files including this header see no
 // OpenSSL headers.
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <type_traits>
@@ -156,7 +157,7 @@ class MaybeTlsStream {
       if (count++ == 0) first = b;
     }
     if (count > 1) {
-      write_scratch_.resize(kMaxRecordBytes);
+      write_scratch_.resize(std::min(boost::asio::buffer_size(buffers), kMaxRecordBytes));
       size_t n = boost::asio::buffer_copy(boost::asio::buffer(write_scratch_), buffers);
       first = boost::asio::const_buffer(write_scratch_.data(), n);
     }

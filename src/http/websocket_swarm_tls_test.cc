@@ -206,8 +206,9 @@ TEST_F(SwarmTlsTest, AnIdleTlsConnectionHoldsLittleMoreHeapThanAPlainOne) {
   std::cout << "heap per idle connection (both ends): plain " << plain_bytes / 1024 << " KiB, TLS "
             << tls_bytes / 1024 << " KiB\n";
   // OpenSSL's own state is about 29 KiB per end; asio::ssl::stream's record buffers
-  // and BIO pair alone were 68 KiB per end.
-  EXPECT_LT(tls_bytes - plain_bytes, 2 * 48 * 1024.0);
+  // and BIO pair alone were 68 KiB per end, and a record-sized chunk kept at both
+  // ends would add 33 KiB.
+  EXPECT_LT(tls_bytes - plain_bytes, 2 * 40 * 1024.0);
 }
 
 }  // namespace
