@@ -122,9 +122,9 @@ struct MaybeTlsStream::Tls {
   std::vector<unsigned char> in_;        // received, not yet taken: [in_pos_, size)
   size_t in_pos_ = 0;
   std::vector<unsigned char> out_;      // made by OpenSSL, not yet being sent
-  std::vector<unsigned char> sending_;  // the socket write in flight
+  // The socket write in flight; empty when none is (a send is never empty).
+  std::vector<unsigned char> sending_;
   std::unique_ptr<unsigned char[]> chunk_;  // receive space (kRecordBytes) while streaming
-  bool writing_ = false;
   bool streaming_ = false;                // the last receive filled its buffer: more is coming
   error_code write_error_;                // sticky: once a send failed, the connection is done
   std::vector<TlsHandler> send_waiters_;  // ops whose output is in out_/sending_
@@ -283,15 +283,13 @@ void MaybeTlsStream::Tls::Drive(std::unique_ptr<Op> op) {
         Continue(std::move(op), want, ec, bytes);
       },
       executor);
-  if (!writing_) StartSend(executor);
+  if (sending_.empty()) StartSend(executor);
 }
 
 void MaybeTlsStream::Tls::StartSend(const TlsHandler::executor_type& executor) {
-  writing_ = true;
   sending_.swap(out_);  // out_ takes sending_'s (freed) storage
   asio::async_write(stream_, asio::buffer(sending_),
                     asio::bind_executor(executor, [this, executor](error_code ec, size_t) {
-                      writing_ = false;
                       std::vector<unsigned char>().swap(sending_);
                       if (ec) {
                         write_error_ = ec;
@@ -405,13 +403,11 @@ void MaybeTlsStream::TlsReadSome(boost::asio::mutable_buffer buffer, TlsHandler 
 }
 
 void MaybeTlsStream::TlsWriteSome(boost::asio::const_buffer buffer, TlsHandler handler) {
-  // OpenSSL has copied the plaintext into its records by the time SSL_write
-  // returns, so the scratch (a record's worth, 16 KiB) is freed at once: a server
-  // holds thousands of mostly idle connections (one per node agent).
+  // Start's first Perform copies the plaintext into OpenSSL's records before it
+  // returns (a write never asks for input), so `buffer` need not outlive this call.
   auto op = std::make_unique<Op>(OpKind::kWrite, std::move(handler));
-  op->write_buffer = buffer;  // read by the first Perform only: a write never asks for input
+  op->write_buffer = buffer;
   tls_->Start(std::move(op));
-  std::vector<unsigned char>().swap(write_scratch_);
 }
 
 void MaybeTlsStream::TlsHandshake(bool server, boost::asio::const_buffer received,

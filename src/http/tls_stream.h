@@ -156,10 +156,13 @@ class MaybeTlsStream {
       if (b.size() == 0) continue;
       if (count++ == 0) first = b;
     }
+    // A local copy is enough: TlsWriteSome hands the plaintext to OpenSSL before it
+    // returns, so no connection keeps a scratch buffer between writes.
+    std::vector<unsigned char> joined;
     if (count > 1) {
-      write_scratch_.resize(std::min(boost::asio::buffer_size(buffers), kMaxRecordBytes));
-      size_t n = boost::asio::buffer_copy(boost::asio::buffer(write_scratch_), buffers);
-      first = boost::asio::const_buffer(write_scratch_.data(), n);
+      joined.resize(std::min(boost::asio::buffer_size(buffers), kMaxRecordBytes));
+      size_t n = boost::asio::buffer_copy(boost::asio::buffer(joined), buffers);
+      first = boost::asio::const_buffer(joined.data(), n);
     }
     TlsWriteSome(first, TlsHandler(std::forward<WriteHandler>(handler), get_executor()));
   }
@@ -192,9 +195,6 @@ class MaybeTlsStream {
 
   std::unique_ptr<Stream> stream_;            // on the heap: the TLS layer refers to it
   std::unique_ptr<Tls, TlsDeleter> tls_;      // declared after stream_: destroyed first
-  // For the write being started; freed once OpenSSL took it (before the write
-  // completes), so that idle connections hold none.
-  std::vector<unsigned char> write_scratch_;
 };
 
 // Beast's WebSocket close customization points (found by argument-dependent lookup,
