@@ -31,11 +31,10 @@ build: deps $(BUILD)/CMakeCache.txt
 build-installables: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target hpod_installables
 
-# Unit and e2e tests through ctest, then a short libFuzzer run on the request
-# decoder and the SigV4 parser.
+# Every ctest test: unit, e2e, rules, and a short libFuzzer run on the request
+# decoder and the SigV4 parser (fuzz_short, beside the e2e tests).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
-	./scripts/fuzz.sh 15
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L unit

@@ -218,8 +218,17 @@ def run(args):
         names = ["sim"] if args.clusters == 1 else ["sim%03d" % i for i in range(args.clusters)]
         total = n * len(names)
         log("create: %d cluster(s) of %d nodes (%d)" % (len(names), n, total))
+        # Whose CPU the creation took: with network agents, a join's key, CSR and
+        # handshakes are the simulator's (each real node does its own), the
+        # certificate and the handshakes' other ends hpodd's.
+        pids = (b.d.proc.pid, b.sim.proc.pid)
+        cpu0 = [cpu_seconds(p) for p in pids]
         created = b.create(names, n)
+        cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu0)]
         log("  InService after %.1f s (%.2f ms per node)" % (created, created * 1000 / total))
+        log("  CPU during the create: hpodd %.1f s (%.2f ms per node, %.0f%% of one core), "
+            "simulator %.1f s (%.2f ms per node)" %
+            (cpu[0], cpu[0] * 1000 / total, cpu[0] * 100 / created, cpu[1], cpu[1] * 1000 / total))
         stats = b.sim.stats()
         log("  simulator: received %s" % json.dumps({k: (v, stats["received_bytes_by_type"][k]) for k, v in stats["received_by_type"].items()}))
         log("  simulator: %d agents, %d connected, connect failures %s; its longest gap "

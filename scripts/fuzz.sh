@@ -2,8 +2,9 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) in build-fuzz/ and runs
 # each for SECONDS (default 15) from the committed seed corpus. Exits non-zero on
 # any finding; crash inputs are left in build-fuzz/findings/.
-#   scripts/fuzz.sh          # the short run `make test` does
+#   scripts/fuzz.sh          # the short run `make test` does (ctest: fuzz_short)
 #   scripts/fuzz.sh 600      # the longer run for bench/
+# HPOD_FUZZ_JOBS=N builds with N compilers at once (default: one per core).
 set -euo pipefail
 seconds=${1:-15}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DHPOD_BUILD_FUZZERS=ON -DHPOD_BUILD_TESTS=OFF > "$build/configure.log" 2>&1 \
     || { cat "$build/configure.log"; exit 1; }
 fi
-cmake --build "$build" -j"$(nproc)" --target request_decoder_fuzzer sigv4_fuzzer > "$build/build.log" 2>&1 \
+cmake --build "$build" -j"${HPOD_FUZZ_JOBS:-$(nproc)}" --target request_decoder_fuzzer sigv4_fuzzer > "$build/build.log" 2>&1 \
   || { tail -50 "$build/build.log"; exit 1; }
 mkdir -p "$build/findings"
 status=0
