@@ -49,6 +49,14 @@ def log(msg):
     print("%s %s" % (time.strftime("%H:%M:%S", time.gmtime()), msg), flush=True)
 
 
+def epoch_of(t):
+    """Epoch seconds of an API time: epoch seconds or ISO 8601 text."""
+    if isinstance(t, (int, float)):
+        return float(t)
+    from datetime import datetime
+    return datetime.fromisoformat(str(t).replace("Z", "+00:00")).timestamp()
+
+
 def clock_of(t):
     """HH:MM:SS (UTC) of an API time: epoch seconds or ISO 8601 text."""
     if isinstance(t, (int, float)):
@@ -60,6 +68,21 @@ def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def thread_cpu_seconds(pid):
+    """{thread name: CPU seconds} of `pid`'s threads, summed by name."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                text = f.read()
+        except OSError:
+            continue  # the thread ended
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
 
 
 def rss_mib(pid):
@@ -223,12 +246,18 @@ def run(args):
         # certificate and the handshakes' other ends hpodd's.
         pids = (b.d.proc.pid, b.sim.proc.pid)
         cpu0 = [cpu_seconds(p) for p in pids]
+        threads0 = thread_cpu_seconds(pids[1])
         created = b.create(names, n)
         cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu0)]
+        threads = thread_cpu_seconds(pids[1])
         log("  InService after %.1f s (%.2f ms per node)" % (created, created * 1000 / total))
         log("  CPU during the create: hpodd %.1f s (%.2f ms per node, %.0f%% of one core), "
             "simulator %.1f s (%.2f ms per node)" %
             (cpu[0], cpu[0] * 1000 / total, cpu[0] * 100 / created, cpu[1], cpu[1] * 1000 / total))
+        # The simulator's one I/O thread near 100% would make its heartbeats late.
+        log("  the simulator's threads during the create (%% of one core): %s" % ", ".join(
+            "%s %.0f%%" % (name, (sec - threads0.get(name, 0)) * 100 / created)
+            for name, sec in sorted(threads.items(), key=lambda kv: -kv[1])))
         stats = b.sim.stats()
         log("  simulator: received %s" % json.dumps({k: (v, stats["received_bytes_by_type"][k]) for k, v in stats["received_by_type"].items()}))
         log("  simulator: %d agents, %d connected, connect failures %s; its longest gap "
@@ -268,15 +297,28 @@ def run(args):
             # Every recovery of the run that no fault asked for: a healthy node taken
             # for a failed one (an hpodd too slow to read heartbeats in time).
             faulted = set(ws[:3] + killed)
-            extra = [(r["NodeId"], r["Action"], r["Reason"][:60],
-                      clock_of(r.get("CreatedTime")))
-                     for r in b.recoveries("sim") if r["NodeId"] not in faulted]
+            unasked = [r for r in b.recoveries("sim") if r["NodeId"] not in faulted]
+            extra = [(r["NodeId"], r["Action"], r["Reason"][:60], clock_of(r.get("CreatedTime")))
+                     for r in unasked]
             stats = b.sim.stats()
-            # A gap the simulator made (its one thread busy) is not hpodd's doing.
+            # A gap the simulator made (its one thread busy) is not hpodd's doing:
+            # each such recovery is laid against its agent's own long gaps.
+            gaps = b.sim.command("gaps " + ",".join(sorted({r["NodeId"] for r in unasked})))[
+                "gaps"] if unasked else {}
+            in_gap = []
+            for r in unasked:
+                at = epoch_of(r["Timeline"][0]["Time"])  # hpodd's detection
+                for start, end in gaps.get(r["NodeId"], []):
+                    if start <= at <= end + 2:  # + one health pass after the gap ended
+                        in_gap.append("%s: its agent sent no heartbeat for %.1f s" %
+                                      (r["NodeId"], end - start))
+                        break
             log("recoveries of nodes no fault was injected into, over the whole run: %d %s; "
                 "the simulator's longest gap between one agent's heartbeats %d ms, %d over 5 s" %
                 (len(extra), extra[:5], stats["max_heartbeat_gap_ms"],
                  stats["heartbeat_gaps_over_5s"]))
+            log("  of those, %d came while the simulator itself sent that node no heartbeat "
+                "(its thread busy): %s" % (len(in_gap), in_gap[:5] or "-"))
         log("delete: gone after %.1f s" % b.delete(names))
     finally:
         b.close()

@@ -26,10 +26,15 @@
 //   fail ID[,ID...] CHECK [VERDICT]   a failing health check (VERDICT: Replace,
 //                                 Reboot, Healthy; "ok" heals it)
 //   flap ID[,ID...] MS            disconnect every MS milliseconds (0 stops)
+//   late ID[,ID...] MS            no heartbeat for MS milliseconds, counted as the
+//                                 simulator's own gap (as when its thread is busy)
+//   gaps ID[,ID...]               each agent's last heartbeat gaps over 5 s, [start,
+//                                 end] in epoch seconds (a node gone: its last ones)
 //   quit
 // IDs are instance ids or hostnames.
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
@@ -75,6 +80,7 @@ class BlockingPool {
         // handshakes must not delay the heartbeats of the agents already up (a
         // gap the simulator makes reads to hpodd as a hung node).
         setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+        pthread_setname_np(pthread_self(), "sim-join");  // the benchmark reads threads' CPU by name
         Loop();
       });
     }
@@ -164,6 +170,7 @@ class Simulator final : public SimWorld {
     auto it = agents_.find(id);
     if (it == agents_.end()) return;
     it->second->Stop();
+    if (!it->second->long_gaps().empty()) past_gaps_[id] = it->second->long_gaps();
     auto host = by_host_.find(it->second->config().hostname);
     if (host != by_host_.end() && host->second == id) by_host_.erase(host);
     agents_.erase(it);
@@ -189,16 +196,21 @@ class Simulator final : public SimWorld {
     }
     std::vector<std::shared_ptr<SimAgent>> targets;
     std::vector<std::string> unknown;
+    Json gaps = Json::object();
     std::stringstream list(ids);
     for (std::string id; std::getline(list, id, ',');) {
       if (auto h = by_host_.find(id); h != by_host_.end()) id = h->second;
       auto it = agents_.find(id);
-      if (it == agents_.end()) {
+      auto past = past_gaps_.find(id);
+      if (verb == "gaps" && (it != agents_.end() || past != past_gaps_.end())) {
+        gaps[id] = it != agents_.end() ? it->second->long_gaps() : past->second;
+      } else if (it == agents_.end()) {
         unknown.push_back(id);
       } else {
         targets.push_back(it->second);
       }
     }
+    if (verb == "gaps") return Event({{"reply", verb}, {"ok", unknown.empty()}, {"gaps", gaps}});
     std::string arg1, arg2;
     in >> arg1 >> arg2;
     bool known = true;
@@ -213,6 +225,8 @@ class Simulator final : public SimWorld {
         a->Kill();
       } else if (verb == "fail" && !arg1.empty()) {
         a->FailCheck(arg1, arg2.empty() ? "Replace" : arg2);
+      } else if (verb == "late" && !arg1.empty()) {
+        a->Late(std::chrono::milliseconds(std::atoll(arg1.c_str())));
       } else if (verb == "flap" && !arg1.empty()) {
         a->Flap(std::chrono::milliseconds(std::atoll(arg1.c_str())));
       } else {
@@ -271,6 +285,8 @@ class Simulator final : public SimWorld {
   std::map<std::string, SlurmSim> slurm_;
   std::map<std::string, std::shared_ptr<SimAgent>> agents_;
   std::map<std::string, std::string> by_host_;
+  // Agents gone (their nodes terminated) that had long heartbeat gaps: those gaps.
+  std::map<std::string, std::deque<std::pair<double, double>>> past_gaps_;
   SimCounters counters_;
   std::mt19937_64 rng_;
   std::mutex out_mu_;
@@ -341,6 +357,7 @@ int main(int argc, char** argv) {
 
   auto sim = std::make_unique<Simulator>(
       agent_dir, state_dir, std::chrono::milliseconds(lifecycle_ms), seed, join_threads);
+  sim->swarm().Post([] { pthread_setname_np(pthread_self(), "sim-io"); });
   std::thread watcher([&] { hpod::nodesim::WatchDir(*sim, fd); });
   // Configs written before the watch began.
   sim->swarm().Post([&] { sim->ScanAll(); });

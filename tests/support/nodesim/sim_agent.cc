@@ -299,6 +299,10 @@ void SimAgent::OnMessage(const http::WebSocketMessage& m) {
 
 void SimAgent::OnClose() {
   world_.counters().closes++;
+  // hpodd may have closed the channel of a node it took for hung.
+  if (last_beat_ && last_beat_conn_ == conn_) {
+    EndGap(std::chrono::steady_clock::now(), /*count=*/false);
+  }
   open_ = false;
   conn_ = 0;
   if (!dead_) Reconnect();
@@ -401,7 +405,8 @@ void SimAgent::OnCommand(const Json& m) {
 
 void SimAgent::Beat(uint64_t process) {
   if (process != process_ || dead_) return;
-  if (open_ && !silent_ && !awaiting_credential_) {
+  if (open_ && !silent_ && !awaiting_credential_ &&
+      std::chrono::steady_clock::now() >= late_until_) {
     proto::Heartbeat beat;
     beat.seq = ++seq_;
     beat.lifecycle = lifecycle_;
@@ -421,17 +426,25 @@ void SimAgent::Beat(uint64_t process) {
     beat.host = host;
     world_.counters().heartbeats++;
     const auto now = std::chrono::steady_clock::now();
-    if (last_beat_ && last_beat_conn_ == conn_) {
-      const int64_t gap = std::chrono::duration_cast<milliseconds>(now - *last_beat_).count();
-      SimCounters& c = world_.counters();
-      c.max_heartbeat_gap_ms = std::max(c.max_heartbeat_gap_ms, gap);
-      c.heartbeat_gaps_over_5s += gap > 5000;
-    }
+    if (last_beat_ && last_beat_conn_ == conn_) EndGap(now, /*count=*/true);
     last_beat_ = now;
     last_beat_conn_ = conn_;
     Send(beat.ToJson());
   }
   Later(heartbeat_interval_, [process](SimAgent& a) { a.Beat(process); });
+}
+
+void SimAgent::EndGap(std::chrono::steady_clock::time_point now, bool count) {
+  const int64_t gap = std::chrono::duration_cast<milliseconds>(now - *last_beat_).count();
+  if (count) {
+    SimCounters& c = world_.counters();
+    c.max_heartbeat_gap_ms = std::max(c.max_heartbeat_gap_ms, gap);
+    c.heartbeat_gaps_over_5s += gap > 5000;
+  }
+  if (gap <= 5000) return;
+  const double end = EpochNow();
+  long_gaps_.emplace_back(end - static_cast<double>(gap) / 1000, end);
+  if (long_gaps_.size() > 4) long_gaps_.pop_front();
 }
 
 void SimAgent::PollSlurmNodes(uint64_t process) {
@@ -476,6 +489,10 @@ void SimAgent::StopSlurmd() {
 }
 
 void SimAgent::Stop() {
+  // hpodd may have replaced the node for a gap still open (its agent hung).
+  if (open_ && last_beat_ && last_beat_conn_ == conn_) {
+    EndGap(std::chrono::steady_clock::now(), /*count=*/false);
+  }
   dead_ = true;
   process_++;
   if (conn_ != 0) world_.swarm().Drop(conn_);
@@ -485,6 +502,9 @@ void SimAgent::Stop() {
 }
 
 void SimAgent::Reboot(int boot) {
+  if (open_ && last_beat_ && last_beat_conn_ == conn_) {
+    EndGap(std::chrono::steady_clock::now(), /*count=*/false);
+  }
   if (conn_ != 0) world_.swarm().Drop(conn_);
   conn_ = 0;
   open_ = false;
@@ -525,6 +545,8 @@ void SimAgent::FailCheck(const std::string& check, const std::string& verdict) {
   health_seq_++;
   SendHealth();
 }
+
+void SimAgent::Late(milliseconds d) { late_until_ = std::chrono::steady_clock::now() + d; }
 
 void SimAgent::Flap(milliseconds period) {
   if (period.count() <= 0) {

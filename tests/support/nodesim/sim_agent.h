@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -103,11 +104,20 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   void Kill();
   void FailCheck(const std::string& check, const std::string& verdict);
   void Flap(std::chrono::milliseconds period);
+  // The simulator's own lateness, on purpose: no heartbeat goes out for `d`, as
+  // when its thread is busy (unlike Silence, the gap counts as the simulator's).
+  void Late(std::chrono::milliseconds d);
 
   const NodeConfig& config() const { return config_; }
   bool connected() const { return conn_ != 0 && open_; }
   bool silent() const { return silent_; }
   const std::string& lifecycle_state() const { return lifecycle_.state; }
+  // This agent's last few heartbeat gaps over 5 s on a connection that stayed
+  // open, as [start, end] in epoch seconds: the simulator's own lateness (or a
+  // fault it was told to make). A gap still open when the connection closed, the
+  // node rebooted or the node went counts up to then. The benchmark lays hpodd's recoveries against
+  // them.
+  const std::deque<std::pair<double, double>>& long_gaps() const { return long_gaps_; }
 
  private:
   template <typename F>
@@ -131,6 +141,9 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   void OnSlurm(const nlohmann::json& m);
   void OnCommand(const nlohmann::json& m);
   void Beat(uint64_t process);
+  // Ends the gap since this connection's last heartbeat at `now`; `count` adds it
+  // to the counters (not for a node the simulator itself made silent or dead).
+  void EndGap(std::chrono::steady_clock::time_point now, bool count);
   void PollSlurmNodes(uint64_t process);
   void SendHealth();
   void SendSlurmState();
@@ -147,6 +160,7 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   bool open_ = false;
   bool awaiting_credential_ = false;  // bootstrapped: the credential comes first
   bool dead_ = false, silent_ = false;
+  std::chrono::steady_clock::time_point late_until_;  // Late
   bool joined_ = false, joining_ = false;  // network agents
   int unavailable_joins_ = 0;              // joins hpodd could not take, in a row
   std::optional<std::chrono::milliseconds> flap_;
@@ -158,6 +172,7 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   // This connection's last heartbeat sent (none yet: unset).
   std::optional<std::chrono::steady_clock::time_point> last_beat_;
   uint64_t last_beat_conn_ = 0;
+  std::deque<std::pair<double, double>> long_gaps_;
   bool have_config_ = false;
   api::agentproto::LifecycleState lifecycle_;
   nlohmann::json provisioning_;
