@@ -53,7 +53,7 @@ struct WebSocketSwarm::Impl {
     websocket::stream<MaybeTlsStream> ws;
     beast::flat_buffer buffer;
     websocket::response_type response;
-    std::deque<std::string> outbox;
+    std::deque<std::pair<std::string, std::function<void()>>> outbox;  // message, on_written
     bool open = false;
     bool writing = false;
     bool gone = false;  // dropped or closed: no more callbacks
@@ -227,13 +227,16 @@ struct WebSocketSwarm::Impl {
   void Write(Id id, std::shared_ptr<Conn> c) {
     if (c->writing || c->outbox.empty() || !c->open || c->gone) return;
     c->writing = true;
-    c->ws.async_write(asio::buffer(c->outbox.front()), [this, id, c](beast::error_code ec, size_t) {
-      c->writing = false;
-      if (c->gone) return;
-      if (ec) return Closed(id, c, "write failed: " + ec.message());
-      c->outbox.pop_front();
-      Write(id, c);
-    });
+    c->ws.async_write(asio::buffer(c->outbox.front().first),
+                      [this, id, c](beast::error_code ec, size_t) {
+                        c->writing = false;
+                        if (c->gone) return;
+                        if (ec) return Closed(id, c, "write failed: " + ec.message());
+                        std::function<void()> written = std::move(c->outbox.front().second);
+                        c->outbox.pop_front();
+                        if (written) written();
+                        if (!c->gone) Write(id, c);
+                      });
   }
 };
 
@@ -283,11 +286,12 @@ WebSocketSwarm::Id WebSocketSwarm::Open(const std::string& url, const std::vecto
   return id;
 }
 
-void WebSocketSwarm::Send(Id id, std::string data) {
-  asio::post(impl_->ioc, [impl = impl_.get(), id, data = std::move(data)]() mutable {
+void WebSocketSwarm::Send(Id id, std::string data, std::function<void()> on_written) {
+  asio::post(impl_->ioc, [impl = impl_.get(), id, data = std::move(data),
+                          on_written = std::move(on_written)]() mutable {
     auto it = impl->conns.find(id);
     if (it == impl->conns.end()) return;
-    it->second->outbox.push_back(std::move(data));
+    it->second->outbox.emplace_back(std::move(data), std::move(on_written));
     impl->Write(id, it->second);
   });
 }

@@ -51,8 +51,11 @@ class WebSocketSwarm {
   // kInvalidArgument for an unreadable CA or certificate file).
   Id Open(const std::string& url, const std::vector<Header>& headers,
           const WebSocketClientOptions& options, Callbacks callbacks);
-  // Queues a text message; dropped when the connection is not open.
-  void Send(Id id, std::string data);
+  // Queues a text message; dropped when the connection is not open. `on_written`,
+  // if set, runs on the I/O thread once the message is in the socket (its write
+  // completed): when it really left, which a busy I/O thread may make much later
+  // than the call (the node simulator times its heartbeats by it).
+  void Send(Id id, std::string data, std::function<void()> on_written = {});
   // Closes the socket without a close handshake (the peer sees the connection
   // drop, as when a machine dies); no callback follows. Unknown ids are ignored.
   void Drop(Id id);

@@ -425,11 +425,18 @@ void SimAgent::Beat(uint64_t process) {
                         {"/fsx", int64_t{1200} << 30, int64_t{900} << 30}};
     beat.host = host;
     world_.counters().heartbeats++;
-    const auto now = std::chrono::steady_clock::now();
-    if (last_beat_ && last_beat_conn_ == conn_) EndGap(now, /*count=*/true);
-    last_beat_ = now;
-    last_beat_conn_ = conn_;
-    Send(beat.ToJson());
+    world_.counters().sent++;
+    // Timed when it is in the socket, not now: the I/O thread writes it after
+    // whatever it has queued, and that wait is the simulator's lateness too.
+    const uint64_t conn = conn_;
+    world_.swarm().Send(conn_, beat.ToJson().dump(), [self = weak_from_this(), conn] {
+      auto a = self.lock();
+      if (!a || a->conn_ != conn || !a->open_) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (a->last_beat_ && a->last_beat_conn_ == conn) a->EndGap(now, /*count=*/true);
+      a->last_beat_ = now;
+      a->last_beat_conn_ = conn;
+    });
   }
   Later(heartbeat_interval_, [process](SimAgent& a) { a.Beat(process); });
 }

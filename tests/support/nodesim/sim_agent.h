@@ -59,9 +59,10 @@ struct SimCounters {
   uint64_t joins = 0, join_failures = 0, join_retries = 0;
   int64_t max_join_ms = 0;
   std::map<std::string, uint64_t> join_retry_reasons;
-  // Between two heartbeats one agent sent on one open connection: the longest, and
-  // how many were over 5 s (hpodd takes 6 s of silence for a hung node). A gap the
-  // simulator made itself, busy elsewhere, tells an unasked recovery from hpodd's.
+  // Between two heartbeats one agent wrote to its socket on one open connection:
+  // the longest, and how many were over 5 s (hpodd takes 6 s of silence for a hung
+  // node). A gap the simulator made itself, busy elsewhere, tells an unasked
+  // recovery from hpodd's.
   int64_t max_heartbeat_gap_ms = 0, heartbeat_gaps_over_5s = 0;
   std::map<std::string, uint64_t> failure_reasons;  // connect failures by message
   std::map<std::string, uint64_t> received_by_type, received_bytes_by_type;
@@ -169,7 +170,7 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   std::chrono::steady_clock::time_point started_;
   std::chrono::milliseconds heartbeat_interval_{2000};
   int64_t seq_ = 0, health_seq_ = 0;
-  // This connection's last heartbeat sent (none yet: unset).
+  // This connection's last heartbeat written to its socket (none yet: unset).
   std::optional<std::chrono::steady_clock::time_point> last_beat_;
   uint64_t last_beat_conn_ = 0;
   std::deque<std::pair<double, double>> long_gaps_;
