@@ -451,7 +451,7 @@ void SimAgent::EndGap(std::chrono::steady_clock::time_point now, bool count) {
   if (gap <= 5000) return;
   const double end = EpochNow();
   long_gaps_.emplace_back(end - static_cast<double>(gap) / 1000, end);
-  if (long_gaps_.size() > 4) long_gaps_.pop_front();
+  if (long_gaps_.size() > 16) long_gaps_.pop_front();
 }
 
 void SimAgent::PollSlurmNodes(uint64_t process) {

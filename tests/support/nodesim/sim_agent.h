@@ -113,7 +113,7 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   bool connected() const { return conn_ != 0 && open_; }
   bool silent() const { return silent_; }
   const std::string& lifecycle_state() const { return lifecycle_.state; }
-  // This agent's last few heartbeat gaps over 5 s on a connection that stayed
+  // This agent's last 16 heartbeat gaps over 5 s on a connection that stayed
   // open, as [start, end] in epoch seconds: the simulator's own lateness (or a
   // fault it was told to make). A gap still open when the connection closed, the
   // node rebooted or the node went counts up to then. The benchmark lays hpodd's recoveries against
