@@ -431,7 +431,8 @@ void SimAgent::Beat(uint64_t process) {
     const uint64_t conn = conn_;
     world_.swarm().Send(conn_, beat.ToJson().dump(), [self = weak_from_this(), conn] {
       auto a = self.lock();
-      if (!a || a->conn_ != conn || !a->open_) return;
+      // Silenced since it was queued: a silence asked for is no gap of the simulator's.
+      if (!a || a->conn_ != conn || !a->open_ || a->silent_) return;
       const auto now = std::chrono::steady_clock::now();
       if (a->last_beat_ && a->last_beat_conn_ == conn) a->EndGap(now, /*count=*/true);
       a->last_beat_ = now;
