@@ -64,10 +64,15 @@ def clock_of(t):
     return str(t)[11:19]
 
 
+def stat_cpu_seconds(text):
+    """User + system CPU seconds of a /proc/.../stat line."""
+    fields = text.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return stat_cpu_seconds(f.read())
 
 
 def thread_cpu_seconds(pid):
@@ -80,8 +85,7 @@ def thread_cpu_seconds(pid):
         except OSError:
             continue  # the thread ended
         name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        out[name] = out.get(name, 0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+        out[name] = out.get(name, 0) + stat_cpu_seconds(text)
     return out
 
 
@@ -194,7 +198,6 @@ class Bench:
         """Applies `verb` to `ids` at once; waits until each has one Succeeded
         recovery. Returns (detection seconds each, seconds until the last finished,
         every recovery of the cluster)."""
-        from datetime import datetime
         before = {r["RecoveryId"] for r in self.recoveries(name)}
         t0 = time.time()
         reply = self.sim.command("%s %s" % (verb, ",".join(ids)))
@@ -208,9 +211,8 @@ class Bench:
             if time.time() - t0 > timeout:
                 raise RuntimeError("%d of %d recovered after %d s" % (len(done), len(want), timeout))
             time.sleep(1)
-        ts = lambda t: datetime.fromisoformat(t).timestamp()  # noqa: E731
-        detect = sorted(ts(r["Timeline"][0]["Time"]) - t0 for r in done)
-        last = max(ts(r["FinishedTime"]) for r in done) - t0
+        detect = sorted(epoch_of(r["Timeline"][0]["Time"]) - t0 for r in done)
+        last = max(epoch_of(r["FinishedTime"]) for r in done) - t0
         time.sleep(8)  # a duplicate would show by now
         rs = [r for r in self.recoveries(name) if r["RecoveryId"] not in before]
         return detect, last, rs

@@ -300,9 +300,7 @@ void SimAgent::OnMessage(const http::WebSocketMessage& m) {
 void SimAgent::OnClose() {
   world_.counters().closes++;
   // hpodd may have closed the channel of a node it took for hung.
-  if (last_beat_ && last_beat_conn_ == conn_) {
-    EndGap(std::chrono::steady_clock::now(), /*count=*/false);
-  }
+  EndOpenGap();
   open_ = false;
   conn_ = 0;
   if (!dead_) Reconnect();
@@ -455,6 +453,12 @@ void SimAgent::EndGap(std::chrono::steady_clock::time_point now, bool count) {
   if (long_gaps_.size() > 16) long_gaps_.pop_front();
 }
 
+void SimAgent::EndOpenGap() {
+  if (open_ && last_beat_ && last_beat_conn_ == conn_) {
+    EndGap(std::chrono::steady_clock::now(), /*count=*/false);
+  }
+}
+
 void SimAgent::PollSlurmNodes(uint64_t process) {
   if (process != process_ || dead_) return;
   if (role_ == "controller" && slurm_status().daemon == "running" && open_ && !silent_) {
@@ -498,9 +502,7 @@ void SimAgent::StopSlurmd() {
 
 void SimAgent::Stop() {
   // hpodd may have replaced the node for a gap still open (its agent hung).
-  if (open_ && last_beat_ && last_beat_conn_ == conn_) {
-    EndGap(std::chrono::steady_clock::now(), /*count=*/false);
-  }
+  EndOpenGap();
   dead_ = true;
   process_++;
   if (conn_ != 0) world_.swarm().Drop(conn_);
@@ -510,9 +512,7 @@ void SimAgent::Stop() {
 }
 
 void SimAgent::Reboot(int boot) {
-  if (open_ && last_beat_ && last_beat_conn_ == conn_) {
-    EndGap(std::chrono::steady_clock::now(), /*count=*/false);
-  }
+  EndOpenGap();
   if (conn_ != 0) world_.swarm().Drop(conn_);
   conn_ = 0;
   open_ = false;

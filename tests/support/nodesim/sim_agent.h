@@ -145,6 +145,8 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   // Ends the gap since this connection's last heartbeat at `now`; `count` adds it
   // to the counters (not for a node the simulator itself made silent or dead).
   void EndGap(std::chrono::steady_clock::time_point now, bool count);
+  // The connection ends (closed, rebooted, gone): a gap still open counts up to now.
+  void EndOpenGap();
   void PollSlurmNodes(uint64_t process);
   void SendHealth();
   void SendSlurmState();
