@@ -40,6 +40,16 @@ PARAMS = json.dumps({"version": "1.0.0", "workload_manager": "slurm",
                      "worker_groups": [{"instance_group_name": "workers",
                                         "partition_name": "dev"}]})
 
+# test_3's agent, for one boot: it starts once slurmd.service has said in this
+# boot's journal that it waits for the agent (or after 30 s).
+LATE_AGENT = "/etc/systemd/system/hpod-agent.service.d/late-agent.sh"
+LATE_AGENT_DROPIN = "/etc/systemd/system/hpod-agent.service.d/zz-late.conf"
+LATE_AGENT_SCRIPT = """#!/bin/sh
+timeout 30 sh -c 'until journalctl -b -q -u slurmd | grep -q "waiting for the hpod agent"; do
+  sleep 0.2; done'
+exec /opt/hpod/bin/hpod-agent join --foreground --state-dir /var/lib/hpod-agent"""
+LATE_AGENT_UNIT = "[Service]\nExecStart=\nExecStart=" + LATE_AGENT
+
 # The role as AWS's lifecycle_script.py finds it (its address among the
 # groups'), then Slurm started as its start_slurm.sh does. A pool host has no
 # outside route, so the address comes from `hostname -I`.
@@ -249,6 +259,16 @@ class PoolSystemdTest(unittest.TestCase):
         hosts = {h["Hostname"]: h for h in self.hpod("list-hosts")["Hosts"]}
         instance = hosts[w.name]["InstanceId"]
         old_boot = w.boot_id()
+        # What is checked is a unit that starts before the agent answers. Boot
+        # order alone does not say which comes first (the agent's unit is
+        # Type=simple, so slurmd.service, ordered after it, may start before
+        # or after the agent listens). For this boot the agent waits until
+        # slurmd.service said it waits (30 s at most, so a unit that never
+        # says so fails the check below rather than hanging the boot).
+        w.sh("cat > %s <<'EOF'\n%s\nEOF\nchmod +x %s\ncat > %s <<'EOF'\n%s\nEOF" % (
+            LATE_AGENT, LATE_AGENT_SCRIPT, LATE_AGENT, LATE_AGENT_DROPIN, LATE_AGENT_UNIT))
+        self.addCleanup(w.sh, "rm -f %s %s && systemctl daemon-reload" % (
+            LATE_AGENT, LATE_AGENT_DROPIN), check=False)
         out = self.hpod("batch-reboot-cluster-nodes", "--cluster-name", "sd",
                         "--node-ids", instance)
         self.assertEqual(out.get("Failed", []), [], out)
@@ -270,7 +290,7 @@ class PoolSystemdTest(unittest.TestCase):
         self.one_daemon(w, "slurmd")
         # It started before the agent could answer, and waited for it.
         self.assertIn("waiting for the hpod agent",
-                      w.sh("journalctl --no-pager -u slurmd").stdout)
+                      w.sh("journalctl --no-pager -b -u slurmd").stdout)
         self.assertIn("hpod-agent systemd-unit start slurmd", w.sh(
             "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value slurmd)/cmdline").stdout)
         self.assertEqual(len(w.sh("pgrep -a munged").stdout.strip().split("\n")), 1)
