@@ -326,6 +326,27 @@ TEST_F(AgentServiceTest, AHeartbeatWithUnreadableHostFiguresStillCounts) {
   EXPECT_EQ(NodeEvents().size(), 2u);
 }
 
+// Any frame is a sign of life (AgentLiveness::last_frame), a frame hpodd refuses
+// too; only a heartbeat moves last_heartbeat.
+TEST_F(AgentServiceTest, EveryFrameReadIsNotedAsTheAgentsLastSignOfLife) {
+  std::string secret;
+  auto ws = Register(&secret);
+  ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", 1}}.dump(), false).ok());
+  ASSERT_TRUE(WaitFor([&] { return agents_->Liveness(kNode1).last_heartbeat.has_value(); }));
+  const auto beat = clock_.SteadyNow();
+  EXPECT_EQ(agents_->Liveness(kNode1).last_frame, beat);
+  clock_.AdvanceTime(seconds(5));
+  ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
+  EXPECT_EQ(Next(*ws)["type"], "config_pending");
+  EXPECT_EQ(agents_->Liveness(kNode1).last_frame, clock_.SteadyNow());
+  EXPECT_EQ(agents_->Liveness(kNode1).last_heartbeat, beat);
+  clock_.AdvanceTime(seconds(5));
+  ASSERT_TRUE(ws->Send("not json", false).ok());
+  EXPECT_EQ(Next(*ws)["type"], "error");
+  EXPECT_EQ(agents_->Liveness(kNode1).last_frame, clock_.SteadyNow());
+  EXPECT_EQ(agents_->Liveness(kNode1).last_heartbeat, beat);
+}
+
 // A job_query reaches the job handler with the asking node's clock offset, so
 // that the times the node read (job_health's `since`) are moved onto hpodd's.
 TEST_F(AgentServiceTest, AJobQueryCarriesTheNodesClockOffset) {

@@ -238,7 +238,10 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
         }
       }
     } else {
-      Steady::time_point last = live.last_heartbeat.value_or(live.connected_at);
+      // Any frame shows the agent alive (AgentLiveness::last_frame); fakes and
+      // older snapshots may set the heartbeat's time alone.
+      const Steady::time_point last = std::max(live.last_heartbeat.value_or(live.connected_at),
+                                               live.last_frame.value_or(live.connected_at));
       // Under a deep health check a node is loaded on purpose (stress-ng on every
       // CPU it has; a node held to 2% of one by the cpu-throttle fault runs it
       // there) and is held out of jobs: its heartbeats may lag for the run, so a
@@ -248,7 +251,8 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
                                : options_.heartbeat_timeout;
       if (now - last > timeout) {
         Ask(h, RecoveryAction::kReplace, kLostContact, "heartbeat",
-            "no heartbeat from the hpod agent for " + std::to_string(Seconds(now - last)) +
+            "no heartbeat (nor any other message) from the hpod agent for " +
+                std::to_string(Seconds(now - last)) +
                 " s while its connection stays open (the node hangs)",
             true);
       }

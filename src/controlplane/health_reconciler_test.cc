@@ -142,6 +142,21 @@ TEST_F(HealthTest, MissedHeartbeatsBeyondTheTimeoutMeanReplace) {
   EXPECT_NE(v.reason.find("hangs"), std::string::npos) << v.reason;
 }
 
+// A controller's heartbeats may wait behind its Slurm table (a megabyte at
+// 10,000 nodes) in its agent's outbox and in hpodd's reading: a frame of any
+// type read meanwhile shows the agent alive, and silence past it still counts.
+TEST_F(HealthTest, AnyFrameFromTheAgentCountsAsLife) {
+  const std::string a = nodes_[0].instance_id;
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(4000));
+  signals_.live[a].last_frame = h_.clock_.SteadyNow();  // its Slurm table came
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(5900));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy) << "9.9 s after its heartbeat";
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(200));
+  NodeHealth v = Of(a);
+  EXPECT_EQ(v.verdict, HealthVerdict::kReplace);
+  EXPECT_NE(v.reason.find("for 6 s"), std::string::npos) << v.reason;
+}
+
 // A node under a deep health check is loaded on purpose: a silence of a few
 // heartbeat timeouts is its stress run, not a hang; three are a hang.
 TEST_F(HealthTest, ANodeUnderADeepCheckMayLagItsHeartbeatsForThreeTimeouts) {
