@@ -136,7 +136,7 @@ Agent::Agent(AgentOptions options, const Clock& clock)
         for (const auto& n : nodes) {
           report.nodes.push_back({n.name, n.state, n.reason, n.slurmd_start_time});
         }
-        channel_->Send(report.ToJson());
+        channel_->SendLatest(report.ToJson());
       });
   if (options_.health.interval.count() > 0) {
     health::NodeProbes probes;

@@ -60,6 +60,7 @@ Channel::Channel(ChannelOptions options, ChannelHandler* handler)
       // Full jitter: a thousand agents restarted together must not reconnect together.
       reconnect_(
           {.initial = options_.backoff_initial, .max = options_.backoff_max, .jitter = true}),
+      outbox_(options_.outbox_max_bytes),
       heartbeat_interval_(options_.heartbeat_interval) {}
 
 Channel::~Channel() {
@@ -121,6 +122,10 @@ void Channel::UseCertificate(Dial& dial) const {
 
 void Channel::Send(const Json& message) { Enqueue(Serialize(message), true); }
 
+void Channel::SendLatest(const Json& message) {
+  Enqueue(Serialize(message), true, Outbox::Kind::kLatest, message.value("type", ""));
+}
+
 void Channel::SendLog(std::string_view stream, std::string_view data) {
   for (size_t i = 0; i < data.size(); i += kMaxLogChunk) {
     proto::Log frame{std::string(stream), std::string(data.substr(i, kMaxLogChunk))};
@@ -128,17 +133,12 @@ void Channel::SendLog(std::string_view stream, std::string_view data) {
   }
 }
 
-void Channel::Enqueue(std::string frame, bool keep_while_disconnected) {
+void Channel::Enqueue(std::string frame, bool keep_while_disconnected, Outbox::Kind kind,
+                      std::string type) {
   // No logging in here: the Agent log sink calls this, under spdlog's sink lock.
   MutexLock lock(mu_);
   if (!keep_while_disconnected && conn_ == nullptr) return;
-  outbox_bytes_ += frame.size();
-  outbox_.push_back(std::move(frame));
-  while (outbox_bytes_ > options_.outbox_max_bytes && outbox_.size() > 1) {
-    outbox_bytes_ -= outbox_.front().size();
-    outbox_.pop_front();
-    ++dropped_;
-  }
+  outbox_.Push(std::move(frame), kind, std::move(type));
   cv_.notify_all();
 }
 
@@ -151,29 +151,24 @@ void Channel::WriterLoop() {
     std::shared_ptr<http::WebSocketClient> conn = conn_;
     std::string frame;
     bool is_marker = false;
-    if (dropped_ > 0) {
-      frame = Serialize(proto::Log{"Agent", "[hpod-agent] " + std::to_string(dropped_) +
+    if (outbox_.dropped() > 0) {
+      frame = Serialize(proto::Log{"Agent", "[hpod-agent] " + std::to_string(outbox_.dropped()) +
                                                 " earlier messages were dropped while "
                                                 "disconnected\n"}
                             .ToJson());
       is_marker = true;
     } else {
-      frame = std::move(outbox_.front());
-      outbox_.pop_front();
-      outbox_bytes_ -= frame.size();
+      frame = outbox_.Pop();
     }
     lock.Unlock();
     Status sent = conn->Send(frame, /*binary=*/false);
     lock.Lock();
     if (sent.ok()) {
-      if (is_marker) dropped_ = 0;
+      if (is_marker) outbox_.ClearDropped();
       continue;
     }
     // The connection is gone: keep the frame for the next one (Run notices the loss).
-    if (!is_marker) {
-      outbox_bytes_ += frame.size();
-      outbox_.push_front(std::move(frame));
-    }
+    if (!is_marker) outbox_.PushFront(std::move(frame));
     if (conn_ == conn) conn_ = nullptr;
   }
 }
@@ -190,7 +185,7 @@ void Channel::HeartbeatLoop() {
     lock.Unlock();
     proto::Heartbeat beat = handler_->HeartbeatFields();
     beat.seq = static_cast<int64_t>(++seq);
-    Enqueue(Serialize(beat.ToJson()), /*keep_while_disconnected=*/false);
+    Enqueue(Serialize(beat.ToJson()), /*keep_while_disconnected=*/false, Outbox::Kind::kHeartbeat);
     if (options_.renewal != nullptr) {
       if (auto renew = options_.renewal->Due()) Enqueue(Serialize(renew->ToJson()), false);
     }
@@ -354,8 +349,7 @@ Status Channel::Run() {
       std::deque<std::string> rest;
       {
         MutexLock lock(mu_);
-        rest.swap(outbox_);
-        outbox_bytes_ = 0;
+        rest = outbox_.TakeAll();
       }
       for (const auto& frame : rest) {
         if (!(*conn)->Send(frame, false).ok()) break;

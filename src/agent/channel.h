@@ -5,7 +5,8 @@
 // that, kept open with heartbeats, and re-opened with full-jitter backoff whenever
 // it drops. Messages the agent sends while disconnected wait in a bounded outbox
 // (the oldest are dropped first, and a marker says how many) and go out, in order,
-// right after the next `hello`.
+// right after the next `hello`. Heartbeats and whole Slurm tables are the outbox's
+// two exceptions to that order (outbox.h).
 //
 // Thread contract: Send, SendLog, SetHeartbeatInterval, SessionDial and Stop are
 // thread-safe; Run is called once, from one thread, and calls the handler from it.
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "hpod/agent/join.h"
+#include "hpod/agent/outbox.h"
 #include "hpod/api/agent_protocol.h"
 #include "hpod/base/backoff.h"
 #include "hpod/base/status.h"
@@ -116,6 +118,10 @@ class Channel {
   // Queues a message for hpodd (kept across disconnects, bounded): the ToJson of
   // one of api/agent_protocol.h's structs.
   void Send(const nlohmann::json& message);
+  // Queues a message that carries a whole state (the controller's
+  // `slurm_nodes`): it replaces an unsent one of its type, and heartbeats may go
+  // ahead of it (Outbox::Kind::kLatest).
+  void SendLatest(const nlohmann::json& message);
   // A `log` message; `data` longer than 64 KiB is split.
   void SendLog(std::string_view stream, std::string_view data);
   void SetHeartbeatInterval(std::chrono::milliseconds interval);
@@ -129,7 +135,8 @@ class Channel {
 
  private:
   StatusOr<std::shared_ptr<http::WebSocketClient>> Connect();
-  void Enqueue(std::string frame, bool keep_while_disconnected);
+  void Enqueue(std::string frame, bool keep_while_disconnected,
+               Outbox::Kind kind = Outbox::Kind::kOrdered, std::string type = "");
   void WriterLoop();
   void HeartbeatLoop();
   bool SleepUnlessStopped(std::chrono::milliseconds d);
@@ -148,9 +155,7 @@ class Channel {
   bool stopping_ GUARDED_BY(mu_) = false;
   std::string secret_ GUARDED_BY(mu_);                           // empty until known
   std::shared_ptr<http::WebSocketClient> conn_ GUARDED_BY(mu_);  // set after hello
-  std::deque<std::string> outbox_ GUARDED_BY(mu_);
-  size_t outbox_bytes_ GUARDED_BY(mu_) = 0;
-  uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  Outbox outbox_ GUARDED_BY(mu_);
   std::chrono::milliseconds heartbeat_interval_ GUARDED_BY(mu_);
   std::thread writer_;
   std::thread heartbeat_;

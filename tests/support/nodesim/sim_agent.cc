@@ -38,6 +38,9 @@ std::string ConfigWithoutResources(const std::string& data) {
   return data.substr(0, at) + kEnd;
 }
 
+// The tag of a heartbeat in the outbox (any other frame's is 0).
+constexpr uint64_t kHeartbeatTag = 1;
+
 }  // namespace
 
 std::optional<NodeConfig> NodeConfig::FromJson(const Json& j) {
@@ -232,6 +235,8 @@ void SimAgent::OnOpen(const Status& s) {
   }
   world_.counters().connects++;
   open_ = true;
+  outbox_.TakeAll();
+  writing_ = false;
   failures_ = 0;
   if (!awaiting_credential_) OnHello();
 }
@@ -316,10 +321,27 @@ void SimAgent::Reconnect() {
   });
 }
 
-void SimAgent::Send(const Json& message) {
+void SimAgent::Send(const Json& message, agent::Outbox::Kind kind, uint64_t tag) {
   if (!open_ || silent_ || conn_ == 0) return;
   world_.counters().sent++;
-  world_.swarm().Send(conn_, message.dump());
+  outbox_.Push(message.dump(), kind,
+               kind == agent::Outbox::Kind::kLatest ? message.value("type", "") : "", tag);
+  Pump();
+}
+
+void SimAgent::Pump() {
+  if (writing_ || outbox_.empty() || !open_ || silent_ || conn_ == 0) return;
+  uint64_t tag = 0;
+  std::string frame = outbox_.Pop(&tag);
+  writing_ = true;
+  const uint64_t conn = conn_;
+  world_.swarm().Send(conn_, std::move(frame), [self = weak_from_this(), conn, tag] {
+    auto a = self.lock();
+    if (!a || a->conn_ != conn) return;
+    a->writing_ = false;
+    if (tag == kHeartbeatTag) a->BeatWritten(conn);
+    a->Pump();
+  });
 }
 
 void SimAgent::OnConfig(const Json& m) {
@@ -423,21 +445,21 @@ void SimAgent::Beat(uint64_t process) {
                         {"/fsx", int64_t{1200} << 30, int64_t{900} << 30}};
     beat.host = host;
     world_.counters().heartbeats++;
-    world_.counters().sent++;
-    // Timed when it is in the socket, not now: the I/O thread writes it after
-    // whatever it has queued, and that wait is the simulator's lateness too.
-    const uint64_t conn = conn_;
-    world_.swarm().Send(conn_, beat.ToJson().dump(), [self = weak_from_this(), conn] {
-      auto a = self.lock();
-      // Silenced since it was queued: a silence asked for is no gap of the simulator's.
-      if (!a || a->conn_ != conn || !a->open_ || a->silent_) return;
-      const auto now = std::chrono::steady_clock::now();
-      if (a->last_beat_ && a->last_beat_conn_ == conn) a->EndGap(now, /*count=*/true);
-      a->last_beat_ = now;
-      a->last_beat_conn_ = conn;
-    });
+    // Timed when it is in the socket (BeatWritten), not now: it is written after
+    // the frames ahead of it and whatever the I/O thread has queued, and that
+    // wait is the simulator's lateness too.
+    Send(beat.ToJson(), agent::Outbox::Kind::kHeartbeat, kHeartbeatTag);
   }
   Later(heartbeat_interval_, [process](SimAgent& a) { a.Beat(process); });
+}
+
+void SimAgent::BeatWritten(uint64_t conn) {
+  // Silenced since it was queued: a silence asked for is no gap of the simulator's.
+  if (!open_ || silent_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_beat_ && last_beat_conn_ == conn) EndGap(now, /*count=*/true);
+  last_beat_ = now;
+  last_beat_conn_ = conn;
 }
 
 void SimAgent::EndGap(std::chrono::steady_clock::time_point now, bool count) {
@@ -465,7 +487,7 @@ void SimAgent::PollSlurmNodes(uint64_t process) {
     const SlurmSim& slurm = world_.slurm(config_.cluster_id);
     if (slurm.version() != reported_version_) {
       reported_version_ = slurm.version();
-      Send(proto::SlurmNodes{slurm.Report(node_names_)}.ToJson());
+      Send(proto::SlurmNodes{slurm.Report(node_names_)}.ToJson(), agent::Outbox::Kind::kLatest);
     }
   }
   Later(milliseconds(1000), [process](SimAgent& a) { a.PollSlurmNodes(process); });

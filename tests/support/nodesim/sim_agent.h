@@ -11,7 +11,9 @@
 // hpodd sends, with a slurmd registered in the cluster's SlurmSim; a health report of the real
 // agent's checks; command results; and, on the controller, the cluster's `slurm_nodes` whenever it
 // changed (polled every second, as the real agent polls scontrol). Channel loss reconnects with the
-// real agent's backoff (100 ms → 10 s, full jitter).
+// real agent's backoff (100 ms → 10 s, full jitter). Frames go out as the real agent's
+// channel sends them: one at a time, the rest in the real agent's Outbox (a heartbeat ahead
+// of the Slurm table queued last, an unsent table replaced by the next).
 //
 // Faults (the simulator's control commands): silence (the process hangs: no
 // frame goes out, the socket stays open), disconnect (the socket drops, the
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "hpod/agent/join.h"
+#include "hpod/agent/outbox.h"
 #include "hpod/api/agent_protocol.h"
 #include "hpod/http/websocket_swarm.h"
 #include "slurm_sim.h"
@@ -137,7 +140,12 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   void OnMessage(const http::WebSocketMessage& m);
   void OnClose();
   void Reconnect();
-  void Send(const nlohmann::json& message);
+  void Send(const nlohmann::json& message, agent::Outbox::Kind kind = agent::Outbox::Kind::kOrdered,
+            uint64_t tag = 0);
+  // Hands the outbox's next frame to the swarm unless one is being written.
+  void Pump();
+  // A heartbeat of connection `conn` is in the socket: the gap since the last ends.
+  void BeatWritten(uint64_t conn);
   void OnConfig(const nlohmann::json& m);
   void OnSlurm(const nlohmann::json& m);
   void OnCommand(const nlohmann::json& m);
@@ -175,6 +183,11 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   // This connection's last heartbeat written to its socket (none yet: unset).
   std::optional<std::chrono::steady_clock::time_point> last_beat_;
   uint64_t last_beat_conn_ = 0;
+  // This connection's frames not yet handed to the swarm, and whether one is
+  // being written (its on_written not yet run). Both start over with each
+  // connection: a frame handed to a connection that dropped never completes.
+  agent::Outbox outbox_{4 * 1024 * 1024};
+  bool writing_ = false;
   std::deque<std::pair<double, double>> long_gaps_;
   bool have_config_ = false;
   api::agentproto::LifecycleState lifecycle_;
