@@ -110,7 +110,7 @@ AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
   l.connected = true;
   l.connected_at = it->second->connected_at;
   l.last_heartbeat = it->second->last_heartbeat;
-  l.last_frame = it->second->last_frame;
+  l.last_read = it->second->last_read;
   return l;
 }
 

@@ -60,9 +60,10 @@ void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
   // Binary frames and text that is not JSON are "not a JSON object" too.
   json msg = m.binary ? json() : json::parse(m.data, nullptr, false);
   auto type = proto::MessageType(msg);
-  // Every frame shows the agent alive (AgentLiveness::last_frame); a heartbeat's
-  // is noted with the heartbeat, under the one lock.
-  if (!type.ok() || *type != proto::Heartbeat::kType) NoteFrame(ch);
+  // Every frame shows the agent alive (AgentLiveness::last_read); a heartbeat's
+  // is noted with the heartbeat, under the one lock. Parts of a large frame are
+  // noted as they are read (on_progress).
+  if (!type.ok() || *type != proto::Heartbeat::kType) NoteRead(ch);
   if (!type.ok()) {
     Post(ch, [this, ch, why = std::string(type.status().message())] { Refuse(ch, "", why); });
     return;
@@ -89,15 +90,15 @@ void AgentService::OnChannelMessage(const std::shared_ptr<Channel>& ch,
   Post(ch, [dispatch, type = *type, msg = std::move(msg)] { dispatch(type, msg); });
 }
 
-void AgentService::NoteFrame(const std::shared_ptr<Channel>& ch) {
+void AgentService::NoteRead(const std::shared_ptr<Channel>& ch) {
   MutexLock lock(mu_);
-  ch->last_frame = clock_.SteadyNow();
+  ch->last_read = clock_.SteadyNow();
 }
 
 void AgentService::HandleHeartbeat(const std::shared_ptr<Channel>& ch, const json& msg) {
   auto parsed = proto::Heartbeat::FromJson(msg);
   if (!parsed.ok()) {
-    NoteFrame(ch);
+    NoteRead(ch);
     Post(ch, [this, ch, msg] { Parse<proto::Heartbeat>(ch, msg); });  // refuses it, in order
     return;
   }
@@ -106,7 +107,7 @@ void AgentService::HandleHeartbeat(const std::shared_ptr<Channel>& ch, const jso
   {
     MutexLock lock(mu_);
     ch->last_heartbeat = clock_.SteadyNow();
-    ch->last_frame = ch->last_heartbeat;
+    ch->last_read = ch->last_heartbeat;
     if (beat->time) {
       ch->clock_offsets.push_back(*beat->time - clock_.NowEpochSeconds());
       if (ch->clock_offsets.size() > kClockSamples) ch->clock_offsets.pop_front();

@@ -86,6 +86,7 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
                bootstrapped ? "bootstrap" : "credential");
   http::WebSocketCallbacks cb;
   cb.on_message = [this, ch](http::WebSocketMessage m) { OnChannelMessage(ch, m); };
+  cb.on_progress = [this, ch] { NoteRead(ch); };
   // After the messages still queued; inline once the lanes are shut down.
   cb.on_close = [this, ch] {
     if (!lanes_.Post(ch->lane, [this, ch] { OnChannelClosed(ch); })) OnChannelClosed(ch);

@@ -95,12 +95,12 @@ struct AgentLiveness {
   bool connected = false;
   std::chrono::steady_clock::time_point connected_at;  // when connected
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
-  // When its last complete frame of any type was read, a heartbeat included:
-  // the agent is alive while frames come. A controller's agent queues its
-  // heartbeats behind its Slurm table (a megabyte at 10,000 nodes) whenever
-  // Slurm changes, and hpodd reads that table slowly while it is busy (a
-  // cluster's creation): the table's arrival shows the agent alive as well.
-  std::optional<std::chrono::steady_clock::time_point> last_frame;
+  // When hpodd last read from the agent: a whole frame of any type (a heartbeat
+  // included) or a part of a large one. The agent is alive while it sends. A
+  // controller's agent sends its Slurm table (a megabyte at 10,000 nodes)
+  // whenever Slurm changes, and its heartbeat waits behind the table's last
+  // byte; hpodd, busy (a cluster's creation), may take seconds to read it.
+  std::optional<std::chrono::steady_clock::time_point> last_read;
   // When the agent's last connection closed (none: not since hpodd started).
   std::optional<std::chrono::steady_clock::time_point> disconnected_at;
   std::chrono::steady_clock::time_point service_started;
@@ -274,8 +274,9 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   // Notes a heartbeat (on the I/O thread: its time is when it came, however far
   // the channel's lane is behind) and queues what else it carries.
   void HandleHeartbeat(const std::shared_ptr<Channel>& ch, const nlohmann::json& msg);
-  // Notes a frame that is no heartbeat as it is read (AgentLiveness::last_frame).
-  void NoteFrame(const std::shared_ptr<Channel>& ch);
+  // Notes a read that brought no heartbeat (AgentLiveness::last_read): a frame
+  // of another type, or a part of a large frame.
+  void NoteRead(const std::shared_ptr<Channel>& ch);
   // Queues `task` on the channel's lane; a channel too far behind is closed.
   void Post(const std::shared_ptr<Channel>& ch, std::function<void()> task);
   void Dispatch(const std::shared_ptr<Channel>& ch, const std::string& type,

@@ -43,9 +43,9 @@ struct AgentService::Channel {
   std::chrono::steady_clock::time_point connected_at;
   double connected_epoch = 0;  // the same moment, on the wall clock
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
-  // When its last complete frame of any type was read (a heartbeat included);
-  // written under the service's mu_, as last_heartbeat is. See AgentLiveness.
-  std::optional<std::chrono::steady_clock::time_point> last_frame;
+  // When hpodd last read a frame of any type, or a part of one (AgentLiveness);
+  // written under the service's mu_, as last_heartbeat is.
+  std::optional<std::chrono::steady_clock::time_point> last_read;
   // The newest heartbeat's host figures (GET /metrics); the pointer is written
   // under the service's mu_, as last_heartbeat is, and the figures never change.
   std::shared_ptr<const api::agentproto::HostStats> host;

@@ -326,7 +326,7 @@ TEST_F(AgentServiceTest, AHeartbeatWithUnreadableHostFiguresStillCounts) {
   EXPECT_EQ(NodeEvents().size(), 2u);
 }
 
-// Any frame is a sign of life (AgentLiveness::last_frame), a frame hpodd refuses
+// Any frame is a sign of life (AgentLiveness::last_read), a frame hpodd refuses
 // too; only a heartbeat moves last_heartbeat.
 TEST_F(AgentServiceTest, EveryFrameReadIsNotedAsTheAgentsLastSignOfLife) {
   std::string secret;
@@ -334,16 +334,16 @@ TEST_F(AgentServiceTest, EveryFrameReadIsNotedAsTheAgentsLastSignOfLife) {
   ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", 1}}.dump(), false).ok());
   ASSERT_TRUE(WaitFor([&] { return agents_->Liveness(kNode1).last_heartbeat.has_value(); }));
   const auto beat = clock_.SteadyNow();
-  EXPECT_EQ(agents_->Liveness(kNode1).last_frame, beat);
+  EXPECT_EQ(agents_->Liveness(kNode1).last_read, beat);
   clock_.AdvanceTime(seconds(5));
   ASSERT_TRUE(ws->Send(json{{"type", "get_config"}}.dump(), false).ok());
   EXPECT_EQ(Next(*ws)["type"], "config_pending");
-  EXPECT_EQ(agents_->Liveness(kNode1).last_frame, clock_.SteadyNow());
+  EXPECT_EQ(agents_->Liveness(kNode1).last_read, clock_.SteadyNow());
   EXPECT_EQ(agents_->Liveness(kNode1).last_heartbeat, beat);
   clock_.AdvanceTime(seconds(5));
   ASSERT_TRUE(ws->Send("not json", false).ok());
   EXPECT_EQ(Next(*ws)["type"], "error");
-  EXPECT_EQ(agents_->Liveness(kNode1).last_frame, clock_.SteadyNow());
+  EXPECT_EQ(agents_->Liveness(kNode1).last_read, clock_.SteadyNow());
   EXPECT_EQ(agents_->Liveness(kNode1).last_heartbeat, beat);
 }
 

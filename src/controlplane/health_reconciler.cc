@@ -238,10 +238,10 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
         }
       }
     } else {
-      // Any frame shows the agent alive (AgentLiveness::last_frame); fakes and
+      // Anything read shows the agent alive (AgentLiveness::last_read); fakes and
       // older snapshots may set the heartbeat's time alone.
       const Steady::time_point last = std::max(live.last_heartbeat.value_or(live.connected_at),
-                                               live.last_frame.value_or(live.connected_at));
+                                               live.last_read.value_or(live.connected_at));
       // Under a deep health check a node is loaded on purpose (stress-ng on every
       // CPU it has; a node held to 2% of one by the cpu-throttle fault runs it
       // there) and is held out of jobs: its heartbeats may lag for the run, so a

@@ -148,7 +148,7 @@ TEST_F(HealthTest, MissedHeartbeatsBeyondTheTimeoutMeanReplace) {
 TEST_F(HealthTest, AnyFrameFromTheAgentCountsAsLife) {
   const std::string a = nodes_[0].instance_id;
   h_.clock_.AdvanceTime(std::chrono::milliseconds(4000));
-  signals_.live[a].last_frame = h_.clock_.SteadyNow();  // its Slurm table came
+  signals_.live[a].last_read = h_.clock_.SteadyNow();  // its Slurm table came
   h_.clock_.AdvanceTime(std::chrono::milliseconds(5900));
   EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy) << "9.9 s after its heartbeat";
   h_.clock_.AdvanceTime(std::chrono::milliseconds(200));

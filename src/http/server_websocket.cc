@@ -123,14 +123,27 @@ class WebSocketConnection final : public Connection,
     Pump();
   }
 
+  // Reads a message a part at a time (Beast's read_some, as much as one read of
+  // the socket brings), so that a large one shows progress (on_progress).
   void Read() {
     reading_ = true;
-    ws_.async_read(buffer_, Bind(&WebSocketConnection::OnRead));
+    ws_.async_read_some(buffer_, 0, Bind(&WebSocketConnection::OnRead));
   }
 
   void OnRead(beast::error_code ec, size_t) {
     reading_ = false;
     if (ec) return Teardown();  // closed by the peer (or by us), reset, or too large
+    if (!ws_.is_message_done()) {
+      if (callbacks_.on_progress) {
+        try {
+          callbacks_.on_progress();
+        } catch (const std::exception& e) {
+          LogWarning(std::string("on_progress threw: ") + e.what());
+        }
+      }
+      if (!tearing_down_) Read();
+      return;
+    }
     WebSocketMessage message{beast::buffers_to_string(buffer_.data()), ws_.got_binary()};
     buffer_.consume(buffer_.size());
     // A large message (a controller's Slurm table at 10,000 nodes) must not stay

@@ -57,6 +57,11 @@ struct WebSocketCallbacks {
   // call at a time per connection). Must not block for long: hand heavy work to
   // another thread.
   std::function<void(WebSocketMessage message)> on_message;
+  // Called, if set, on the connection's strand each time part of a message is
+  // read and the rest is still to come (a message larger than one read: many
+  // calls for a megabyte). The peer is sending; a busy server may take seconds
+  // to read a large message, and this tells it so before on_message.
+  std::function<void()> on_progress;
   // Called exactly once when the connection is gone (peer close, error, timeout,
   // server shutdown), after the last on_message.
   std::function<void()> on_close;

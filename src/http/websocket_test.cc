@@ -61,6 +61,7 @@ struct Recorder {
   std::vector<std::shared_ptr<WebSocket>> sockets;  // GUARDED_BY(mu)
   std::vector<Request> requests;                    // GUARDED_BY(mu)
   std::atomic<int> closes{0};
+  std::atomic<int> progress{0};  // on_progress calls, all connections
 
   std::shared_ptr<WebSocket> socket(size_t i) {
     std::lock_guard<std::mutex> lock(mu);
@@ -87,6 +88,7 @@ UpgradeHandler Accepting(Recorder* recorder, bool echo = true) {
       if (echo && socket != nullptr) socket->Send(std::move(message.data), message.binary);
     };
     callbacks.on_close = [recorder] { recorder->closes.fetch_add(1); };
+    callbacks.on_progress = [recorder] { recorder->progress.fetch_add(1); };
     callbacks.response_headers.push_back({"X-Hpod-Test", "yes"});
     return UpgradeResult(std::move(callbacks));
   };
@@ -430,6 +432,9 @@ TEST(WebSocketTest, CarriesAOneMebibyteMessageBothWays) {
   auto echoed = client->Receive(kWait);
   ASSERT_TRUE(echoed.ok()) << echoed.status().ToString();
   EXPECT_TRUE(echoed->data == big);
+  // The server read it in parts, and said so before the whole (a busy server's
+  // reading of a large message is no silence of the peer's).
+  EXPECT_GT(recorder.progress.load(), 0);
 }
 
 TEST(WebSocketTest, AMessageOverTheServerLimitClosesTheConnection) {

@@ -208,7 +208,8 @@ class NodeSimTest(unittest.TestCase):
         # healthy node has none. (A silence asked for is not the simulator's gap.)
         healthy = workers[13]
         gaps = self.sim.command("gaps %s,%s" % (late, healthy))
-        self.assertTrue(gaps["ok"], gaps)
+        self.assertTrue(gaps["ok"], "%s; the late node's recovery: %s; simulator: %s" % (
+            gaps, [r for r in rs if r["NodeId"] == late], self.sim.stats()))
         self.assertEqual(gaps["gaps"][healthy], [], gaps)
         at = datetime.fromisoformat(
             [r for r in rs if r["NodeId"] == late][0]["Timeline"][0]["Time"]).timestamp()
