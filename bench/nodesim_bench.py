@@ -26,9 +26,11 @@ Talks to 127.0.0.1 only; stops what it starts by PID, also on failure.
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -278,6 +280,8 @@ def run(args):
         smin, smed, sfirst, size = b.scrape()
         log("GET /metrics (curl): min %.1f ms, median %.1f ms, first byte after %.1f ms "
             "(median; %d bytes)" % (smin, smed, sfirst, size))
+        if args.perf_metrics:
+            profile_scrapes(b)
         if args.clusters == 1:
             nodes = b.nodes("sim")
             ws = workers_of(nodes, 3 + args.fail)
@@ -326,6 +330,35 @@ def run(args):
         b.close()
 
 
+def profile_scrapes(b):
+    """Where a scrape's time goes: perf samples hpodd (every thread: its steady
+    heartbeat work is in the profile too, about a third of a core) over 20
+    scrapes; the symbols that took the most of it themselves are logged (hpodd
+    is built without frame pointers: no call graph)."""
+    fd, data = tempfile.mkstemp(prefix="hpod-metrics-perf-")
+    os.close(fd)
+    rec = subprocess.Popen(["perf", "record", "-q", "-F", "2000", "-o", data,
+                            "-p", str(b.d.proc.pid)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    try:
+        for _ in range(4):
+            b.scrape()
+    finally:
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=60)
+    try:
+        out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                              "--sort", "symbol", "--percent-limit", "1.5"],
+                             capture_output=True, text=True, timeout=300).stdout
+    finally:
+        os.unlink(data)
+    log("perf over 20 scrapes (share of hpodd's samples, symbol):")
+    for line in out.splitlines():
+        if line.strip() and not line.startswith("#"):
+            log("  " + " ".join(line.split())[:160])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=10000, help="nodes per cluster")
@@ -335,6 +368,8 @@ def main():
     p.add_argument("--settle", type=int, default=10, help="seconds after InService first")
     p.add_argument("--timeout", type=int, default=1800)
     p.add_argument("--quick", action="store_true", help="500 nodes, 20 failing, short windows")
+    p.add_argument("--perf-metrics", action="store_true",
+                   help="profile hpodd (perf record) over 20 more scrapes of /metrics")
     p.add_argument("--tls", action="store_true",
                    help="network agents: join, then mutual TLS (HPOD_FAKE_AGENT_URL)")
     p.add_argument("--register-timeout", type=int, default=0,

@@ -237,6 +237,11 @@ void SimAgent::OnOpen(const Status& s) {
   open_ = true;
   outbox_.TakeAll();
   writing_ = false;
+  // A gap counts from the connection's opening until its first heartbeat, as
+  // hpodd counts one from its connected_at: a node late from its first beat on
+  // has a gap too.
+  last_beat_ = std::chrono::steady_clock::now();
+  last_beat_conn_ = conn_;
   failures_ = 0;
   if (!awaiting_credential_) OnHello();
 }

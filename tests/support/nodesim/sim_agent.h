@@ -180,7 +180,8 @@ class SimAgent : public std::enable_shared_from_this<SimAgent> {
   std::chrono::steady_clock::time_point started_;
   std::chrono::milliseconds heartbeat_interval_{2000};
   int64_t seq_ = 0, health_seq_ = 0;
-  // This connection's last heartbeat written to its socket (none yet: unset).
+  // This connection's last heartbeat written to its socket, or its opening before the
+  // first (unset after a silence asked for).
   std::optional<std::chrono::steady_clock::time_point> last_beat_;
   uint64_t last_beat_conn_ = 0;
   // This connection's frames not yet handed to the swarm, and whether one is
