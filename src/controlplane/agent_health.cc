@@ -97,10 +97,16 @@ std::shared_ptr<const proto::HealthReport> AgentService::Health(
   return it->second.report;
 }
 
+void AgentService::SetReadLag(std::function<std::chrono::milliseconds()> read_lag) {
+  MutexLock lock(mu_);
+  read_lag_ = std::move(read_lag);
+}
+
 AgentLiveness AgentService::Liveness(const std::string& instance_id) const {
   MutexLock lock(mu_);
   AgentLiveness l;
   l.service_started = started_;
+  if (read_lag_) l.read_lag = read_lag_();
   auto it = channels_.find(instance_id);
   if (it == channels_.end()) {
     auto d = disconnected_at_.find(instance_id);

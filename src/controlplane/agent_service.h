@@ -101,6 +101,11 @@ struct AgentLiveness {
   // whenever Slurm changes, and its heartbeat waits behind the table's last
   // byte; hpodd, busy (a cluster's creation), may take seconds to read it.
   std::optional<std::chrono::steady_clock::time_point> last_read;
+  // How far behind hpodd's own reading of the agents' connections runs now (the
+  // listeners' I/O lag, http::Server::IoLag): an agent's bytes may wait this long
+  // for hpodd to read them, so a silence this much longer is hpodd's, not the
+  // node's. Zero when unknown.
+  std::chrono::milliseconds read_lag{0};
   // When the agent's last connection closed (none: not since hpodd started).
   std::optional<std::chrono::steady_clock::time_point> disconnected_at;
   std::chrono::steady_clock::time_point service_started;
@@ -190,6 +195,10 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   StatusOr<SessionGrant> StartSession(const std::string& instance_id, const std::string& command,
                                       const std::string& user, bool unprivileged, int rows,
                                       int cols);
+
+  // How far behind the agents' listeners read now (AgentLiveness::read_lag);
+  // set once the listeners run. Thread-safe.
+  void SetReadLag(std::function<std::chrono::milliseconds()> read_lag);
 
   // NodeSignals.
   AgentLiveness Liveness(const std::string& instance_id) const override;
@@ -372,6 +381,8 @@ class AgentService final : public SlurmAgents, public NodeSignals {
   std::map<std::string, StoredHealth> health_ GUARDED_BY(mu_);
   const std::chrono::steady_clock::time_point started_ = clock_.SteadyNow();
   bool shut_down_ GUARDED_BY(mu_) = false;
+  // SetReadLag's; called under mu_ (it takes no lock of its own).
+  std::function<std::chrono::milliseconds()> read_lag_ GUARDED_BY(mu_);
   struct BuiltConfig {
     std::shared_ptr<const std::string> message;
     std::chrono::steady_clock::time_point built;

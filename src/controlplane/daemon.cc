@@ -334,7 +334,19 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options,
   }
   if (!d->options_.agent_listen_address.empty()) {
     HPOD_RETURN_IF_ERROR(d->StartAgentNetwork());
-  } else {
+  }
+  if (d->agents_ != nullptr) {
+    // Both listeners are up (and stay so until the reconcilers stop): a node is
+    // not judged silent while hpodd's own reading lags (AgentLiveness::read_lag).
+    d->agents_->SetReadLag([self] {
+      std::chrono::milliseconds lag{0};
+      for (const auto* server : {self->agent_server_.get(), self->agent_net_server_.get()}) {
+        if (server != nullptr) lag = std::max(lag, server->IoLag());
+      }
+      return lag;
+    });
+  }
+  if (d->options_.agent_listen_address.empty()) {
     // No machine can join without the agents' listener, but the hosts that joined
     // an earlier run stay readable (and can be released or retired).
     d->host_api_ = std::make_unique<HostApi>(*d->store_, clock, nullptr, HostApiHooks{});

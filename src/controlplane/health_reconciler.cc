@@ -246,9 +246,12 @@ StatusOr<std::vector<NodeHealth>> HealthReconciler::Judge(const std::string& clu
       // CPU it has; a node held to 2% of one by the cpu-throttle fault runs it
       // there) and is held out of jobs: its heartbeats may lag for the run, so a
       // hang takes three timeouts. Its check fails a node that stops answering.
-      const auto timeout = api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress)
-                               ? options_.heartbeat_timeout * kDeepCheckHeartbeatFactor
-                               : options_.heartbeat_timeout;
+      // hpodd's own reading that far behind (AgentLiveness::read_lag) is no
+      // silence of the node's.
+      const auto timeout = (api::Is(n.status, ClusterInstanceStatus::kDeepHealthCheckInProgress)
+                                ? options_.heartbeat_timeout * kDeepCheckHeartbeatFactor
+                                : options_.heartbeat_timeout) +
+                           live.read_lag;
       if (now - last > timeout) {
         Ask(h, RecoveryAction::kReplace, kLostContact, "heartbeat",
             "no heartbeat (nor any other message) from the hpod agent for " +

@@ -157,6 +157,17 @@ TEST_F(HealthTest, AnyFrameFromTheAgentCountsAsLife) {
   EXPECT_NE(v.reason.find("for 6 s"), std::string::npos) << v.reason;
 }
 
+// hpodd behind on its own reading (its listeners' I/O lag) does not blame the
+// node for the bytes it has not read yet: the timeout grows by that lag.
+TEST_F(HealthTest, HpoddsOwnReadLagIsNoSilenceOfTheNode) {
+  const std::string a = nodes_[0].instance_id;
+  signals_.live[a].read_lag = std::chrono::milliseconds(3000);
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(8900));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kHealthy) << "6 s timeout + 3 s of hpodd's lag";
+  h_.clock_.AdvanceTime(std::chrono::milliseconds(200));
+  EXPECT_EQ(Of(a).verdict, HealthVerdict::kReplace);
+}
+
 // A node under a deep health check is loaded on purpose: a silence of a few
 // heartbeat timeouts is its stress run, not a hang; three are a hang.
 TEST_F(HealthTest, ANodeUnderADeepCheckMayLagItsHeartbeatsForThreeTimeouts) {

@@ -99,7 +99,8 @@ class ServerCore final : public internal::SessionHost {
         handler_(std::move(handler)),
         upgrade_handler_(std::move(upgrade_handler)),
         acceptor_(asio::make_strand(ioc_)),
-        accept_backoff_(acceptor_.get_executor()) {}
+        accept_backoff_(acceptor_.get_executor()),
+        lag_probe_(acceptor_.get_executor()) {}
   ~ServerCore() override {
     // Destroying the server from its own handler would free the io_context under
     // the running thread.
@@ -118,6 +119,7 @@ class ServerCore final : public internal::SessionHost {
   }
   uint64_t accepted_connections() const { return accepted_.load(std::memory_order_relaxed); }
   uint64_t shed_requests() const { return shed_.load(std::memory_order_relaxed); }
+  std::chrono::milliseconds io_lag() const;
 
   void Shutdown(std::chrono::milliseconds grace) EXCLUDES(shutdown_mu_, mu_, queue_mu_);
   Status ReloadTls() EXCLUDES(tls_mu_);
@@ -185,6 +187,16 @@ class ServerCore final : public internal::SessionHost {
   internal::Acceptor acceptor_;        // used on its strand only
   asio::steady_timer accept_backoff_;  // same strand as acceptor_
   bool accept_failing_ = false;        // same strand as acceptor_
+  // The I/O threads' lag (Server::IoLag): a timer every kLagProbe on the
+  // acceptor's strand, and how late its handler ran. The largest of the current
+  // window (kLagWindow probes) and the one before, in ms; the pending probe's
+  // expiry (steady clock, ns) tells a probe that has not run yet.
+  asio::steady_timer lag_probe_;
+  int lag_probes_ = 0;  // same strand as acceptor_
+  std::atomic<int64_t> lag_current_ms_{0};
+  std::atomic<int64_t> lag_previous_ms_{0};
+  std::atomic<int64_t> lag_expiry_ns_{0};
+  void ProbeLag();
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
 
@@ -229,6 +241,7 @@ void ServerCore::StartThreads() {
     });
   }
   work_.emplace(ioc_.get_executor());
+  asio::post(lag_probe_.get_executor(), [this] { ProbeLag(); });
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] {
       tls_io_server = this;
@@ -244,6 +257,43 @@ void ServerCore::StartThreads() {
       }
     });
   }
+}
+
+constexpr std::chrono::milliseconds kLagProbe{250};
+constexpr int kLagWindow = 20;  // 5 s a window: Server::IoLag covers the last 5 to 10 s
+
+void ServerCore::ProbeLag() {
+  if (stopping_flag_.load(std::memory_order_acquire)) return;
+  const auto expiry = std::chrono::steady_clock::now() + kLagProbe;
+  lag_expiry_ns_.store(expiry.time_since_epoch().count(), std::memory_order_relaxed);
+  lag_probe_.expires_at(expiry);
+  lag_probe_.async_wait([this, expiry](beast::error_code ec) {
+    if (ec) return;  // cancelled: the server stops
+    const int64_t late = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - expiry)
+                             .count();
+    if (++lag_probes_ == kLagWindow) {
+      lag_probes_ = 0;
+      lag_previous_ms_.store(lag_current_ms_.exchange(late), std::memory_order_relaxed);
+    } else if (late > lag_current_ms_.load(std::memory_order_relaxed)) {
+      lag_current_ms_.store(late, std::memory_order_relaxed);
+    }
+    ProbeLag();
+  });
+}
+
+std::chrono::milliseconds ServerCore::io_lag() const {
+  int64_t lag = std::max(lag_current_ms_.load(std::memory_order_relaxed),
+                         lag_previous_ms_.load(std::memory_order_relaxed));
+  // A probe overdue now: the I/O threads have not come to it yet.
+  const int64_t expiry = lag_expiry_ns_.load(std::memory_order_relaxed);
+  if (expiry != 0) {
+    const auto overdue = std::chrono::steady_clock::now().time_since_epoch() -
+                         std::chrono::steady_clock::duration(expiry);
+    lag = std::max<int64_t>(lag,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(overdue).count());
+  }
+  return std::chrono::milliseconds(std::max<int64_t>(lag, 0));
 }
 
 void ServerCore::Accept() {
@@ -416,6 +466,7 @@ void ServerCore::BeginStop() {
     beast::error_code ec;
     acceptor_.close(ec);
     accept_backoff_.cancel();
+    lag_probe_.cancel();
   });
   // The snapshot's references may be the last ones; they are dropped outside mu_.
   for (const auto& session : LiveSessions()) session->OnServerStopping();
@@ -513,6 +564,8 @@ size_t Server::open_connections() const { return impl_->core.open_connections();
 uint64_t Server::accepted_connections() const { return impl_->core.accepted_connections(); }
 
 uint64_t Server::shed_requests() const { return impl_->core.shed_requests(); }
+
+std::chrono::milliseconds Server::IoLag() const { return impl_->core.io_lag(); }
 
 void Server::Shutdown(std::chrono::milliseconds grace) { impl_->core.Shutdown(grace); }
 

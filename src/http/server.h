@@ -133,6 +133,11 @@ class Server {
   uint64_t accepted_connections() const;
   // Requests answered 503 by load shedding (ServerOptions::max_queue_wait) since Start.
   uint64_t shed_requests() const;
+  // How late the I/O threads run what is ready to run, over the last 5 to 10 s
+  // (a probe timer every 250 ms, and how late its handler ran; a probe overdue
+  // now counts as late as it is). A peer whose bytes wait this long for a read
+  // is not silent: the server is behind. Thread-safe.
+  std::chrono::milliseconds IoLag() const;
 
   // Re-reads options.tls's cert_file, key_file and client_ca_file (certificate
   // rotation, a new agents' CA) for connections accepted from now on; connections
