@@ -281,7 +281,7 @@ def run(args):
         log("GET /metrics (curl): min %.1f ms, median %.1f ms, first byte after %.1f ms "
             "(median; %d bytes)" % (smin, smed, sfirst, size))
         if args.perf_metrics:
-            profile_scrapes(b)
+            profile_scrapes(b, args.perf_keep)
         if args.clusters == 1:
             nodes = b.nodes("sim")
             ws = workers_of(nodes, 3 + args.fail)
@@ -330,15 +330,19 @@ def run(args):
         b.close()
 
 
-def profile_scrapes(b):
-    """Where a scrape's time goes: perf samples hpodd (every thread: its steady
-    heartbeat work is in the profile too, about a third of a core) over 20
-    scrapes; the symbols that took the most of it themselves are logged (hpodd
-    is built without frame pointers: no call graph)."""
-    fd, data = tempfile.mkstemp(prefix="hpod-metrics-perf-")
-    os.close(fd)
-    rec = subprocess.Popen(["perf", "record", "-q", "-F", "2000", "-o", data,
-                            "-p", str(b.d.proc.pid)],
+def profile_scrapes(b, keep=""):
+    """Where a scrape's time goes: perf samples every thread of hpodd over 20
+    scrapes; the threads that rendered a scrape (a sample in EmitNodes or the
+    Exposition) are told apart from the rest (heartbeats, the reconcilers), and
+    their symbols are logged by their share of those threads' samples (hpodd is
+    built without frame pointers: no call graph, each symbol's own time)."""
+    if keep:
+        data, how = keep, ["--call-graph", "dwarf", "-F", "500"]
+    else:
+        fd, data = tempfile.mkstemp(prefix="hpod-metrics-perf-")
+        os.close(fd)
+        how = ["-F", "2000"]
+    rec = subprocess.Popen(["perf", "record", "-q"] + how + ["-o", data, "-p", str(b.d.proc.pid)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
     try:
@@ -348,15 +352,29 @@ def profile_scrapes(b):
         rec.send_signal(signal.SIGINT)
         rec.wait(timeout=60)
     try:
-        out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
-                              "--sort", "symbol", "--percent-limit", "1.5"],
-                             capture_output=True, text=True, timeout=300).stdout
+        out = subprocess.run(["perf", "script", "-G", "-i", data, "-F", "tid,ip,sym"],
+                             capture_output=True, text=True, timeout=600).stdout
     finally:
-        os.unlink(data)
-    log("perf over 20 scrapes (share of hpodd's samples, symbol):")
+        if not keep:
+            os.unlink(data)
+    by_tid = {}
     for line in out.splitlines():
-        if line.strip() and not line.startswith("#"):
-            log("  " + " ".join(line.split())[:160])
+        parts = line.split(None, 2)  # tid, address, symbol
+        if len(parts) == 3 and parts[0].isdigit():
+            by_tid.setdefault(parts[0], []).append(parts[2].strip())
+    scrapers = [t for t, syms in by_tid.items()
+                if any("EmitNodes" in s or "Exposition::" in s for s in syms)]
+    counts = {}
+    for t in scrapers:
+        for sym in by_tid[t]:
+            counts[sym] = counts.get(sym, 0) + 1
+    total = sum(len(v) for v in by_tid.values())
+    mine = sum(counts.values())
+    log("perf over 20 scrapes: %d samples of hpodd, %d (%.0f%%) on the %d thread(s) that "
+        "rendered them; their symbols by share of those:" %
+        (total, mine, 100.0 * mine / max(total, 1), len(scrapers)))
+    for sym, n in sorted(counts.items(), key=lambda kv: -kv[1])[:18]:
+        log("  %5.1f%%  %s" % (100.0 * n / max(mine, 1), sym[:140]))
 
 
 def main():
@@ -370,6 +388,9 @@ def main():
     p.add_argument("--quick", action="store_true", help="500 nodes, 20 failing, short windows")
     p.add_argument("--perf-metrics", action="store_true",
                    help="profile hpodd (perf record) over 20 more scrapes of /metrics")
+    p.add_argument("--perf-keep", metavar="FILE", default="",
+                   help="with --perf-metrics: record DWARF call graphs and keep them in FILE "
+                        "(perf report -i FILE)")
     p.add_argument("--tls", action="store_true",
                    help="network agents: join, then mutual TLS (HPOD_FAKE_AGENT_URL)")
     p.add_argument("--register-timeout", type=int, default=0,
