@@ -1,9 +1,10 @@
 // The Server under bad or heavy clients (oversized bodies and headers, malformed
 // requests, slow senders, thousands of idle connections, throwing handlers,
-// requests that waited too long) and its shutdown. No assertion is about speed:
-// waits are bounded polls on behaviour.
+// requests that waited too long, an I/O thread held) and its shutdown. No
+// assertion is about speed: waits are bounded polls on behaviour.
 
 #include "hpod/http/server_test_util.h"
+#include "hpod/http/websocket.h"
 
 namespace hpod::http::testing {
 namespace {
@@ -311,6 +312,29 @@ TEST(ServerTest, RequestsThatWaitedTooLongAreShedWith503) {
   EXPECT_TRUE(StartsWith(late.ReadResponse(), "HTTP/1.1 200 OK\r\n"));
   EXPECT_EQ(late_handled.load(), 1);
   EXPECT_EQ(server->shed_requests(), 2u);
+}
+
+// A callback that holds the only I/O thread holds every read behind it: IoLag
+// says how late the server runs, for a peer's silence not to be taken for its own.
+TEST(ServerTest, IoLagTellsHowLongTheIoThreadsWereHeld) {
+  ServerOptions options;
+  options.threads = 1;
+  auto server = Server::Start(options, &Ok, [](const Request&, std::shared_ptr<WebSocket>) {
+    WebSocketCallbacks callbacks;
+    callbacks.on_message = [](WebSocketMessage) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    };
+    return UpgradeResult(std::move(callbacks));
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto client = WebSocketClient::Connect(
+      "ws://127.0.0.1:" + std::to_string((*server)->port()) + "/ws", {}, {});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->Send("hold the I/O thread", false).ok());
+  // While it is held, and after: a probe overdue, then a probe that ran late.
+  EXPECT_TRUE(Eventually([&] { return (*server)->IoLag() >= milliseconds(1000); }));
+  std::this_thread::sleep_for(milliseconds(2500));
+  EXPECT_GE((*server)->IoLag(), milliseconds(1000)) << "kept for a window after";
 }
 
 TEST(ServerTest, StartReportsBindErrors) {

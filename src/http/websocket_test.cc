@@ -437,27 +437,6 @@ TEST(WebSocketTest, CarriesAOneMebibyteMessageBothWays) {
   EXPECT_GT(recorder.progress.load(), 0);
 }
 
-// A callback that holds the only I/O thread holds every read behind it: IoLag
-// says how late the server runs, for a peer's silence not to be taken for its own.
-TEST(WebSocketTest, IoLagTellsHowLongTheIoThreadsWereHeld) {
-  ServerOptions options;
-  options.threads = 1;
-  auto server =
-      Server::Start(options, &PlainHandler, [](const Request&, std::shared_ptr<WebSocket>) {
-        WebSocketCallbacks callbacks;
-        callbacks.on_message = [](WebSocketMessage) { std::this_thread::sleep_for(seconds(2)); };
-        return UpgradeResult(std::move(callbacks));
-      });
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  auto client = MustConnect(WsUrl(**server));
-  ASSERT_NE(client, nullptr);
-  ASSERT_TRUE(client->Send("hold the I/O thread", false).ok());
-  // While it is held, and after: a probe overdue, then a probe that ran late.
-  EXPECT_TRUE(WaitUntil([&] { return (*server)->IoLag() >= milliseconds(1000); }));
-  std::this_thread::sleep_for(milliseconds(2500));
-  EXPECT_GE((*server)->IoLag(), milliseconds(1000)) << "kept for a window after";
-}
-
 TEST(WebSocketTest, AMessageOverTheServerLimitClosesTheConnection) {
   Recorder recorder;
   ServerOptions options;
