@@ -308,32 +308,18 @@ Status CollectState(store::ReadTx& tx, const StateInputs& in, Exposition& out) {
   std::vector<size_t> node_label_ends;
   node_label_ends.reserve(in.agents.size());
   std::string node_labels;
-  // The cluster of the agent before: most agents in a row are of one cluster,
-  // and its three lookups are made once for them (one string compare an agent).
-  const std::string* last_cluster_id = nullptr;
-  const std::string* cluster_name = nullptr;
-  std::string_view cluster_label;
-  std::map<std::string, int>* cluster_verdicts = nullptr;
   for (const auto& a : in.agents) {
-    if (last_cluster_id == nullptr || *last_cluster_id != a.cluster_id) {
-      last_cluster_id = &a.cluster_id;
-      auto name = names.find(a.cluster_id);
-      cluster_name = name == names.end() ? nullptr : &name->second;
-      if (cluster_name != nullptr) {
-        cluster_label = cluster_labels[a.cluster_id];
-        cluster_verdicts = &verdicts[*cluster_name];
-      }
-    }
-    if (cluster_name == nullptr) continue;  // its cluster was deleted meanwhile
-    live.push_back({&a, cluster_label, {}});
+    auto name = names.find(a.cluster_id);
+    if (name == names.end()) continue;  // its cluster was deleted meanwhile
+    live.push_back({&a, cluster_labels[a.cluster_id], {}});
     Exposition::AppendLabel(node_labels, "node", a.instance_id);
     node_label_ends.push_back(node_labels.size());
-    if (!a.health_verdict.empty()) ++(*cluster_verdicts)[a.health_verdict];
+    if (!a.health_verdict.empty()) ++verdicts[name->second][a.health_verdict];
     // A node counts once per check label (an agent may repeat a name, and
     // names hpodd does not know all read "other").
     std::set<std::string> checks;
     for (const auto& check : a.failing_checks) checks.insert(HealthCheckLabel(check));
-    for (const auto& check : checks) ++failing[{*cluster_name, check}];
+    for (const auto& check : checks) ++failing[{name->second, check}];
   }
   for (size_t i = 0, begin = 0; i < live.size(); begin = node_label_ends[i++]) {
     live[i].node_label = std::string_view(node_labels).substr(begin, node_label_ends[i] - begin);
