@@ -26,6 +26,7 @@ Talks to 127.0.0.1 only; stops what it starts by PID, also on failure.
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -129,6 +130,9 @@ class Bench:
     def close(self):
         self.sim.stop()
         self.d.stop()
+        if self.args.keep_log:
+            self.d.log.flush()
+            shutil.copyfile(self.d.log.name, self.args.keep_log)
         self.d.cleanup()
 
     def nodes(self, name):
@@ -391,6 +395,8 @@ def main():
     p.add_argument("--perf-keep", metavar="FILE", default="",
                    help="with --perf-metrics: record DWARF call graphs and keep them in FILE "
                         "(perf report -i FILE)")
+    p.add_argument("--keep-log", metavar="FILE", default="",
+                   help="copy hpodd's log (stdout and stderr) to FILE before its temp dir goes")
     p.add_argument("--tls", action="store_true",
                    help="network agents: join, then mutual TLS (HPOD_FAKE_AGENT_URL)")
     p.add_argument("--register-timeout", type=int, default=0,
