@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "hpod/controlplane/agent_service.h"
@@ -111,11 +112,12 @@ void AgentService::HandleHeartbeat(const std::shared_ptr<Channel>& ch, const jso
     if (beat->time) {
       ch->clock_offsets.push_back(*beat->time - clock_.NowEpochSeconds());
       if (ch->clock_offsets.size() > kClockSamples) ch->clock_offsets.pop_front();
+      ch->clock_offset = *std::max_element(ch->clock_offsets.begin(), ch->clock_offsets.end());
     }
     // Kept while an agent that stopped sending them is connected: the figures
     // are then its last, as a scrape of a node_exporter that hung would be.
     if (beat->host) {
-      ch->host = std::make_shared<const api::agentproto::HostStats>(std::move(*beat->host));
+      ch->host = AgentHostFigures::Of(*beat->host);
     }
     // Figures it sends but hpodd cannot read are not its last: none is shown.
     if (!beat->host_error.empty()) {

@@ -81,6 +81,7 @@ http::UpgradeResult AgentService::HandleAgentUpgrade(const http::Request& reques
     auto old = channels_.find(ch->instance_id);
     if (old != channels_.end()) old->second->socket->Close("replaced by a new connection");
     channels_[ch->instance_id] = ch;
+    ch->health = &health_[ch->instance_id];
   }
   spdlog::info("agent of {} connected ({})", ch->instance_id,
                bootstrapped ? "bootstrap" : "credential");

@@ -24,6 +24,7 @@
 // connection tables and is never held across a store transaction or a socket
 // send that could block (WebSocket::Send only queues).
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -111,16 +112,36 @@ struct AgentLiveness {
   std::chrono::steady_clock::time_point service_started;
 };
 
+// A node's newest host figures (`heartbeat.host`), flat, as a scrape shows
+// them. A scrape copies 10,000 of these under the service's lock: a shared
+// pointer to each heartbeat's HostStats (what this was) cost a cache miss and
+// two atomic operations per node, four fifths of the copy.
+struct AgentHostFigures {
+  api::agentproto::HostCpuSeconds cpu_seconds;
+  int64_t memory_total_bytes = 0;
+  int64_t memory_available_bytes = 0;
+  struct Filesystem {
+    bool reported = false;  // the agent left it out (not mounted, statvfs hung)
+    int64_t size_bytes = 0;
+    int64_t avail_bytes = 0;
+  };
+  // By index in api::agentproto::kHostMountpoints.
+  std::array<Filesystem, std::size(api::agentproto::kHostMountpoints)> filesystems;
+
+  // The first entry of each known mount point; others are left out (the
+  // protocol's reader drops them already: this holds for any HostStats).
+  static AgentHostFigures Of(const api::agentproto::HostStats& host);
+};
+
 // One connected agent as hpodd holds it in memory, for a metrics scrape.
 struct AgentSnapshot {
   std::string instance_id;
   std::string cluster_id;
   std::chrono::steady_clock::time_point connected_at;
   std::optional<std::chrono::steady_clock::time_point> last_heartbeat;
-  // The newest `heartbeat.host` of this connection (none from older agents);
-  // shared with the connection's state, not copied: a scrape snapshots every
-  // node's.
-  std::shared_ptr<const api::agentproto::HostStats> host;
+  // The newest `heartbeat.host` of this connection (none from older agents, or
+  // when hpodd could not read the last one).
+  std::optional<AgentHostFigures> host;
   // Its latest health report's worst verdict among checks that ask for action
   // ("Healthy", "Reboot", "Replace"); empty before the first report.
   std::string health_verdict;

@@ -288,7 +288,7 @@ TEST_F(AgentServiceTest, AHeartbeatWithUnreadableHostFiguresStillCounts) {
   const json good = {{"memory_total_bytes", 1 << 30}, {"memory_available_bytes", 1 << 29}};
   ASSERT_TRUE(ws->Send(json{{"type", "heartbeat"}, {"seq", 1}, {"host", good}}.dump(), false).ok());
   ASSERT_TRUE(WaitFor([&] { return agents_->Liveness(kNode1).last_heartbeat.has_value(); }));
-  auto host = [&]() -> std::optional<api::agentproto::HostStats> {
+  auto host = [&]() -> std::optional<AgentHostFigures> {
     for (const auto& a : agents_->Snapshot()) {
       if (a.instance_id == kNode1 && a.host) return *a.host;
     }
@@ -345,6 +345,49 @@ TEST_F(AgentServiceTest, EveryFrameReadIsNotedAsTheAgentsLastSignOfLife) {
   EXPECT_EQ(Next(*ws)["type"], "error");
   EXPECT_EQ(agents_->Liveness(kNode1).last_read, clock_.SteadyNow());
   EXPECT_EQ(agents_->Liveness(kNode1).last_heartbeat, beat);
+}
+
+// A scrape shows each connected node's latest health verdict and failing
+// checks; a reconnect keeps them (the report outlives its connection only for
+// that), and a node never reported shows none.
+TEST_F(AgentServiceTest, TheSnapshotShowsEachNodesLatestHealthAcrossAReconnect) {
+  std::string secret;
+  auto ws = Register(&secret);
+  auto mine = [&]() -> std::optional<AgentSnapshot> {
+    for (auto& a : agents_->Snapshot()) {
+      if (a.instance_id == kNode1) return std::move(a);
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(mine().has_value());
+  EXPECT_EQ(mine()->health_verdict, "") << "no report yet";
+  const json failing = {{"type", "health"},
+                        {"seq", 1},
+                        {"checks", json::array({{{"name", "disk:/fsx"},
+                                                 {"result", "fail"},
+                                                 {"verdict", "Replace"},
+                                                 {"reason", "read-only"}},
+                                                {{"name", "slurm"}, {"result", "ok"}}})}};
+  ASSERT_TRUE(ws->Send(failing.dump(), false).ok());
+  ASSERT_TRUE(WaitFor([&] { return mine()->health_verdict == "Replace"; }));
+  EXPECT_EQ(mine()->failing_checks, std::vector<std::string>{"disk:/fsx"});
+
+  ws.reset();
+  ASSERT_TRUE(WaitFor([&] { return !agents_->IsConnected(kNode1); }));
+  EXPECT_FALSE(mine().has_value()) << "a scrape shows connected agents only";
+  auto again = Dial("/agent/v1/channel", kNode1, "HpodNode " + secret);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE((*again)->Send(Hello().dump(), false).ok());
+  ASSERT_TRUE(WaitFor([&] { return mine().has_value(); }));
+  EXPECT_EQ(mine()->health_verdict, "Replace");
+  EXPECT_EQ(mine()->failing_checks, std::vector<std::string>{"disk:/fsx"});
+
+  json passing = failing;
+  passing["seq"] = 2;
+  passing["checks"][0]["result"] = "ok";
+  ASSERT_TRUE((*again)->Send(passing.dump(), false).ok());
+  ASSERT_TRUE(WaitFor([&] { return mine()->health_verdict == "Healthy"; }));
+  EXPECT_TRUE(mine()->failing_checks.empty());
 }
 
 // A job_query reaches the job handler with the asking node's clock offset, so

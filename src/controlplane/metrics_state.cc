@@ -35,59 +35,27 @@ struct LiveNode {
 };
 
 // The per-node families: nearly all of a large cluster's scrape. Each node's
-// figures are first copied out of its state, scattered over the heap, into one
-// compact array (one walk, one cache miss or so a node), then each family is
-// written whole from that array, one after another (Exposition::Lines). Walking
-// the nodes' state once per family missed the cache at every step (most of a
-// scrape in hpodd); writing every family at once into a buffer of its own
-// page-faulted twice the text's 17 MB. Labels sort as cluster_name, then mode or
-// mountpoint, then node.
+// figures are first gathered into one compact array, then each family is
+// written whole from that array, one after another (Exposition::Lines). The
+// figures lie in the snapshots themselves, one array (AgentHostFigures is
+// flat): following a pointer per node per family into state scattered over
+// the heap missed the cache at every step (most of a scrape in hpodd); writing
+// every family at once into a buffer of its own page-faulted twice the text's
+// 17 MB. Labels sort as cluster_name, then mode or mountpoint, then node.
 void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::time_point now,
                Exposition& out) {
-  constexpr size_t kMaxFilesystems = 4;  // more than the mount points there are
   struct Figures {
     const LiveNode* node;
     double heartbeat_age;
     std::optional<double> clock_offset;
-    bool host = false;
-    double cpu[8];
-    double memory_total, memory_available;
-    size_t filesystems = 0;
-    size_t mountpoint[kMaxFilesystems];  // index in kHostMountpoints
-    double fs_size[kMaxFilesystems], fs_avail[kMaxFilesystems];
+    const AgentHostFigures* host;  // in the snapshot: null when none
   };
   std::vector<Figures> figures(live.size());
   for (size_t i = 0; i < live.size(); ++i) {
-    Figures& f = figures[i];
     const AgentSnapshot& a = *live[i].agent;
-    f.node = &live[i];
     const auto since = a.last_heartbeat.value_or(a.connected_at);
-    f.heartbeat_age = std::max(0.0, std::chrono::duration<double>(now - since).count());
-    f.clock_offset = a.clock_offset;
-    if (!a.host) continue;
-    const api::agentproto::HostStats& host = *a.host;
-    f.host = true;
-    const auto& c = host.cpu_seconds;
-    const double cpu[] = {c.user, c.nice, c.system, c.idle, c.iowait, c.irq, c.softirq, c.steal};
-    std::copy(std::begin(cpu), std::end(cpu), f.cpu);
-    f.memory_total = static_cast<double>(host.memory_total_bytes);
-    f.memory_available = static_cast<double>(host.memory_available_bytes);
-    // Only the filesystems node_exporter's dashboards ask for, once each; the
-    // protocol's reader drops others already (api/agent_protocol_host.h).
-    for (const auto& fs : host.filesystems) {
-      const auto known = std::find(std::begin(kHostMountpoints), std::end(kHostMountpoints),
-                                   std::string_view(fs.mountpoint));
-      const size_t m = known - std::begin(kHostMountpoints);
-      const auto seen = f.mountpoint + f.filesystems;
-      if (known == std::end(kHostMountpoints) || f.filesystems == kMaxFilesystems ||
-          std::find(f.mountpoint, seen, m) != seen) {
-        continue;
-      }
-      f.mountpoint[f.filesystems] = m;
-      f.fs_size[f.filesystems] = static_cast<double>(fs.size_bytes);
-      f.fs_avail[f.filesystems] = static_cast<double>(fs.avail_bytes);
-      ++f.filesystems;
-    }
+    figures[i] = {&live[i], std::max(0.0, std::chrono::duration<double>(now - since).count()),
+                  a.clock_offset, a.host ? &*a.host : nullptr};
   }
   // The extra labels come from fixed sets: each is written once here, not
   // escaped again at each of a 10,000-node scrape's 120,000 samples (a seventh
@@ -140,27 +108,34 @@ void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::tim
          "CPU time of the node's host by mode (/proc/stat, all CPUs)", "counter",
          [](const Figures& f, auto&& emit) {
            if (!f.host) return;
-           for (size_t m = 0; m < std::size(kModes); ++m) emit(kModeLabels[m], f.cpu[m]);
+           const auto& c = f.host->cpu_seconds;
+           const double cpu[] = {c.user,   c.nice, c.system,  c.idle,
+                                 c.iowait, c.irq,  c.softirq, c.steal};
+           for (size_t m = 0; m < std::size(kModes); ++m) emit(kModeLabels[m], cpu[m]);
          });
   family("hpod_node_memory_total_bytes", "The node's MemTotal (/proc/meminfo)", "gauge",
          [](const Figures& f, auto&& emit) {
-           if (f.host) emit("", f.memory_total);
+           if (f.host) emit("", static_cast<double>(f.host->memory_total_bytes));
          });
   family("hpod_node_memory_available_bytes", "The node's MemAvailable (/proc/meminfo)", "gauge",
          [](const Figures& f, auto&& emit) {
-           if (f.host) emit("", f.memory_available);
+           if (f.host) emit("", static_cast<double>(f.host->memory_available_bytes));
          });
   family("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)", "gauge",
          [](const Figures& f, auto&& emit) {
-           for (size_t i = 0; i < f.filesystems; ++i) {
-             emit(kMountLabels[f.mountpoint[i]], f.fs_size[i]);
+           if (!f.host) return;
+           for (size_t m = 0; m < std::size(kHostMountpoints); ++m) {
+             const auto& fs = f.host->filesystems[m];
+             if (fs.reported) emit(kMountLabels[m], static_cast<double>(fs.size_bytes));
            }
          });
   family("hpod_node_filesystem_avail_bytes",
          "Space an unprivileged user may still write on the node's filesystem (statvfs)", "gauge",
          [](const Figures& f, auto&& emit) {
-           for (size_t i = 0; i < f.filesystems; ++i) {
-             emit(kMountLabels[f.mountpoint[i]], f.fs_avail[i]);
+           if (!f.host) return;
+           for (size_t m = 0; m < std::size(kHostMountpoints); ++m) {
+             const auto& fs = f.host->filesystems[m];
+             if (fs.reported) emit(kMountLabels[m], static_cast<double>(fs.avail_bytes));
            }
          });
 }

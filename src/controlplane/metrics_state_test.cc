@@ -311,10 +311,10 @@ TEST_F(MetricsStateTest, FoldedRecoveriesMatchAFullReadAndOnlyNewRecordsAreRead)
 TEST_F(MetricsStateTest, AgentSuppliedLabelsAreBounded) {
   StateInputs in = testing::Inputs(now_);
   AgentSnapshot& a = in.agents[0];
-  auto host = std::make_shared<api::agentproto::HostStats>(*a.host);
-  host->filesystems.push_back({"/mnt/any", 1, 1});
-  host->filesystems.push_back({"/", 999, 999});  // a second "/": the first one counts
-  a.host = host;
+  api::agentproto::HostStats host = testing::TestHost();
+  host.filesystems.push_back({"/mnt/any", 1, 1});
+  host.filesystems.push_back({"/", 999, 999});  // a second "/": the first one counts
+  a.host = AgentHostFigures::Of(host);
   a.failing_checks = {"disk:/fsx", "disk:/fsx", "evil-1", "evil-2", std::string(500, 'x')};
   in.agents[1].failing_checks = {"evil-3", "gpu"};
   in.slurm_nodes = [](const std::string& id) -> std::shared_ptr<const SlurmNodesReport> {

@@ -118,6 +118,16 @@ inline void FillStore(store::Store& s) {
   ASSERT_TRUE(st.ok()) << st.ToString();
 }
 
+// The host figures of Inputs' first agent, as its heartbeat carried them.
+inline api::agentproto::HostStats TestHost() {
+  api::agentproto::HostStats h;
+  h.cpu_seconds = {100, 1, 20, 5000, 3, 0.5, 0.25, 0};
+  h.memory_total_bytes = 8LL << 30;
+  h.memory_available_bytes = 6LL << 30;
+  h.filesystems = {{"/", 10LL << 30, 4LL << 30}, {"/fsx", 100LL << 30, 90LL << 30}};
+  return h;
+}
+
 // Two connected agents of "demo" (one with host figures and a failing check) and
 // one of a cluster the store does not know (deleted meanwhile).
 inline StateInputs Inputs(std::chrono::steady_clock::time_point now) {
@@ -127,12 +137,7 @@ inline StateInputs Inputs(std::chrono::steady_clock::time_point now) {
   a.cluster_id = "c1";
   a.connected_at = now - std::chrono::seconds(30);
   a.last_heartbeat = now - std::chrono::milliseconds(1500);
-  api::agentproto::HostStats h;
-  h.cpu_seconds = {100, 1, 20, 5000, 3, 0.5, 0.25, 0};
-  h.memory_total_bytes = 8LL << 30;
-  h.memory_available_bytes = 6LL << 30;
-  h.filesystems = {{"/", 10LL << 30, 4LL << 30}, {"/fsx", 100LL << 30, 90LL << 30}};
-  a.host = std::make_shared<const api::agentproto::HostStats>(h);
+  a.host = AgentHostFigures::Of(TestHost());
   a.health_verdict = "Reboot";
   a.failing_checks = {"disk:/fsx"};
   a.clock_offset = -90.25;
