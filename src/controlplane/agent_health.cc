@@ -91,10 +91,8 @@ std::shared_ptr<const proto::HealthReport> AgentService::Health(
   MutexLock lock(mu_);
   // A report is only as live as the connection that carried it; the last one is
   // kept past a disconnect only to tell what changed in the next (events).
-  if (channels_.count(instance_id) == 0) return nullptr;
-  auto it = health_.find(instance_id);
-  if (it == health_.end()) return nullptr;
-  return it->second.report;
+  auto it = channels_.find(instance_id);
+  return it == channels_.end() ? nullptr : it->second->health->report;
 }
 
 void AgentService::SetReadLag(std::function<std::chrono::milliseconds()> read_lag) {
@@ -150,8 +148,8 @@ std::vector<AgentSnapshot> AgentService::Snapshot() const {
     a.connected_at = ch->connected_at;
     a.last_heartbeat = ch->last_heartbeat;
     a.host = ch->host;
-    a.clock_offset = ch->clock_offset;
-    if (ch->health != nullptr && ch->health->report != nullptr) {
+    a.clock_offset = ch->clock_offsets.Max();
+    if (ch->health->report != nullptr) {
       a.health_verdict = ch->health->verdict;
       a.failing_checks = ch->health->failing;
     }
@@ -163,7 +161,7 @@ std::optional<double> AgentService::ClockOffset(const std::string& instance_id) 
   MutexLock lock(mu_);
   auto it = channels_.find(instance_id);
   if (it == channels_.end()) return std::nullopt;
-  return it->second->clock_offset;
+  return it->second->clock_offsets.Max();
 }
 
 void AgentService::HandleJobQuery(const std::shared_ptr<Channel>& ch,

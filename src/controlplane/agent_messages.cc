@@ -4,7 +4,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <utility>
 
 #include "hpod/controlplane/agent_service.h"
@@ -110,9 +109,7 @@ void AgentService::HandleHeartbeat(const std::shared_ptr<Channel>& ch, const jso
     ch->last_heartbeat = clock_.SteadyNow();
     ch->last_read = ch->last_heartbeat;
     if (beat->time) {
-      ch->clock_offsets.push_back(*beat->time - clock_.NowEpochSeconds());
-      if (ch->clock_offsets.size() > kClockSamples) ch->clock_offsets.pop_front();
-      ch->clock_offset = *std::max_element(ch->clock_offsets.begin(), ch->clock_offsets.end());
+      ch->clock_offsets.Add(*beat->time - clock_.NowEpochSeconds());
     }
     // Kept while an agent that stopped sending them is connected: the figures
     // are then its last, as a scrape of a node_exporter that hung would be.

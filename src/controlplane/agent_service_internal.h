@@ -3,8 +3,9 @@
 // AgentService's private state, shared by agent_service.cc (channels, commands)
 // and agent_sessions.cc (shell sessions). Not for use outside AgentService.
 
+#include <algorithm>
+#include <array>
 #include <chrono>
-#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -49,17 +50,32 @@ struct AgentService::Channel {
   // The newest heartbeat's host figures (GET /metrics); written under the
   // service's mu_, as last_heartbeat is.
   std::optional<AgentHostFigures> host;
-  // This node's entry in the service's health_, made when the connection was
-  // registered: health_ is never erased from, so the pointer stays valid, and a
-  // scrape reads each node's verdict through it instead of looking it up. The
-  // entry is written and read under the service's mu_.
+  // This node's entry in the service's health_, set in the same critical
+  // section that puts the connection in channels_ (so never null there):
+  // health_ is never erased from, so the pointer stays valid, and Snapshot and
+  // Health read a node's report through it instead of looking it up. The entry
+  // is written and read under the service's mu_.
   const StoredHealth* health = nullptr;
-  // The latest heartbeats' clock offsets (ClockOffset), newest last, at most
-  // kClockSamples; written under the service's mu_, as last_heartbeat is.
-  std::deque<double> clock_offsets;
-  // The largest of them (none before the first): worked out as each heartbeat
-  // comes, not at each scrape of 10,000 nodes. Written with clock_offsets.
-  std::optional<double> clock_offset;
+  // The latest heartbeats' clock offsets (ClockOffset), at most kClockSamples,
+  // held inline: a scrape reads 10,000 nodes' under the service's lock, and a
+  // container's separate heap block was a cache miss each. Written under the
+  // service's mu_, as last_heartbeat is.
+  struct ClockSamples {
+    std::array<double, kClockSamples> values{};
+    size_t count = 0;  // values[0, count) hold samples
+    size_t next = 0;   // where the next one goes: the oldest, once full
+    void Add(double offset) {
+      values[next] = offset;
+      next = (next + 1) % kClockSamples;
+      count = std::min(count + 1, kClockSamples);
+    }
+    // The largest (none before the first sample).
+    std::optional<double> Max() const {
+      if (count == 0) return std::nullopt;
+      return *std::max_element(values.begin(), values.begin() + count);
+    }
+  };
+  ClockSamples clock_offsets;
   // Its heartbeats' unreadable host figures were answered once (an `error` frame
   // queued); written under the service's mu_, as last_heartbeat is. Decided as
   // the heartbeat is read, not when the refusal runs on the lane: the heartbeats

@@ -34,29 +34,16 @@ struct LiveNode {
   std::string_view node_label;
 };
 
-// The per-node families: nearly all of a large cluster's scrape. Each node's
-// figures are first gathered into one compact array, then each family is
-// written whole from that array, one after another (Exposition::Lines). The
-// figures lie in the snapshots themselves, one array (AgentHostFigures is
-// flat): following a pointer per node per family into state scattered over
-// the heap missed the cache at every step (most of a scrape in hpodd); writing
-// every family at once into a buffer of its own page-faulted twice the text's
-// 17 MB. Labels sort as cluster_name, then mode or mountpoint, then node.
+// The per-node families: nearly all of a large cluster's scrape. Each family is
+// written whole, one after another (Exposition::Lines), walking the snapshots
+// in order: they are one array and hold each node's figures flat
+// (AgentHostFigures), so a family's walk follows no pointer into state
+// scattered over the heap (that missed the cache at every step, most of a
+// scrape in hpodd). Writing every family at once into a buffer of its own
+// page-faulted twice the text's 17 MB. Labels sort as cluster_name, then mode
+// or mountpoint, then node.
 void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::time_point now,
                Exposition& out) {
-  struct Figures {
-    const LiveNode* node;
-    double heartbeat_age;
-    std::optional<double> clock_offset;
-    const AgentHostFigures* host;  // in the snapshot: null when none
-  };
-  std::vector<Figures> figures(live.size());
-  for (size_t i = 0; i < live.size(); ++i) {
-    const AgentSnapshot& a = *live[i].agent;
-    const auto since = a.last_heartbeat.value_or(a.connected_at);
-    figures[i] = {&live[i], std::max(0.0, std::chrono::duration<double>(now - since).count()),
-                  a.clock_offset, a.host ? &*a.host : nullptr};
-  }
   // The extra labels come from fixed sets: each is written once here, not
   // escaped again at each of a 10,000-node scrape's 120,000 samples (a seventh
   // of its CPU).
@@ -88,53 +75,56 @@ void EmitNodes(const std::vector<LiveNode>& live, std::chrono::steady_clock::tim
   // A family is made at its first sample, as Gauge makes one: none without.
   auto family = [&](std::string_view name, std::string_view help, const char* type, auto&& write) {
     std::string* text = nullptr;
-    for (const Figures& f : figures) {
-      write(f, [&](std::string_view extra, double value) {
+    for (const LiveNode& n : live) {
+      write(*n.agent, [&](std::string_view extra, double value) {
         if (text == nullptr) text = &out.Lines(name, help, type);
-        line(*text, name, *f.node, extra, value);
+        line(*text, name, n, extra, value);
       });
     }
   };
   family("hpod_node_heartbeat_age_seconds",
          "Seconds since the node's agent last heartbeat (since it connected, before the first)",
-         "gauge", [](const Figures& f, auto&& emit) { emit("", f.heartbeat_age); });
+         "gauge", [now](const AgentSnapshot& a, auto&& emit) {
+           const auto since = a.last_heartbeat.value_or(a.connected_at);
+           emit("", std::max(0.0, std::chrono::duration<double>(now - since).count()));
+         });
   family("hpod_node_clock_offset_seconds",
          "The node's clock minus hpodd's, from its agent's heartbeats (low by a heartbeat's "
          "one-way delay)",
-         "gauge", [](const Figures& f, auto&& emit) {
-           if (f.clock_offset) emit("", *f.clock_offset);
+         "gauge", [](const AgentSnapshot& a, auto&& emit) {
+           if (a.clock_offset) emit("", *a.clock_offset);
          });
   family("hpod_node_cpu_seconds_total",
          "CPU time of the node's host by mode (/proc/stat, all CPUs)", "counter",
-         [](const Figures& f, auto&& emit) {
-           if (!f.host) return;
-           const auto& c = f.host->cpu_seconds;
+         [](const AgentSnapshot& a, auto&& emit) {
+           if (!a.host) return;
+           const auto& c = a.host->cpu_seconds;
            const double cpu[] = {c.user,   c.nice, c.system,  c.idle,
                                  c.iowait, c.irq,  c.softirq, c.steal};
            for (size_t m = 0; m < std::size(kModes); ++m) emit(kModeLabels[m], cpu[m]);
          });
   family("hpod_node_memory_total_bytes", "The node's MemTotal (/proc/meminfo)", "gauge",
-         [](const Figures& f, auto&& emit) {
-           if (f.host) emit("", static_cast<double>(f.host->memory_total_bytes));
+         [](const AgentSnapshot& a, auto&& emit) {
+           if (a.host) emit("", static_cast<double>(a.host->memory_total_bytes));
          });
   family("hpod_node_memory_available_bytes", "The node's MemAvailable (/proc/meminfo)", "gauge",
-         [](const Figures& f, auto&& emit) {
-           if (f.host) emit("", static_cast<double>(f.host->memory_available_bytes));
+         [](const AgentSnapshot& a, auto&& emit) {
+           if (a.host) emit("", static_cast<double>(a.host->memory_available_bytes));
          });
   family("hpod_node_filesystem_size_bytes", "Size of the node's filesystem (statvfs)", "gauge",
-         [](const Figures& f, auto&& emit) {
-           if (!f.host) return;
+         [](const AgentSnapshot& a, auto&& emit) {
+           if (!a.host) return;
            for (size_t m = 0; m < std::size(kHostMountpoints); ++m) {
-             const auto& fs = f.host->filesystems[m];
+             const auto& fs = a.host->filesystems[m];
              if (fs.reported) emit(kMountLabels[m], static_cast<double>(fs.size_bytes));
            }
          });
   family("hpod_node_filesystem_avail_bytes",
          "Space an unprivileged user may still write on the node's filesystem (statvfs)", "gauge",
-         [](const Figures& f, auto&& emit) {
-           if (!f.host) return;
+         [](const AgentSnapshot& a, auto&& emit) {
+           if (!a.host) return;
            for (size_t m = 0; m < std::size(kHostMountpoints); ++m) {
-             const auto& fs = f.host->filesystems[m];
+             const auto& fs = a.host->filesystems[m];
              if (fs.reported) emit(kMountLabels[m], static_cast<double>(fs.avail_bytes));
            }
          });
